@@ -1,0 +1,73 @@
+"""Read phases over a local, uncompressed dataset: LocalDataset and StreamingDataset.
+
+Each phase touches every sample it reads (computes its verification key) and checks the keys
+against the generated inputs after the clock stops, so a fast but wrong reader shows up.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+
+import numpy as np
+
+import inputs
+
+RANDOM_READS = 2000
+
+
+def _path(context, dataset: str) -> str:
+    return os.path.join(context.scratch, dataset)
+
+
+def local_sequential(context, schema: str, n: int, dataset: str) -> dict:
+    """LocalDataset(local=...) then ds[0], ds[1], ... ds[len-1]."""
+    from streaming import LocalDataset
+
+    expected = inputs.expected_keys(context.inputs, schema, n)
+    start = time.perf_counter()
+    ds = LocalDataset(local=_path(context, dataset))
+    constructed = time.perf_counter()
+    keys = [inputs.key_of(schema, ds[i]) for i in range(len(ds))]
+    seconds = time.perf_counter() - constructed
+    return {"construct_s": constructed - start, "seconds": seconds,
+            "samples_per_s": len(keys) / seconds, "values_ok": keys == expected}
+
+
+def local_random(context, schema: str, n: int, dataset: str) -> dict:
+    """ds[i] latency over RANDOM_READS uniformly random indices (fixed seed)."""
+    from streaming import LocalDataset
+
+    expected = inputs.expected_keys(context.inputs, schema, n)
+    indices = np.random.default_rng(99).integers(0, n, size=RANDOM_READS).tolist()
+    ds = LocalDataset(local=_path(context, dataset))
+    latencies_ns, ok = [], True
+    clock = time.perf_counter_ns
+    for i in indices:
+        start = clock()
+        sample = ds[i]
+        latencies_ns.append(clock() - start)
+        ok = ok and inputs.key_of(schema, sample) == expected[i]
+    latencies_us = np.asarray(latencies_ns[1:], dtype=np.float64) / 1e3
+    return {"first_access_us": latencies_ns[0] / 1e3,
+            "p50_us": float(np.percentile(latencies_us, 50)),
+            "p99_us": float(np.percentile(latencies_us, 99)), "values_ok": ok}
+
+
+def streaming_iteration(context, schema: str, n: int, dataset: str, batch_size: int = 32) -> dict:
+    """One epoch of StreamingDataset(local=..., batch_size=...) in this process, shuffle off."""
+    from streaming import StreamingDataset
+
+    expected = inputs.expected_keys(context.inputs, schema, n)
+    start = time.perf_counter()
+    ds = StreamingDataset(local=_path(context, dataset), remote=None, shuffle=False,
+                          batch_size=batch_size)
+    constructed = time.perf_counter()
+    iterator = iter(ds)
+    keys = [inputs.key_of(schema, next(iterator))]
+    first = time.perf_counter()
+    keys.extend(inputs.key_of(schema, sample) for sample in iterator)
+    end = time.perf_counter()
+    return {"construct_s": constructed - start, "first_sample_s": first - constructed,
+            "seconds": end - constructed, "samples_per_s": len(keys) / (end - constructed),
+            "values_ok": keys == expected}

@@ -1,0 +1,39 @@
+"""Stream MDS, JSON and CSV/TSV/XSV shards from Spark, object stores and local disk into PyTorch.
+
+`import streaming` stays cheap: the public names below are resolved on first use, so writing or
+reading shards never imports torch, pyspark or a cloud SDK it does not need.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+from streaming._version import __version__
+
+_EXPORTS = {
+    "MDSWriter": "streaming.format",
+    "JSONWriter": "streaming.format",
+    "XSVWriter": "streaming.format",
+    "CSVWriter": "streaming.format",
+    "TSVWriter": "streaming.format",
+    "LocalDataset": "streaming.dataset.local",
+    "Stream": "streaming.dataset.stream",
+    "StreamingDataset": "streaming.dataset.dataset",
+    "StreamingDataLoader": "streaming.dataset.dataloader",
+}
+
+__all__ = ["__version__", *_EXPORTS]
+
+
+def __getattr__(name: str) -> Any:
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module 'streaming' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(__all__)

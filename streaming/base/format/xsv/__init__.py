@@ -1,0 +1,6 @@
+"""Upstream path `streaming.base.format.xsv`: re-exports."""
+
+from streaming.format.xsv.reader import CSVReader, TSVReader, XSVReader
+from streaming.format.xsv.writer import CSVWriter, TSVWriter, XSVWriter
+
+__all__ = ["CSVReader", "CSVWriter", "TSVReader", "TSVWriter", "XSVReader", "XSVWriter"]

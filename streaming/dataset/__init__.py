@@ -1,0 +1,1 @@
+"""Reading datasets: local random access, world/partition/shuffle/sampling/batching, caching and resumption."""

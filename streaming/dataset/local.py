@@ -1,0 +1,53 @@
+"""`LocalDataset`: a map-style dataset over shards that are already on local disk."""
+
+from __future__ import annotations
+
+import os
+from bisect import bisect_right
+from itertools import accumulate
+from typing import Any, Iterator
+
+from streaming.dataset.array import Array
+from streaming.format.index import get_index_basename, load_index
+from streaming.format.readers import reader_from_json
+
+
+class LocalDataset(Array):
+    """Random access and fast sequential iteration over ``<local>/<split>/index.json`` and its shards.
+
+    Compressed shards are decompressed next to their compressed copy the first time they are read.
+    Works as a map-style dataset in a ``torch.utils.data.DataLoader`` (no torch import needed here).
+
+    Args:
+        local: dataset directory.
+        split: optional sub-directory.
+    """
+
+    def __init__(self, local: str, split: str | None = None) -> None:
+        self.local = local
+        self.split = split or ""
+        index_path = os.path.join(local, self.split, get_index_basename())
+        self.shards = [reader_from_json(local, self.split, entry) for entry in load_index(index_path)]
+        self.samples_per_shard = [shard.samples for shard in self.shards]
+        self._shard_starts = [0, *accumulate(self.samples_per_shard)][:-1]
+        self.num_samples = sum(self.samples_per_shard)
+
+    def __len__(self) -> int:
+        return self.num_samples
+
+    @property
+    def size(self) -> int:
+        return self.num_samples
+
+    def get_item(self, index: int) -> dict[str, Any]:
+        shard_id = bisect_right(self._shard_starts, index) - 1
+        return self.shards[shard_id].get_item(index - self._shard_starts[shard_id])
+
+    def __getitem__(self, at: Any) -> Any:
+        if type(at) is int and 0 <= at < self.num_samples:
+            return self.get_item(at)
+        return super().__getitem__(at)
+
+    def __iter__(self) -> Iterator[dict[str, Any]]:
+        for shard in self.shards:
+            yield from shard

@@ -1,0 +1,218 @@
+"""Shard compression: the algorithm names of `index.json` and the codecs behind them.
+
+An algorithm name is a family (also the file extension) with an optional level: ``zstd``, ``zstd:7``,
+``br:5``, ``gz``, ``bz2:1``, ``snappy``. The output is byte-identical to MosaicML Streaming's for every
+family except ``gz``, whose header carries a modification time: upstream stamps the current time, this
+module stamps 0 so that the same shard always compresses to the same bytes (and the same hashes).
+
+Codec modules are imported on first use, so importing this module costs nothing.
+"""
+
+from __future__ import annotations
+
+import struct
+import threading
+import zlib
+from functools import cache
+from types import ModuleType
+from typing import Callable, NamedTuple
+
+__all__ = ["check_compression", "compress", "decompress", "get_compression_extension", "get_compressions",
+           "is_compression"]
+
+
+class _Family(NamedTuple):
+    """One compression family: its levels (empty when it has none) and the level its bare name means."""
+
+    levels: range
+    default: int | None
+
+
+_FAMILIES: dict[str, _Family] = {
+    "br": _Family(range(0, 12), 11),
+    "bz2": _Family(range(1, 10), 9),
+    "gz": _Family(range(0, 10), 9),
+    "snappy": _Family(range(0), None),
+    "zstd": _Family(range(1, 23), 3),
+}
+
+
+def _expand_names() -> dict[str, tuple[str, int | None]]:
+    """Map every accepted algorithm name to its (family, level)."""
+    names: dict[str, tuple[str, int | None]] = {}
+    for family, spec in _FAMILIES.items():
+        names[family] = (family, spec.default)
+        for level in spec.levels:
+            names[f"{family}:{level}"] = (family, level)
+    return names
+
+
+_ALGORITHMS = _expand_names()
+
+
+def _describe_valid() -> str:
+    """Human-readable list of the accepted names, for error messages."""
+    parts = []
+    for family, spec in _FAMILIES.items():
+        if spec.levels:
+            parts.append(f"{family} or {family}:{spec.levels[0]}..{family}:{spec.levels[-1]} "
+                         f"(default level {spec.default})")
+        else:
+            parts.append(family)
+    return "; ".join(parts)
+
+
+def _parse(algo: object) -> tuple[str, int | None]:
+    """Return (family, level) of a valid algorithm name, else raise ValueError naming the valid ones."""
+    try:
+        return _ALGORITHMS[algo]  # type: ignore[index]
+    except (KeyError, TypeError):
+        raise ValueError(f"Unknown compression algorithm {algo!r}. Valid algorithms: {_describe_valid()}.") from None
+
+
+def get_compressions() -> set[str]:
+    """Return every accepted algorithm name (each family alone and with each of its levels)."""
+    return set(_ALGORITHMS)
+
+
+def is_compression(algo: str | None) -> bool:
+    """Return whether ``algo`` is a valid compression setting; ``None`` (no compression) counts as valid."""
+    if algo is None:
+        return True
+    try:
+        return algo in _ALGORITHMS
+    except TypeError:
+        return False
+
+
+def check_compression(algo: str | None) -> str | None:
+    """Validate a writer's ``compression`` argument: return it unchanged, or ``None`` for ``None``/``''``.
+
+    Raises:
+        ValueError: the name is not an accepted algorithm (the message lists the families and level ranges).
+    """
+    if algo is None or algo == "":
+        return None
+    _parse(algo)
+    return algo
+
+
+def get_compression_extension(algo: str) -> str:
+    """Return the file extension of an algorithm: its family name, e.g. ``zstd`` for ``zstd:7``."""
+    return _parse(algo)[0]
+
+
+@cache
+def _import(name: str) -> ModuleType:
+    """Import a codec module once."""
+    import importlib
+
+    return importlib.import_module(name)
+
+
+class _ZstdCodecs(threading.local):
+    """Per-thread zstandard compressors (one per level) and decompressor: they are not thread-safe."""
+
+    def __init__(self) -> None:
+        self.compressors: dict[int, object] = {}
+        self.decompressor: object | None = None
+
+
+_zstd_codecs = _ZstdCodecs()
+
+
+def _zstd_compress(data: bytes, level: int) -> bytes:
+    """One zstd frame with the content size and no checksum, as the reference `zstd.compress` writes."""
+    compressor = _zstd_codecs.compressors.get(level)
+    if compressor is None:
+        zstandard = _import("zstandard")
+        compressor = zstandard.ZstdCompressor(level=level, write_content_size=True, write_checksum=False)
+        _zstd_codecs.compressors[level] = compressor
+    return compressor.compress(data)
+
+
+def _zstd_decompress(data: bytes | memoryview) -> bytes:
+    """Decompress one or more zstd frames, with or without a content size in their headers."""
+    zstandard = _import("zstandard")
+    decompressor = _zstd_codecs.decompressor
+    if decompressor is None:
+        decompressor = _zstd_codecs.decompressor = zstandard.ZstdDecompressor()
+    try:
+        return decompressor.decompress(data, allow_extra_data=False)
+    except zstandard.ZstdError:
+        pass
+    parts = []
+    rest = bytes(data)
+    while rest:
+        stream = decompressor.decompressobj()
+        parts.append(stream.decompress(rest))
+        if not stream.eof:
+            raise ValueError("zstd data is truncated: the last frame does not end.")
+        rest = stream.unused_data
+    return b"".join(parts)
+
+
+_GZIP_TRAILER = struct.Struct("<II")
+
+
+def _gzip_compress(data: bytes, level: int) -> bytes:
+    """A single gzip member laid out as Python's `gzip.compress` writes it, with modification time 0."""
+    extra_flags = 2 if level == 9 else 4 if level == 1 else 0
+    header = bytes((0x1F, 0x8B, 8, 0, 0, 0, 0, 0, extra_flags, 0xFF))
+    deflater = zlib.compressobj(level, zlib.DEFLATED, -zlib.MAX_WBITS)
+    body = deflater.compress(data) + deflater.flush()
+    return header + body + _GZIP_TRAILER.pack(zlib.crc32(data), len(data) & 0xFFFFFFFF)
+
+
+def _compressor(family: str) -> Callable[[bytes, int | None], bytes]:
+    """Return the compress function of a family, taking (data, level)."""
+    if family == "zstd":
+        return _zstd_compress  # type: ignore[return-value]
+    if family == "gz":
+        return _gzip_compress  # type: ignore[return-value]
+    if family == "br":
+        return lambda data, level: _import("brotli").compress(bytes(data), quality=level)
+    if family == "bz2":
+        return lambda data, level: _import("bz2").compress(data, level)
+    return lambda data, level: bytes(_import("cramjam").snappy.compress_raw(data))
+
+
+def _decompressor(family: str) -> Callable[[bytes | memoryview], bytes]:
+    """Return the decompress function of a family."""
+    if family == "zstd":
+        return _zstd_decompress
+    if family == "gz":
+        return lambda data: _import("gzip").decompress(data)
+    if family == "br":
+        return lambda data: _import("brotli").decompress(data)
+    if family == "bz2":
+        return lambda data: _import("bz2").decompress(data)
+    return lambda data: bytes(_import("cramjam").snappy.decompress_raw(data))
+
+
+_COMPRESSORS = {family: _compressor(family) for family in _FAMILIES}
+_DECOMPRESSORS = {family: _decompressor(family) for family in _FAMILIES}
+
+
+def compress(algo: str | None, data: bytes | memoryview) -> bytes:
+    """Compress ``data`` with the named algorithm; ``None`` returns the data unchanged.
+
+    Raises:
+        ValueError: unknown algorithm name.
+    """
+    if algo is None:
+        return data  # type: ignore[return-value]
+    family, level = _parse(algo)
+    return _COMPRESSORS[family](data, level)  # type: ignore[arg-type]
+
+
+def decompress(algo: str | None, data: bytes | memoryview) -> bytes:
+    """Decompress ``data`` written with the named algorithm (any level); ``None`` returns it unchanged.
+
+    Raises:
+        ValueError: unknown algorithm name, or truncated zstd data. Corrupt data raises the codec's own error.
+    """
+    if algo is None:
+        return data  # type: ignore[return-value]
+    family, _ = _parse(algo)
+    return _DECOMPRESSORS[family](data)

@@ -1,0 +1,24 @@
+"""Exceptions with messages that name the column, the sample or the file at fault."""
+
+from __future__ import annotations
+
+
+class UnknownEncodingError(TypeError, ValueError):
+    """An encoding name that no registry knows (a TypeError for upstream's callers, a ValueError by meaning)."""
+
+
+class SampleEncodingError(ValueError):
+    """Base for a sample that does not fit the declared columns."""
+
+
+class ShardCorruptError(ValueError):
+    """A shard file that is truncated, resized or fails its recorded hash."""
+
+
+def with_context(err: BaseException, context: str) -> BaseException:
+    """Return an exception of the same type as ``err`` whose message starts with ``context``."""
+    message = f"{context}: {err.args[0] if len(err.args) == 1 else err}"
+    try:
+        return type(err)(message)
+    except Exception:  # noqa: BLE001 - an exception type with an unusual constructor
+        return ValueError(message)

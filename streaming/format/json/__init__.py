@@ -1,0 +1,1 @@
+"""The JSON shard format: JSON lines plus a binary offsets file per shard."""

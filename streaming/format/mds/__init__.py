@@ -1,0 +1,1 @@
+"""The MDS shard format: packed binary columns, one file per shard."""

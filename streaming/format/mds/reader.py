@@ -1,0 +1,142 @@
+"""`MDSReader`: zero-copy random access to the samples of one memory-mapped MDS shard."""
+
+from __future__ import annotations
+
+import struct
+import sys
+from functools import lru_cache
+from typing import Any, Callable, Iterator
+
+from streaming.format.errors import ShardCorruptError
+from streaming.format.mds.encodings import get_mds_coder, is_mds_encoding_safe
+from streaming.format.reader import JointReader, _map_file
+
+Decoder = Callable[[memoryview, int], dict[str, Any]]
+
+
+def _column_decoder(encoding: str) -> Callable[[memoryview], Any]:
+    if encoding == "str":
+        return lambda view: str(view, "utf-8")
+    if encoding == "bytes":
+        return bytes
+    if encoding == "int":
+        return lambda view: int.from_bytes(view, "little", signed=True)
+    coder = get_mds_coder(encoding)
+    if getattr(coder, "zero_copy", False):
+        return coder.decode
+    return lambda view: coder.decode(bytes(view))
+
+
+@lru_cache(maxsize=256)
+def build_decoder(names: tuple[str, ...], encodings: tuple[str, ...], sizes: tuple[int | None, ...]) -> Decoder:
+    """Compile a function that decodes one sample starting at a byte position of a shard buffer."""
+    num_variable = sum(size is None for size in sizes)
+    unpack_sizes = struct.Struct(f"<{num_variable}I").unpack_from
+    plan = []
+    variable_index = 0
+    for name, encoding, size in zip(names, encodings, sizes):
+        plan.append((name, _column_decoder(encoding), size, -1 if size is not None else variable_index))
+        variable_index += size is None
+    if len(plan) == 1:
+        (name, decode, size, _), = plan
+        if size is None:
+            def decode_single_variable(buffer: memoryview, begin: int) -> dict[str, Any]:
+                length, = unpack_sizes(buffer, begin)
+                return {name: decode(buffer[begin + 4:begin + 4 + length])}
+            return decode_single_variable
+
+        def decode_single_fixed(buffer: memoryview, begin: int) -> dict[str, Any]:
+            return {name: decode(buffer[begin:begin + size])}
+        return decode_single_fixed
+    header = 4 * num_variable
+
+    def decode_sample(buffer: memoryview, begin: int) -> dict[str, Any]:
+        lengths = unpack_sizes(buffer, begin)
+        position = begin + header
+        sample = {}
+        for name, decode, size, index in plan:
+            end = position + (size if index < 0 else lengths[index])
+            sample[name] = decode(buffer[position:end])
+            position = end
+        return sample
+    return decode_sample
+
+
+class MDSReader(JointReader):
+    """One MDS shard: a data file with a sample count, sample offsets, a JSON header and packed samples."""
+
+    def __init__(self, dirname: str, split: str | None, column_encodings: list[str], column_names: list[str],
+                 column_sizes: list[int | None], compression: str | None, hashes: list[str],
+                 raw_data: dict[str, Any], samples: int, size_limit: int | None,
+                 zip_data: dict[str, Any] | None) -> None:
+        super().__init__(dirname, split, compression, hashes, raw_data, samples, size_limit, zip_data)
+        self.column_encodings = column_encodings
+        self.column_names = column_names
+        self.column_sizes = column_sizes
+        self._buffer: memoryview | None = None
+        self._offsets: Any = None
+        self._decode: Decoder | None = None
+
+    def __getstate__(self) -> dict[str, Any]:
+        state = self.__dict__.copy()
+        state.update(_buffer=None, _offsets=None, _decode=None)
+        return state
+
+    def validate(self, allow_unsafe_types: bool) -> None:
+        if allow_unsafe_types:
+            return
+        for name, encoding in zip(self.column_names, self.column_encodings):
+            if not is_mds_encoding_safe(encoding):
+                raise ValueError(f"Column {name} contains an unsafe type: {encoding}. "
+                                 f"To proceed anyway, set allow_unsafe_types=True.")
+
+    def open(self) -> None:
+        """Map the shard file (decompressing it first if only the compressed copy is present) and check it."""
+        self.ensure_raw()
+        path = self.local_path(self.raw_data.basename)
+        mapped = _map_file(path, self.raw_data.bytes)
+        count = int.from_bytes(mapped[:4], "little") if len(mapped) >= 4 else -1
+        if count != self.samples or len(mapped) < 4 * (count + 2):
+            raise ShardCorruptError(f"Shard file {path} says it holds {count} samples but the index says "
+                                    f"{self.samples}: it is corrupt or belongs to another dataset.")
+        buffer = memoryview(mapped)
+        table = buffer[4:4 * (count + 2)]
+        offsets = table.cast("I") if sys.byteorder == "little" else struct.unpack(f"<{count + 1}I", table)
+        if offsets[count] != len(mapped) or (count and offsets[0] > len(mapped)):
+            raise ShardCorruptError(f"Shard file {path} has sample offsets that point outside the file: "
+                                    f"it is corrupt.")
+        self._decode = build_decoder(tuple(self.column_names), tuple(self.column_encodings),
+                                     tuple(self.column_sizes))
+        self._offsets = offsets
+        self._buffer = buffer
+
+    def get_sample_data(self, index: int) -> bytes:
+        """The encoded bytes of sample ``index``."""
+        if self._buffer is None:
+            self.open()
+        if not 0 <= index < self.samples:
+            raise IndexError(f"Sample {index} is out of range for shard {self.raw_data.basename} "
+                             f"of {self.samples} samples.")
+        return bytes(self._buffer[self._offsets[index]:self._offsets[index + 1]])
+
+    def decode_sample(self, data: bytes) -> dict[str, Any]:
+        """Decode the encoded bytes of one sample."""
+        if self._decode is None:
+            self._decode = build_decoder(tuple(self.column_names), tuple(self.column_encodings),
+                                         tuple(self.column_sizes))
+        return self._decode(memoryview(data), 0)
+
+    def get_item(self, index: int) -> dict[str, Any]:
+        if self._buffer is None:
+            self.open()
+        if not 0 <= index < self.samples:
+            raise IndexError(f"Sample {index} is out of range for shard {self.raw_data.basename} "
+                             f"of {self.samples} samples.")
+        return self._decode(self._buffer, self._offsets[index])
+
+    def __iter__(self) -> Iterator[dict[str, Any]]:
+        if self._buffer is None:
+            self.open()
+        decode, buffer = self._decode, self._buffer
+        for begin in self._offsets[:self.samples]:
+            yield decode(buffer, begin)

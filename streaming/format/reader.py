@@ -1,0 +1,178 @@
+"""Shard readers: memory-mapped random access to one shard's samples, with decompression on first use.
+
+A reader is created from its ``index.json`` entry. Files are opened lazily and checked against the index
+(size, sample count, last offset), so a truncated or replaced shard fails with an error naming the file.
+"""
+
+from __future__ import annotations
+
+import mmap
+import os
+import uuid
+from typing import Any, Iterator
+
+from streaming.format.compression import decompress
+from streaming.format.errors import ShardCorruptError
+from streaming.format.hashing import get_hash
+from streaming.format.index import FileInfo
+
+
+def _map_file(path: str, expected_bytes: int) -> mmap.mmap | bytes:
+    with open(path, "rb") as f:
+        size = os.fstat(f.fileno()).st_size
+        if size != expected_bytes:
+            raise ShardCorruptError(f"Shard file {path} is {size} bytes but the index says {expected_bytes}: "
+                                    f"it is truncated or was replaced.")
+        if size == 0:
+            return b""
+        return mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
+
+
+class Reader:
+    """One shard of a dataset, read from ``<dirname>/<split>/``.
+
+    Args:
+        dirname: dataset root (local directory).
+        split: sub-directory of the split, or ``None``.
+        compression: the shard's compression, or ``None``.
+        hashes: hash algorithms recorded for its files.
+        samples: number of samples.
+        size_limit: the writer's shard size cap.
+    """
+
+    def __init__(self, dirname: str, split: str | None, compression: str | None, hashes: list[str],
+                 samples: int, size_limit: int | None) -> None:
+        self.dirname = dirname
+        self.split = split or ""
+        self.compression = compression
+        self.hashes = hashes
+        self.samples = samples
+        self.size_limit = size_limit
+        self.file_pairs: list[tuple[FileInfo, FileInfo | None]] = []
+
+    def __len__(self) -> int:
+        return self.samples
+
+    def local_path(self, basename: str) -> str:
+        return os.path.join(self.dirname, self.split, basename)
+
+    def get_max_size(self) -> int:
+        """Bytes on disk while a shard is being prepared (raw plus compressed)."""
+        return sum(raw.bytes + (zipped.bytes if zipped else 0) for raw, zipped in self.file_pairs)
+
+    def get_raw_size(self) -> int:
+        return sum(raw.bytes for raw, _ in self.file_pairs)
+
+    def get_zip_size(self) -> int | None:
+        if not self.compression:
+            return None
+        return sum(zipped.bytes for _, zipped in self.file_pairs if zipped)
+
+    def validate(self, allow_unsafe_types: bool) -> None:
+        """Raise if the shard uses an encoding the caller did not allow."""
+
+    def ensure_raw(self, validate_hash: str | None = None) -> None:
+        """Make every raw file present, decompressing from its compressed copy when needed.
+
+        Concurrent processes may race here: each decompresses into its own temp file and renames it into
+        place atomically, so no reader ever sees a partial file.
+        """
+        for raw, zipped in self.file_pairs:
+            raw_path = self.local_path(raw.basename)
+            if os.path.exists(raw_path):
+                continue
+            if zipped is None:
+                raise FileNotFoundError(f"Shard file {raw_path} does not exist.")
+            zip_path = self.local_path(zipped.basename)
+            if not os.path.exists(zip_path):
+                raise FileNotFoundError(f"Shard file {raw_path} does not exist, nor its compressed copy {zip_path}.")
+            with open(zip_path, "rb") as f:
+                data = f.read()
+            if len(data) != zipped.bytes:
+                raise ShardCorruptError(f"Shard file {zip_path} is {len(data)} bytes but the index says "
+                                        f"{zipped.bytes}: it is truncated or was replaced.")
+            if validate_hash:
+                self._check_hash(zip_path, data, zipped, validate_hash)
+            try:
+                data = decompress(self.compression, data)
+            except Exception as err:  # noqa: BLE001 - any codec failure means a corrupt file
+                raise ShardCorruptError(f"Shard file {zip_path} cannot be decompressed with "
+                                        f"{self.compression!r}: {err}") from err
+            if len(data) != raw.bytes:
+                raise ShardCorruptError(f"Shard file {zip_path} decompresses to {len(data)} bytes but the index "
+                                        f"says {raw.bytes}.")
+            tmp = f"{raw_path}.tmp.{uuid.uuid4().hex}"
+            with open(tmp, "wb") as out:
+                out.write(data)
+            os.replace(tmp, raw_path)
+
+    @staticmethod
+    def _check_hash(path: str, data: bytes | memoryview, info: FileInfo, algo: str) -> None:
+        expected = info.hashes.get(algo)
+        if expected is None:
+            raise ValueError(f"validate_hash={algo!r} but the index records only {sorted(info.hashes)} for {path}.")
+        if get_hash(algo, data) != expected:
+            raise ShardCorruptError(f"Checksum failure: {path} does not match its {algo} hash in the index.")
+
+    def get_item(self, index: int) -> dict[str, Any]:
+        raise NotImplementedError
+
+    def __getitem__(self, index: int) -> dict[str, Any]:
+        return self.get_item(index)
+
+    def __iter__(self) -> Iterator[dict[str, Any]]:
+        for index in range(self.samples):
+            yield self.get_item(index)
+
+
+class JointReader(Reader):
+    """A shard stored as one data file (MDS)."""
+
+    def __init__(self, dirname: str, split: str | None, compression: str | None, hashes: list[str],
+                 raw_data: dict[str, Any], samples: int, size_limit: int | None,
+                 zip_data: dict[str, Any] | None) -> None:
+        super().__init__(dirname, split, compression, hashes, samples, size_limit)
+        self.raw_data = FileInfo.from_json(raw_data)
+        self.zip_data = FileInfo.from_json(zip_data)
+        self.file_pairs = [(self.raw_data, self.zip_data)]
+
+
+class SplitReader(Reader):
+    """A shard stored as a data file plus a ``.meta`` file (JSON, CSV, TSV, XSV)."""
+
+    def __init__(self, dirname: str, split: str | None, compression: str | None, hashes: list[str],
+                 raw_data: dict[str, Any], raw_meta: dict[str, Any], samples: int, size_limit: int | None,
+                 zip_data: dict[str, Any] | None, zip_meta: dict[str, Any] | None) -> None:
+        super().__init__(dirname, split, compression, hashes, samples, size_limit)
+        self.raw_data = FileInfo.from_json(raw_data)
+        self.zip_data = FileInfo.from_json(zip_data)
+        self.raw_meta = FileInfo.from_json(raw_meta)
+        self.zip_meta = FileInfo.from_json(zip_meta)
+        self.file_pairs = [(self.raw_meta, self.zip_meta), (self.raw_data, self.zip_data)]
+        self._data: mmap.mmap | bytes | None = None
+        self._offsets: memoryview | None = None
+
+    def _open(self) -> None:
+        self.ensure_raw()
+        meta_path = self.local_path(self.raw_meta.basename)
+        meta = _map_file(meta_path, self.raw_meta.bytes)
+        count = int.from_bytes(meta[:4], "little") if len(meta) >= 4 else -1
+        if count != self.samples or len(meta) < 4 * (count + 2):
+            raise ShardCorruptError(f"Shard file {meta_path} says it holds {count} samples but the index says "
+                                    f"{self.samples}.")
+        import numpy as np
+
+        self._offsets = np.frombuffer(meta, "<u4", count + 1, 4).tolist()
+        data_path = self.local_path(self.raw_data.basename)
+        self._data = _map_file(data_path, self.raw_data.bytes)
+        if self._offsets[-1] != len(self._data):
+            raise ShardCorruptError(f"Shard file {data_path} ends at byte {len(self._data)} but its meta file says "
+                                    f"{self._offsets[-1]}.")
+
+    def get_sample_data(self, index: int) -> bytes:
+        if self._data is None:
+            self._open()
+        if not 0 <= index < self.samples:
+            raise IndexError(f"Sample {index} is out of range for shard {self.raw_data.basename} "
+                             f"of {self.samples} samples.")
+        return self._data[self._offsets[index]:self._offsets[index + 1]]

@@ -1,0 +1,239 @@
+"""The shard-writing machinery shared by every format: sample accounting, shard files, index and upload.
+
+A writer encodes samples on the caller's thread, cuts them into shards by ``size_limit`` exactly as
+MosaicML Streaming does, and hands each finished shard to a small thread pool that compresses, hashes
+and writes its files while the caller goes on encoding the next one. ``index.json`` is written last.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from abc import ABC, abstractmethod
+from collections import deque
+from concurrent.futures import Future, ThreadPoolExecutor
+from types import TracebackType
+from typing import Any
+
+from streaming.format.compression import check_compression, compress, get_compression_extension
+from streaming.format.hashing import check_hashes, get_hash
+from streaming.format.index import FileInfo, get_index_basename, write_index
+from streaming.storage.uploader import ShardUploader
+from streaming.util import bytes_to_int
+
+MAX_SIZE_LIMIT = 1 << 32
+DEFAULT_SIZE_LIMIT = 1 << 26
+_WRITER_OPTIONS = ("progress_bar", "max_workers", "retry", "exist_ok")
+
+
+def _shard_threads() -> int:
+    return max(1, min(len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1, 8))
+
+
+def parse_size_limit(size_limit: int | str | None) -> int | None:
+    """Validate ``size_limit``: None or 0 means unlimited; otherwise 1 byte up to (not including) 4 GiB."""
+    if size_limit is None:
+        return None
+    limit = bytes_to_int(size_limit)
+    if limit < 0:
+        raise ValueError(f"size_limit must be positive, got {size_limit!r}.")
+    if limit >= MAX_SIZE_LIMIT:
+        raise ValueError(f"size_limit must be less than 4 GiB (2**32 bytes) because shard offsets are 32-bit, "
+                         f"got {size_limit!r} = {limit} bytes.")
+    return limit or None
+
+
+class Writer(ABC):
+    """Base of every shard writer; subclasses define how samples are encoded and shards laid out.
+
+    Args:
+        out: local directory, remote URL, or ``(local, remote)`` pair.
+        keep_local: keep local files after upload when there is a remote.
+        compression: ``None`` or an algorithm such as ``"zstd"``, ``"zstd:7"``, ``"gz"``, ``"br:5"``.
+        hashes: sorted list of hash algorithms recorded in the index for every file.
+        size_limit: shard size cap in bytes (int or a string like ``"64mb"``); ``None`` for no cap.
+        extra_bytes_per_shard: bytes a shard spends besides its samples (MDS header).
+        extra_bytes_per_sample: bytes a sample spends besides its encoding (MDS offset entry).
+        progress_bar, max_workers, retry, exist_ok: upload options, as in MosaicML Streaming.
+    """
+
+    format: str = ""
+
+    def __init__(self, *, out: str | tuple[str, str], keep_local: bool = False, compression: str | None = None,
+                 hashes: list[str] | None = None, size_limit: int | str | None = DEFAULT_SIZE_LIMIT,
+                 extra_bytes_per_shard: int = 0, extra_bytes_per_sample: int = 0, **kwargs: Any) -> None:
+        unknown = sorted(set(kwargs) - set(_WRITER_OPTIONS))
+        if unknown:
+            raise ValueError(f"Invalid Writer argument(s): {', '.join(unknown)}. "
+                             f"Valid options besides the named ones: {', '.join(_WRITER_OPTIONS)}.")
+        self.keep_local = keep_local
+        self.compression = check_compression(compression)
+        self.hashes = check_hashes(list(hashes or []))
+        self.size_limit = parse_size_limit(size_limit)
+        self.extra_bytes_per_shard = extra_bytes_per_shard
+        self.extra_bytes_per_sample = extra_bytes_per_sample
+        self.shards: list[dict[str, Any]] = []
+        self.new_samples: list[bytes] = []
+        self.new_shard_size = extra_bytes_per_shard
+        self.samples_written = 0
+        self._next_shard = 0
+        self._finished = False
+        self._pending: deque[Future] = deque()
+        self._threads = _shard_threads()
+        self._pool = ThreadPoolExecutor(self._threads, thread_name_prefix="mds-shard")
+        self.cloud_writer = ShardUploader(out, keep_local=keep_local, exist_ok=kwargs.get("exist_ok", False),
+                                          max_workers=kwargs.get("max_workers"), retry=kwargs.get("retry", 2),
+                                          progress_bar=kwargs.get("progress_bar", False))
+        self.local = self.cloud_writer.local
+        self.remote = self.cloud_writer.remote
+
+    @abstractmethod
+    def encode_sample(self, sample: dict[str, Any]) -> bytes:
+        """Encode one sample; errors name the column, its encoding and the sample number."""
+
+    @abstractmethod
+    def get_config(self) -> dict[str, Any]:
+        """The per-shard settings recorded in the index (and, for MDS, the shard header)."""
+
+    @abstractmethod
+    def encode_shard(self, samples: list[bytes]) -> list[bytes]:
+        """Lay out one shard's files: ``[data]`` for joint formats, ``[data, meta]`` for split formats."""
+
+    @abstractmethod
+    def shard_entry(self, num_samples: int, files: list[tuple[FileInfo, FileInfo | None]]) -> dict[str, Any]:
+        """Build the index entry for a shard from its (raw, zip) file infos."""
+
+    def shard_basenames(self, shard_id: int) -> list[str]:
+        """Raw file names of a shard, in ``encode_shard`` order."""
+        return [f"shard.{shard_id:05}.{self.format}"]
+
+    def write(self, sample: dict[str, Any]) -> None:
+        """Encode and add one sample, starting a new shard first when it would exceed ``size_limit``."""
+        if self._finished:
+            raise RuntimeError("This writer is finished; create a new writer to write more samples.")
+        self._raise_background_failure()
+        data = self.encode_sample(sample)
+        size = len(data) + self.extra_bytes_per_sample
+        if self.size_limit and self.size_limit < self.new_shard_size + size:
+            self.flush_shard()
+        self.new_samples.append(data)
+        self.new_shard_size += size
+        self.samples_written += 1
+
+    def flush_shard(self) -> None:
+        """Close the current shard (even an empty one, as upstream does) and write it in the background."""
+        samples, self.new_samples = self.new_samples, []
+        self.new_shard_size = self.extra_bytes_per_shard
+        shard_id, self._next_shard = self._next_shard, self._next_shard + 1
+        contents = self.encode_shard(samples)
+        future = self._pool.submit(self._store_shard, shard_id, len(samples), contents)
+        self._pending.append(future)
+        while len(self._pending) > 2 * self._threads:
+            self._collect(self._pending.popleft())
+
+    def _store_shard(self, shard_id: int, num_samples: int, contents: list[bytes]) -> dict[str, Any]:
+        files = []
+        for basename, raw in zip(self.shard_basenames(shard_id), contents):
+            raw_info = FileInfo(basename, len(raw), self._digests(raw))
+            if self.compression:
+                zipped = compress(self.compression, raw)
+                zip_name = f"{basename}.{get_compression_extension(self.compression)}"
+                self._write_file(zip_name, zipped)
+                files.append((raw_info, FileInfo(zip_name, len(zipped), self._digests(zipped))))
+            else:
+                self._write_file(basename, raw)
+                files.append((raw_info, None))
+        return self.shard_entry(num_samples, files)
+
+    def _digests(self, data: bytes) -> dict[str, str]:
+        return {algo: get_hash(algo, data) for algo in self.hashes}
+
+    def _write_file(self, basename: str, data: bytes) -> None:
+        path = os.path.join(self.local, basename)
+        tmp = f"{path}.tmp"
+        try:
+            with open(tmp, "wb") as out:
+                out.write(data)
+            os.replace(tmp, path)
+        except BaseException:
+            if os.path.exists(tmp):
+                os.remove(tmp)
+            raise
+        self.cloud_writer.upload(basename)
+
+    def _collect(self, future: Future) -> None:
+        self.shards.append(future.result())
+
+    def _raise_background_failure(self) -> None:
+        if self._pending and self._pending[0].done() and self._pending[0].exception() is not None:
+            self._collect(self._pending.popleft())
+        self.cloud_writer.check()
+
+    def finish(self) -> None:
+        """Write the last shard, then ``index.json``, then wait for uploads and clean up.
+
+        If a shard fails to be stored (say, a full disk), the index lists the shards stored before it and the
+        error is raised: every shard the index names is complete.
+        """
+        if self._finished:
+            return
+        self._finished = True
+        try:
+            if self.new_samples:
+                self.flush_shard()
+            failure = None
+            while self._pending:
+                future = self._pending.popleft()
+                if failure is None:
+                    try:
+                        self._collect(future)
+                    except BaseException as err:  # noqa: BLE001 - re-raised below after the index is written
+                        failure = err
+                else:
+                    future.cancel()
+            write_index(self.local, self.shards)
+            if failure is not None:
+                self.cloud_writer.abort()
+                raise failure
+            self.cloud_writer.finish(get_index_basename())
+        finally:
+            self._pool.shutdown(wait=True)
+
+    def __enter__(self) -> "Writer":
+        return self
+
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                 traceback: TracebackType | None) -> None:
+        """Finish even when the block raised: the index then covers every sample accepted before the error."""
+        self.finish()
+
+
+class SplitWriter(Writer):
+    """A format that stores each shard as a data file plus a ``.meta`` file of sample offsets and settings."""
+
+    def shard_basenames(self, shard_id: int) -> list[str]:
+        data = f"shard.{shard_id:05}.{self.format}"
+        return [data, f"{data}.meta"]
+
+    def data_prefix(self) -> bytes:
+        """Bytes at the start of every data file (the XSV header line)."""
+        return b""
+
+    def encode_shard(self, samples: list[bytes]) -> list[bytes]:
+        import numpy as np
+
+        prefix = self.data_prefix()
+        count = len(samples)
+        offsets = np.empty(count + 1, dtype=np.int64)
+        offsets[0] = len(prefix)
+        np.cumsum(np.fromiter(map(len, samples), dtype=np.int64, count=count), out=offsets[1:])
+        offsets[1:] += offsets[0]
+        config = json.dumps(self.get_config(), sort_keys=True).encode("utf-8")
+        meta = np.uint32(count).tobytes() + offsets.astype("<u4").tobytes() + config
+        return [b"".join([prefix, *samples]), meta]
+
+    def shard_entry(self, num_samples: int, files: list[tuple[FileInfo, FileInfo | None]]) -> dict[str, Any]:
+        (raw_data, zip_data), (raw_meta, zip_meta) = files
+        return {**self.get_config(), "samples": num_samples,
+                "raw_data": raw_data.to_json(), "zip_data": zip_data.to_json() if zip_data else None,
+                "raw_meta": raw_meta.to_json(), "zip_meta": zip_meta.to_json() if zip_meta else None}

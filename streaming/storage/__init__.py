@@ -1,0 +1,1 @@
+"""Storage: one backend per URL scheme behind one small interface, plus the shard uploader and downloader."""
