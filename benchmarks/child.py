@@ -30,12 +30,12 @@ PHASES = {
     "local_seq": "phase_read:local_sequential",
     "local_random": "phase_read:local_random",
     "sd_iter": "phase_read:streaming_iteration",
-    "dataloader": "phase_later:dataloader",
-    "startup": "phase_later:startup",
-    "resume_record": "phase_later:resume_record",
-    "resume": "phase_later:resume",
-    "remote": "phase_later:remote_cold_warm",
-    "spark": "phase_later:spark_convert",
+    "dataloader": "phase_loader:dataloader",
+    "resume_record": "phase_loader:resume_record",
+    "resume": "phase_loader:resume",
+    "startup": "phase_dataset:startup",
+    "remote": "phase_dataset:remote_cold_warm",
+    "spark": "phase_spark:spark_convert",
 }
 EXIT_GRACE_S = 20.0
 

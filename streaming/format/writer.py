@@ -2,7 +2,9 @@
 
 A writer encodes samples on the caller's thread, cuts them into shards by ``size_limit`` exactly as
 MosaicML Streaming does, and hands each finished shard to a small thread pool that compresses, hashes
-and writes its files while the caller goes on encoding the next one. ``index.json`` is written last.
+and writes its files while the caller goes on encoding the next one. Samples are kept as the byte chunks
+their encoders produced; an uncompressed shard goes to disk with ``writev`` without being joined.
+``index.json`` is written last.
 """
 
 from __future__ import annotations
@@ -13,7 +15,9 @@ from abc import ABC, abstractmethod
 from collections import deque
 from concurrent.futures import Future, ThreadPoolExecutor
 from types import TracebackType
-from typing import Any
+from typing import Any, Callable, Sequence
+
+import numpy as np
 
 from streaming.format.compression import check_compression, compress, get_compression_extension
 from streaming.format.hashing import check_hashes, get_hash
@@ -24,10 +28,16 @@ from streaming.util import bytes_to_int
 MAX_SIZE_LIMIT = 1 << 32
 DEFAULT_SIZE_LIMIT = 1 << 26
 _WRITER_OPTIONS = ("progress_bar", "max_workers", "retry", "exist_ok")
+_IOV_MAX = 1024
+
+Chunks = list[bytes]
+SampleEncoder = Callable[[dict[str, Any]], tuple[Sequence[bytes], int]]
 
 
-def _shard_threads() -> int:
-    return max(1, min(len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1, 8))
+def _available_cpus() -> int:
+    if hasattr(os, "sched_getaffinity"):
+        return len(os.sched_getaffinity(0))
+    return os.cpu_count() or 1
 
 
 def parse_size_limit(size_limit: int | str | None) -> int | None:
@@ -41,6 +51,30 @@ def parse_size_limit(size_limit: int | str | None) -> int | None:
         raise ValueError(f"size_limit must be less than 4 GiB (2**32 bytes) because shard offsets are 32-bit, "
                          f"got {size_limit!r} = {limit} bytes.")
     return limit or None
+
+
+def offsets_table(first: int, sizes: list[int]) -> bytes:
+    """``uint32`` count followed by ``count + 1`` ``uint32`` offsets starting at ``first``, little-endian."""
+    offsets = np.empty(len(sizes) + 1, dtype=np.int64)
+    offsets[0] = first
+    np.cumsum(np.asarray(sizes, dtype=np.int64), out=offsets[1:])
+    offsets[1:] += first
+    return np.uint32(len(sizes)).tobytes() + offsets.astype("<u4").tobytes()
+
+
+def _write_chunks(path: str, chunks: Chunks) -> None:
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    try:
+        for start in range(0, len(chunks), _IOV_MAX):
+            batch = chunks[start:start + _IOV_MAX]
+            written = os.writev(fd, batch)
+            expected = sum(map(len, batch))
+            if written != expected:
+                rest = memoryview(b"".join(batch))[written:]
+                while rest:
+                    rest = rest[os.write(fd, rest):]
+    finally:
+        os.close(fd)
 
 
 class Writer(ABC):
@@ -73,31 +107,40 @@ class Writer(ABC):
         self.extra_bytes_per_shard = extra_bytes_per_shard
         self.extra_bytes_per_sample = extra_bytes_per_sample
         self.shards: list[dict[str, Any]] = []
-        self.new_samples: list[bytes] = []
-        self.new_shard_size = extra_bytes_per_shard
         self.samples_written = 0
+        self.new_shard_size = extra_bytes_per_shard
+        self._chunks: Chunks = []
+        self._sample_sizes: list[int] = []
         self._next_shard = 0
         self._finished = False
         self._pending: deque[Future] = deque()
-        self._threads = _shard_threads()
+        self._threads = max(1, min(_available_cpus(), 8))
         self._pool = ThreadPoolExecutor(self._threads, thread_name_prefix="mds-shard")
         self.cloud_writer = ShardUploader(out, keep_local=keep_local, exist_ok=kwargs.get("exist_ok", False),
                                           max_workers=kwargs.get("max_workers"), retry=kwargs.get("retry", 2),
                                           progress_bar=kwargs.get("progress_bar", False))
         self.local = self.cloud_writer.local
         self.remote = self.cloud_writer.remote
+        self._encode: SampleEncoder = self.sample_encoder()
 
     @abstractmethod
     def encode_sample(self, sample: dict[str, Any]) -> bytes:
         """Encode one sample; errors name the column, its encoding and the sample number."""
+
+    def sample_encoder(self) -> SampleEncoder:
+        """A function from a sample to ``(chunks, encoded size)``; formats may return a faster one."""
+        def encode(sample: dict[str, Any]) -> tuple[Sequence[bytes], int]:
+            data = self.encode_sample(sample)
+            return (data,), len(data)
+        return encode
 
     @abstractmethod
     def get_config(self) -> dict[str, Any]:
         """The per-shard settings recorded in the index (and, for MDS, the shard header)."""
 
     @abstractmethod
-    def encode_shard(self, samples: list[bytes]) -> list[bytes]:
-        """Lay out one shard's files: ``[data]`` for joint formats, ``[data, meta]`` for split formats."""
+    def encode_shard(self, chunks: Chunks, sample_sizes: list[int]) -> list[Chunks]:
+        """Lay out one shard's files as chunk lists: ``[data]`` (joint formats) or ``[data, meta]`` (split)."""
 
     @abstractmethod
     def shard_entry(self, num_samples: int, files: list[tuple[FileInfo, FileInfo | None]]) -> dict[str, Any]:
@@ -109,51 +152,50 @@ class Writer(ABC):
 
     def write(self, sample: dict[str, Any]) -> None:
         """Encode and add one sample, starting a new shard first when it would exceed ``size_limit``."""
-        if self._finished:
-            raise RuntimeError("This writer is finished; create a new writer to write more samples.")
-        self._raise_background_failure()
-        data = self.encode_sample(sample)
-        size = len(data) + self.extra_bytes_per_sample
-        if self.size_limit and self.size_limit < self.new_shard_size + size:
+        chunks, size = self._encode(sample)
+        if self.size_limit and self.size_limit < self.new_shard_size + size + self.extra_bytes_per_sample:
             self.flush_shard()
-        self.new_samples.append(data)
-        self.new_shard_size += size
+        self._chunks.extend(chunks)
+        self._sample_sizes.append(size)
+        self.new_shard_size += size + self.extra_bytes_per_sample
         self.samples_written += 1
 
     def flush_shard(self) -> None:
-        """Close the current shard (even an empty one, as upstream does) and write it in the background."""
-        samples, self.new_samples = self.new_samples, []
+        """Close the current shard (even an empty one, as upstream does) and store it in the background."""
+        self._raise_background_failure()
+        chunks, sizes = self._chunks, self._sample_sizes
+        self._chunks, self._sample_sizes = [], []
         self.new_shard_size = self.extra_bytes_per_shard
         shard_id, self._next_shard = self._next_shard, self._next_shard + 1
-        contents = self.encode_shard(samples)
-        future = self._pool.submit(self._store_shard, shard_id, len(samples), contents)
-        self._pending.append(future)
+        files = self.encode_shard(chunks, sizes)
+        self._pending.append(self._pool.submit(self._store_shard, shard_id, len(sizes), files))
         while len(self._pending) > 2 * self._threads:
             self._collect(self._pending.popleft())
 
-    def _store_shard(self, shard_id: int, num_samples: int, contents: list[bytes]) -> dict[str, Any]:
-        files = []
-        for basename, raw in zip(self.shard_basenames(shard_id), contents):
-            raw_info = FileInfo(basename, len(raw), self._digests(raw))
+    def _store_shard(self, shard_id: int, num_samples: int, files: list[Chunks]) -> dict[str, Any]:
+        infos = []
+        for basename, chunks in zip(self.shard_basenames(shard_id), files):
+            joined = b"".join(chunks) if self.compression or self.hashes else None
+            raw_info = FileInfo(basename, len(joined) if joined is not None else sum(map(len, chunks)),
+                                self._digests(joined))
             if self.compression:
-                zipped = compress(self.compression, raw)
+                zipped = compress(self.compression, joined)
                 zip_name = f"{basename}.{get_compression_extension(self.compression)}"
-                self._write_file(zip_name, zipped)
-                files.append((raw_info, FileInfo(zip_name, len(zipped), self._digests(zipped))))
+                self._write_file(zip_name, [zipped])
+                infos.append((raw_info, FileInfo(zip_name, len(zipped), self._digests(zipped))))
             else:
-                self._write_file(basename, raw)
-                files.append((raw_info, None))
-        return self.shard_entry(num_samples, files)
+                self._write_file(basename, chunks)
+                infos.append((raw_info, None))
+        return self.shard_entry(num_samples, infos)
 
-    def _digests(self, data: bytes) -> dict[str, str]:
+    def _digests(self, data: bytes | None) -> dict[str, str]:
         return {algo: get_hash(algo, data) for algo in self.hashes}
 
-    def _write_file(self, basename: str, data: bytes) -> None:
+    def _write_file(self, basename: str, chunks: Chunks) -> None:
         path = os.path.join(self.local, basename)
         tmp = f"{path}.tmp"
         try:
-            with open(tmp, "wb") as out:
-                out.write(data)
+            _write_chunks(tmp, chunks)
             os.replace(tmp, path)
         except BaseException:
             if os.path.exists(tmp):
@@ -165,7 +207,7 @@ class Writer(ABC):
         self.shards.append(future.result())
 
     def _raise_background_failure(self) -> None:
-        if self._pending and self._pending[0].done() and self._pending[0].exception() is not None:
+        while self._pending and self._pending[0].done():
             self._collect(self._pending.popleft())
         self.cloud_writer.check()
 
@@ -178,8 +220,9 @@ class Writer(ABC):
         if self._finished:
             return
         self._finished = True
+        self._encode = self._refuse_after_finish
         try:
-            if self.new_samples:
+            if self._sample_sizes:
                 self.flush_shard()
             failure = None
             while self._pending:
@@ -198,6 +241,9 @@ class Writer(ABC):
             self.cloud_writer.finish(get_index_basename())
         finally:
             self._pool.shutdown(wait=True)
+
+    def _refuse_after_finish(self, sample: dict[str, Any]) -> tuple[Sequence[bytes], int]:
+        raise RuntimeError("This writer is finished; create a new writer to write more samples.")
 
     def __enter__(self) -> "Writer":
         return self
@@ -219,18 +265,11 @@ class SplitWriter(Writer):
         """Bytes at the start of every data file (the XSV header line)."""
         return b""
 
-    def encode_shard(self, samples: list[bytes]) -> list[bytes]:
-        import numpy as np
-
+    def encode_shard(self, chunks: Chunks, sample_sizes: list[int]) -> list[Chunks]:
         prefix = self.data_prefix()
-        count = len(samples)
-        offsets = np.empty(count + 1, dtype=np.int64)
-        offsets[0] = len(prefix)
-        np.cumsum(np.fromiter(map(len, samples), dtype=np.int64, count=count), out=offsets[1:])
-        offsets[1:] += offsets[0]
         config = json.dumps(self.get_config(), sort_keys=True).encode("utf-8")
-        meta = np.uint32(count).tobytes() + offsets.astype("<u4").tobytes() + config
-        return [b"".join([prefix, *samples]), meta]
+        meta = offsets_table(len(prefix), sample_sizes) + config
+        return [[prefix, *chunks] if prefix else chunks, [meta]]
 
     def shard_entry(self, num_samples: int, files: list[tuple[FileInfo, FileInfo | None]]) -> dict[str, Any]:
         (raw_data, zip_data), (raw_meta, zip_meta) = files

@@ -4,36 +4,50 @@ from __future__ import annotations
 
 import json
 import struct
-from typing import Any, Callable
-
-import numpy as np
+from typing import Any, Callable, Sequence
 
 from streaming.format.errors import UnknownEncodingError, with_context
 from streaming.format.index import FileInfo
 from streaming.format.mds.encodings import get_mds_coder, get_mds_encodings, is_mds_encoding
-from streaming.format.writer import DEFAULT_SIZE_LIMIT, Writer
+from streaming.format.writer import DEFAULT_SIZE_LIMIT, Chunks, SampleEncoder, Writer, offsets_table
 
 _INT64 = struct.Struct("<q")
 
 
-def _column_encoder(encoding: str) -> Callable[[Any], bytes]:
-    """Return the encode function of one column, with direct paths for the most common encodings."""
-    if encoding == "str":
-        def encode_str(value: Any) -> bytes:
-            if type(value) is str:
-                return value.encode("utf-8")
-            return get_mds_coder("str").encode(value)
-        return encode_str
-    if encoding == "int":
-        pack = _INT64.pack
-        coder = get_mds_coder("int")
+def _compile_encoder(plan: list[tuple[str, str, int | None]], slow: SampleEncoder) -> SampleEncoder:
+    """Generate one straight-line function that encodes a sample of this schema.
 
-        def encode_int(value: Any) -> bytes:
-            if type(value) is int:
-                return pack(value)
-            return coder.encode(value)
-        return encode_int
-    return get_mds_coder(encoding).encode
+    It does what the column-by-column path does, without its per-column loop: ``str`` and ``int`` values are
+    encoded inline, ``bytes`` pass through (upstream's rule for every encoding), the rest call their coder.
+    Any failure falls back to ``slow``, the column-by-column path, which raises the detailed error.
+    """
+    scope: dict[str, Any] = {"slow": slow, "pack_int": _INT64.pack}
+    body = []
+    variable = []
+    fixed_total = 0
+    for i, (name, encoding, size) in enumerate(plan):
+        scope[f"enc{i}"] = get_mds_coder(encoding).encode
+        value, data = f"v{i}", f"d{i}"
+        generic = f"({value} if type({value}) is bytes else enc{i}({value}))"
+        inline = {"str": f"{value}.encode('utf-8') if type({value}) is str else {generic}",
+                  "int": f"pack_int({value}) if type({value}) is int else {generic}"}
+        body.append(f"{value} = sample[{name!r}]")
+        body.append(f"{data} = {inline.get(encoding, generic)}")
+        if size is None:
+            variable.append(data)
+        else:
+            fixed_total += size
+            body.append(f"if len({data}) != {size}: raise ValueError")
+    lengths = [f"len({data})" for data in variable]
+    scope["pack_sizes"] = struct.Struct(f"<{len(variable)}I").pack
+    head = [f"pack_sizes({', '.join(lengths)})"] if variable else []
+    chunks = ", ".join(head + [f"d{i}" for i in range(len(plan))])
+    total = " + ".join([str(fixed_total + 4 * len(variable)), *lengths])
+    source = "\n".join(["def encode(sample):", "    try:", *(f"        {line}" for line in body),
+                        f"        return ({chunks},), {total}", "    except Exception:",
+                        "        return slow(sample)"])
+    exec(compile(source, "<mds sample encoder>", "exec"), scope)  # noqa: S102 - source built from the schema
+    return scope["encode"]
 
 
 class MDSWriter(Writer):
@@ -60,10 +74,8 @@ class MDSWriter(Writer):
         self.column_names = sorted(columns)
         self.column_encodings = [columns[name] for name in self.column_names]
         self.column_sizes = [get_mds_coder(enc).size for enc in self.column_encodings]
-        self._plan = [(name, enc, size, _column_encoder(enc))
-                      for name, enc, size in zip(self.column_names, self.column_encodings, self.column_sizes)]
-        self._num_variable = sum(size is None for size in self.column_sizes)
-        self._pack_sizes = struct.Struct(f"<{self._num_variable}I").pack
+        self._plan = list(zip(self.column_names, self.column_encodings, self.column_sizes))
+        self._pack_sizes = struct.Struct(f"<{sum(size is None for size in self.column_sizes)}I").pack
         super().__init__(out=out, keep_local=keep_local, compression=compression, hashes=hashes,
                          size_limit=size_limit, **kwargs)
         self._header = json.dumps(self.get_config(), sort_keys=True).encode("utf-8")
@@ -76,10 +88,17 @@ class MDSWriter(Writer):
                 "size_limit": self.size_limit, "column_encodings": self.column_encodings,
                 "column_names": self.column_names, "column_sizes": self.column_sizes}
 
+    def sample_encoder(self) -> SampleEncoder:
+        return _compile_encoder(self._plan, self._encode_columns)
+
     def encode_sample(self, sample: dict[str, Any]) -> bytes:
+        return b"".join(self._encode(sample)[0])
+
+    def _encode_columns(self, sample: dict[str, Any]) -> tuple[Sequence[bytes], int]:
+        """Encode column by column, checking each value and naming the column and sample of any error."""
         sizes = []
         parts = []
-        for name, encoding, size, encode in self._plan:
+        for name, encoding, size in self._plan:
             try:
                 value = sample[name]
             except KeyError:
@@ -91,7 +110,7 @@ class MDSWriter(Writer):
                 data = value
             else:
                 try:
-                    data = encode(value)
+                    data = get_mds_coder(encoding).encode(value)
                 except Exception as err:  # noqa: BLE001 - re-raised with the column and sample named
                     raise with_context(err, f"Column {name!r} (encoding {encoding!r}) of sample "
                                             f"{self.samples_written}") from err
@@ -104,17 +123,11 @@ class MDSWriter(Writer):
             parts.append(data)
         if sizes:
             parts.insert(0, self._pack_sizes(*sizes))
-        return b"".join(parts)
+        return parts, sum(map(len, parts))
 
-    def encode_shard(self, samples: list[bytes]) -> list[bytes]:
-        count = len(samples)
-        lengths = np.fromiter(map(len, samples), dtype=np.int64, count=count)
-        offsets = np.empty(count + 1, dtype=np.int64)
-        offsets[0] = 4 + 4 * (count + 1) + len(self._header)
-        np.cumsum(lengths, out=offsets[1:])
-        offsets[1:] += offsets[0]
-        head = np.uint32(count).tobytes() + offsets.astype("<u4").tobytes() + self._header
-        return [b"".join([head, *samples])]
+    def encode_shard(self, chunks: Chunks, sample_sizes: list[int]) -> list[Chunks]:
+        first = 4 + 4 * (len(sample_sizes) + 1) + len(self._header)
+        return [[offsets_table(first, sample_sizes), self._header, *chunks]]
 
     def shard_entry(self, num_samples: int, files: list[tuple[FileInfo, FileInfo | None]]) -> dict[str, Any]:
         (raw, zipped), = files

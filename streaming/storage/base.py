@@ -1,0 +1,247 @@
+"""The storage interface every backend implements, and `storage_for(url)`, which picks and caches a backend.
+
+A backend moves whole objects between a URL and a local file: `get`, `put`, `list`, `exists`, `size`
+and `delete`, in the spirit of fsspec's filesystem interface but much smaller. `get` always downloads to
+a temporary name in the destination directory, fsyncs, and renames, so a partial download never appears
+under the real name. Backends are cached per scheme, bucket/account and relevant environment, and per
+process: a forked or spawned DataLoader worker builds its own clients.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import importlib
+import os
+import tempfile
+import threading
+from abc import ABC, abstractmethod
+from collections.abc import Callable, Iterator
+from typing import Any, BinaryIO
+
+from streaming.storage.errors import IncompleteTransferError, ObjectNotFoundError, StorageError
+from streaming.storage.url import split_url
+
+DEFAULT_TIMEOUT = 60.0
+CHUNK_SIZE = 1 << 20
+
+
+class Storage(ABC):
+    """One storage location kind (a scheme, and for some schemes a bucket or account)."""
+
+    #: Environment variables that configure this backend; a change gives a fresh backend from `storage_for`.
+    env_vars: tuple[str, ...] = ()
+
+    @classmethod
+    def from_url(cls, url: str) -> "Storage":
+        """Build the backend serving `url` from the environment."""
+        return cls()
+
+    @staticmethod
+    def cache_key(url: str) -> str:
+        """Which URLs share one backend instance: by default those with the same netloc."""
+        return split_url(url).netloc
+
+    def get(self, url: str, local_path: str, *, timeout: float | None = None) -> None:
+        """Download `url` to `local_path`, atomically: the file appears complete or not at all."""
+        directory = os.path.dirname(os.path.abspath(local_path))
+        os.makedirs(directory, exist_ok=True)
+        handle, temp_path = tempfile.mkstemp(dir=directory, prefix=f".{os.path.basename(local_path)}.",
+                                             suffix=".part")
+        try:
+            with os.fdopen(handle, "wb") as sink:
+                with self._errors(url):
+                    written = self._download(url, sink, DEFAULT_TIMEOUT if timeout is None else timeout)
+                sink.flush()
+                os.fsync(sink.fileno())
+            if written is not None and written != os.path.getsize(temp_path):
+                raise IncompleteTransferError(url, f"expected {written} bytes, received "
+                                              f"{os.path.getsize(temp_path)}; the download was cut short")
+            os.replace(temp_path, local_path)
+        except BaseException:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(temp_path)
+            raise
+
+    def put(self, local_path: str, url: str) -> None:
+        """Upload the local file `local_path` to `url`, replacing any object there."""
+        if not os.path.isfile(local_path):
+            raise FileNotFoundError(f"Cannot upload {local_path!r} to {url}: no such local file.")
+        with self._errors(url):
+            self._upload(local_path, url)
+
+    def list(self, prefix_url: str) -> list[str]:
+        """Every object below the directory `prefix_url` (recursively), as sorted full URLs."""
+        with self._errors(prefix_url):
+            return sorted(self._list(prefix_url))
+
+    def exists(self, url: str) -> bool:
+        """Whether the object `url` exists."""
+        with self._errors(url):
+            return self._size(url) is not None
+
+    def size(self, url: str) -> int:
+        """The size of the object `url` in bytes; ObjectNotFoundError if it does not exist."""
+        with self._errors(url):
+            found = self._size(url)
+        if found is None:
+            raise self._not_found(url)
+        return found
+
+    def delete(self, url: str) -> None:
+        """Delete the object `url`; deleting a missing object is not an error."""
+        with self._errors(url):
+            self._delete(url)
+
+    # -- to implement ---------------------------------------------------------------------------
+    @abstractmethod
+    def _download(self, url: str, sink: BinaryIO, timeout: float) -> int | None:
+        """Write the object's bytes to `sink`; return the object's size if known (checked against the bytes)."""
+
+    @abstractmethod
+    def _upload(self, local_path: str, url: str) -> None:
+        """Upload one local file."""
+
+    @abstractmethod
+    def _list(self, prefix_url: str) -> Iterator[str]:
+        """Yield the full URLs below the directory `prefix_url`."""
+
+    @abstractmethod
+    def _size(self, url: str) -> int | None:
+        """The object's size, or None when it does not exist."""
+
+    @abstractmethod
+    def _delete(self, url: str) -> None:
+        """Delete the object; ignore a missing one."""
+
+    @abstractmethod
+    def _classify(self, exc: Exception, url: str) -> StorageError | None:
+        """Turn a client library's exception into a StorageError subclass, or None to let it through."""
+
+    def _not_found(self, url: str) -> StorageError:
+        return ObjectNotFoundError(url, "object not found; check the path and that the data was written there")
+
+    @contextlib.contextmanager
+    def _errors(self, url: str) -> Iterator[None]:
+        try:
+            yield
+        except StorageError:
+            raise
+        except Exception as exc:
+            mapped = self._classify(exc, url)
+            if mapped is None:
+                raise
+            raise mapped from exc
+
+    def __repr__(self) -> str:  # never show client configuration (it may hold credentials)
+        return f"<{type(self).__name__}>"
+
+
+class ClientPool:
+    """Lazily built clients, one per (process, key) or per (process, thread, key) for non-thread-safe clients."""
+
+    def __init__(self, factory: Callable[..., Any], *, per_thread: bool = False) -> None:
+        self._factory = factory
+        self._per_thread = per_thread
+        self._clients: dict[tuple, Any] = {}
+        self._lock = threading.Lock()
+
+    def get(self, *key: Any) -> Any:
+        """The client for `key` (passed to the factory), built on first use in this process/thread."""
+        slot = (os.getpid(), threading.get_ident() if self._per_thread else 0, key)
+        client = self._clients.get(slot)
+        if client is None:
+            with self._lock:
+                if os.getpid() != getattr(self, "_pid", None):
+                    self._clients = {}  # inherited across fork: those clients belong to the parent
+                    self._pid = os.getpid()
+                client = self._clients.get(slot)
+                if client is None:
+                    client = self._factory(*key)
+                    self._clients[slot] = client
+        return client
+
+    def clear(self) -> None:
+        """Forget every client (the next call builds fresh ones)."""
+        with self._lock:
+            self._clients = {}
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {"_factory": self._factory, "_per_thread": self._per_thread}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__init__(state["_factory"], per_thread=state["_per_thread"])
+
+
+# scheme route -> (module, class). Modules import their SDK only when a client is first built.
+_BACKENDS = {
+    "local": ("streaming.storage.local", "LocalStorage"),
+    "s3": ("streaming.storage.s3", "S3Storage"),
+    "gs": ("streaming.storage.gcs", "GCSStorage"),
+    "azure": ("streaming.storage.azure", "AzureStorage"),
+    "oci": ("streaming.storage.oci", "OCIStorage"),
+    "dbfs": ("streaming.storage.databricks", "DBFSStorage"),
+    "volumes": ("streaming.storage.databricks", "VolumesStorage"),
+}
+_SCHEMES = {"": "local", "file": "local", "s3": "s3", "gs": "gs", "azure": "azure", "azure-dl": "azure",
+            "abfs": "azure", "abfss": "azure", "oci": "oci", "dbfs": "dbfs"}
+_CACHE: dict[tuple, Storage] = {}
+_CACHE_LOCK = threading.Lock()
+
+
+def volume_mount(url: str) -> str | None:
+    """The local path of a `/Volumes/...` or `dbfs:/Volumes/...` URL when its volume is mounted here, else None."""
+    location = split_url(url)
+    if location.scheme not in ("", "dbfs"):
+        return None
+    path = location.key
+    parts = path.split("/")
+    if len(parts) < 5 or parts[0] != "" or parts[1] != "Volumes":
+        return None
+    return path if os.path.isdir("/".join(parts[:5])) else None
+
+
+def _route(url: str) -> str:
+    location = split_url(url)
+    route = _SCHEMES.get(location.scheme)
+    if route is None:
+        valid = ", ".join(sorted(f"{s}://" for s in _SCHEMES if s) + ["dbfs:/", "local paths"])
+        raise ValueError(f"Unsupported storage URL {url!r}: unknown scheme {location.scheme!r}. "
+                         f"Valid choices: {valid}.")
+    if route in ("local", "dbfs") and location.key.startswith("/Volumes/"):
+        return "local" if volume_mount(url) else "volumes"
+    return route
+
+
+def storage_for(url: str) -> Storage:
+    """The backend for `url`, chosen by scheme and cached per (scheme, netloc, environment, process).
+
+    `/Volumes/...` and `dbfs:/Volumes/...` use plain file I/O when the volume is mounted here, else the
+    Databricks Files API. Unknown schemes raise ValueError listing the valid ones.
+    """
+    route = _route(url)
+    module_name, class_name = _BACKENDS[route]
+    backend: type[Storage] = getattr(importlib.import_module(module_name), class_name)
+    key = (os.getpid(), route, backend.cache_key(url), env_fingerprint(backend.env_vars))
+    storage = _CACHE.get(key)
+    if storage is None:
+        with _CACHE_LOCK:
+            storage = _CACHE.get(key)
+            if storage is None:
+                storage = backend.from_url(url)
+                _CACHE[key] = storage
+    return storage
+
+
+def env_fingerprint(names: tuple[str, ...]) -> str:
+    """A digest of the current values of `names`, so that no credential is kept in a cache key in clear."""
+    digest = hashlib.sha256()
+    for name in names:
+        digest.update(f"{name}={os.environ.get(name)}\0".encode())
+    return digest.hexdigest()
+
+
+def clear_storage_cache() -> None:
+    """Forget every cached backend (for tests, or after changing credentials in-process)."""
+    with _CACHE_LOCK:
+        _CACHE.clear()

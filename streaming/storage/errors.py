@@ -1,0 +1,48 @@
+"""Storage errors that say what went wrong and what to check, without ever quoting a credential.
+
+Each class also derives from the matching builtin, so callers may catch `FileNotFoundError`,
+`PermissionError` or `ConnectionError` as they would for local files.
+"""
+
+from __future__ import annotations
+
+import importlib
+from types import ModuleType
+
+
+class StorageError(OSError):
+    """Base class of every error raised by a storage backend; `url` is the object or prefix concerned."""
+
+    def __init__(self, url: str, message: str) -> None:
+        super().__init__(f"{url}: {message}")
+        self.url = url
+
+
+class ObjectNotFoundError(StorageError, FileNotFoundError):
+    """The object (or its bucket/container/volume) does not exist."""
+
+
+class StoragePermissionError(StorageError, PermissionError):
+    """The credentials were accepted but lack permission for this object."""
+
+
+class CredentialsError(StoragePermissionError):
+    """No usable credentials were found, or the server rejected them."""
+
+
+class EndpointUnreachableError(StorageError, ConnectionError):
+    """The storage endpoint could not be reached, or the connection broke or timed out."""
+
+
+class IncompleteTransferError(StorageError):
+    """A transfer ended with fewer or more bytes than the object holds."""
+
+
+def import_extra(module: str, extra: str) -> ModuleType:
+    """Import `module`, or raise an ImportError naming the `mds-streaming` extra that provides it."""
+    try:
+        return importlib.import_module(module)
+    except ImportError as exc:
+        raise ImportError(
+            f"{module} is needed for this storage scheme but is not installed; "
+            f'install it with: pip install "mds-streaming[{extra}]"') from exc

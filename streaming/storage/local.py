@@ -1,0 +1,74 @@
+"""Local files: plain paths, `file://` URLs, and `/Volumes/...` paths when the volume is mounted here."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import tempfile
+from collections.abc import Iterator
+from typing import BinaryIO
+
+from streaming.storage.base import CHUNK_SIZE, Storage, volume_mount
+from streaming.storage.errors import ObjectNotFoundError, StorageError, StoragePermissionError
+from streaming.storage.url import split_url
+
+
+def local_path(url: str) -> str:
+    """The filesystem path that a local URL (`/x`, `file:///x`, a mounted `dbfs:/Volumes/x`) names."""
+    mounted = volume_mount(url)
+    if mounted is not None:
+        return mounted
+    location = split_url(url)
+    return os.path.expanduser(location.key)
+
+
+class LocalStorage(Storage):
+    """Plain file I/O; `put` writes a temp file next to the target and renames it into place."""
+
+    @staticmethod
+    def cache_key(url: str) -> str:
+        return ""
+
+    def _download(self, url: str, sink: BinaryIO, timeout: float) -> int | None:
+        with open(local_path(url), "rb") as source:
+            shutil.copyfileobj(source, sink, CHUNK_SIZE)
+            return os.fstat(source.fileno()).st_size
+
+    def _upload(self, local_file: str, url: str) -> None:
+        target = local_path(url)
+        directory = os.path.dirname(os.path.abspath(target))
+        os.makedirs(directory, exist_ok=True)
+        handle, temp_path = tempfile.mkstemp(dir=directory, prefix=f".{os.path.basename(target)}.", suffix=".part")
+        try:
+            with os.fdopen(handle, "wb") as sink, open(local_file, "rb") as source:
+                shutil.copyfileobj(source, sink, CHUNK_SIZE)
+            os.replace(temp_path, target)
+        except BaseException:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(temp_path)
+            raise
+
+    def _list(self, prefix_url: str) -> Iterator[str]:
+        root = local_path(prefix_url)
+        prefix = prefix_url.rstrip("/").rstrip(os.sep)
+        for directory, _, files in os.walk(root):
+            relative = os.path.relpath(directory, root)
+            for name in files:
+                yield os.path.join(prefix, name) if relative == "." else os.path.join(prefix, relative, name)
+
+    def _size(self, url: str) -> int | None:
+        path = local_path(url)
+        return os.path.getsize(path) if os.path.isfile(path) else None
+
+    def _delete(self, url: str) -> None:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(local_path(url))
+
+    def _classify(self, exc: Exception, url: str) -> StorageError | None:
+        if isinstance(exc, FileNotFoundError):
+            return ObjectNotFoundError(url, f"no such file {local_path(url)!r}")
+        if isinstance(exc, PermissionError):
+            return StoragePermissionError(url, f"permission denied on {exc.filename or local_path(url)!r}; "
+                                          "check the file mode and owner")
+        return None
