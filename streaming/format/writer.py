@@ -121,7 +121,8 @@ class Writer(ABC):
                                           progress_bar=kwargs.get("progress_bar", False))
         self.local = self.cloud_writer.local
         self.remote = self.cloud_writer.remote
-        self._encode: SampleEncoder = self.sample_encoder()
+        self._encode_compiled: SampleEncoder = self.sample_encoder()
+        self._encode = self._encode_compiled
 
     @abstractmethod
     def encode_sample(self, sample: dict[str, Any]) -> bytes:
@@ -159,6 +160,28 @@ class Writer(ABC):
         self._sample_sizes.append(size)
         self.new_shard_size += size + self.extra_bytes_per_sample
         self.samples_written += 1
+
+    def write_encoded_batch(self, buffer: bytes | memoryview, sizes: Sequence[int]) -> None:
+        """Add samples already encoded in this writer's sample layout, stored back to back in ``buffer``.
+
+        For converters that encode whole columns at once (Spark/Arrow); shards are cut exactly as by ``write``.
+        """
+        if self._finished:
+            raise RuntimeError("This writer is finished; create a new writer to write more samples.")
+        view = memoryview(buffer)
+        position = 0
+        extra = self.extra_bytes_per_sample
+        for size in sizes:
+            size = int(size)
+            if self.size_limit and self.size_limit < self.new_shard_size + size + extra:
+                self.flush_shard()
+            self._chunks.append(view[position:position + size])
+            self._sample_sizes.append(size)
+            self.new_shard_size += size + extra
+            self.samples_written += 1
+            position += size
+        if position != len(view):
+            raise ValueError(f"write_encoded_batch: sizes add up to {position} bytes but the buffer has {len(view)}.")
 
     def flush_shard(self) -> None:
         """Close the current shard (even an empty one, as upstream does) and store it in the background."""

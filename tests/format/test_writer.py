@@ -155,3 +155,16 @@ def test_full_disk_keeps_finished_shards_readable(tmp_path):
     dataset = LocalDataset(out)
     assert len(dataset) == 30 and dataset[29]["x"] == bytes(3_000)
     assert not [f for f in os.listdir(out) if f.startswith("shard.00001")]
+
+
+def test_write_encoded_batch_matches_write(tmp_path):
+    samples = [{"id": i, "text": "x" * (i % 7)} for i in range(500)]
+    with MDSWriter(out=str(tmp_path / "a"), columns={"id": "int", "text": "str"}, size_limit=2000) as w:
+        for sample in samples:
+            w.write(sample)
+    encoded = [MDSWriter.encode_sample(w, sample) for sample in samples]
+    with MDSWriter(out=str(tmp_path / "b"), columns={"id": "int", "text": "str"}, size_limit=2000) as w2:
+        w2.write_encoded_batch(b"".join(encoded[:200]), [len(e) for e in encoded[:200]])
+        w2.write_encoded_batch(b"".join(encoded[200:]), [len(e) for e in encoded[200:]])
+    for name in os.listdir(tmp_path / "a"):
+        assert (tmp_path / "a" / name).read_bytes() == (tmp_path / "b" / name).read_bytes(), name

@@ -132,6 +132,8 @@ class Str(Encoding):
         return obj.encode("utf-8")
 
     def decode(self, data: bytes | memoryview) -> str:
+        if type(data) is bytes:
+            return data.decode("utf-8")
         return str(data, "utf-8")
 
 
@@ -649,7 +651,7 @@ class NDArray(Encoding):
             shape = layout.unpack_from(data, offset + 1)
             offset += 1 + layout.size
         array = np.ndarray(shape, dtype, data, offset)
-        if array.flags.writeable:
+        if type(data) is not bytes and array.flags.writeable:
             array.flags.writeable = False
         return array
 

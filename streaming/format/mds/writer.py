@@ -92,7 +92,7 @@ class MDSWriter(Writer):
         return _compile_encoder(self._plan, self._encode_columns)
 
     def encode_sample(self, sample: dict[str, Any]) -> bytes:
-        return b"".join(self._encode(sample)[0])
+        return b"".join(self._encode_compiled(sample)[0])
 
     def _encode_columns(self, sample: dict[str, Any]) -> tuple[Sequence[bytes], int]:
         """Encode column by column, checking each value and naming the column and sample of any error."""
