@@ -51,6 +51,15 @@ class Config:
     keep_scratch: bool
 
 
+def _interpreter(path: str) -> str:
+    """A python given as a path is made absolute (children run elsewhere); a bare name stays."""
+    return os.path.abspath(path) if os.sep in path else path
+
+
+def _search_path(value: str) -> str:
+    return os.pathsep.join(os.path.abspath(p) for p in value.split(os.pathsep) if p)
+
+
 def parse_config(argv: list[str], environ: dict[str, str]) -> tuple[Config, bool]:
     """Config from flags and BENCH_* variables; the flag `--list` is returned separately."""
     parser = argparse.ArgumentParser(description=__doc__,
@@ -68,13 +77,15 @@ def parse_config(argv: list[str], environ: dict[str, str]) -> tuple[Config, bool
     if options.scale <= 0 or options.rounds < 1:
         parser.error(f"need scale > 0 and rounds >= 1 (got {options.scale}, {options.rounds})")
     if options.ours_python:
-        ours = Side("ours", options.ours_python, environ.get("BENCH_OURS_PYTHONPATH", ""))
+        ours = Side("ours", _interpreter(options.ours_python),
+                    _search_path(environ.get("BENCH_OURS_PYTHONPATH", "")))
     else:
         ours = Side("ours", os.path.join(ROOT, ".venv", "bin", "python"),
-                    environ.get("BENCH_OURS_PYTHONPATH", ROOT))
+                    _search_path(environ.get("BENCH_OURS_PYTHONPATH", ROOT)))
     config = Config(
         scale=options.scale, rounds=options.rounds, only=options.only.split(),
-        ref=Side("ref", options.ref_python), ours=ours, out=os.path.abspath(options.out),
+        ref=Side("ref", _interpreter(options.ref_python)), ours=ours,
+        out=os.path.abspath(options.out),
         scratch=os.path.abspath(environ.get("BENCH_SCRATCH", os.path.join(BENCH_DIR, "scratch"))),
         inputs=os.path.join(BENCH_DIR, "inputs"),
         timeout_s=float(environ.get("BENCH_TIMEOUT", "600")),

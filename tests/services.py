@@ -57,12 +57,12 @@ class Service:
         return text[-limit:]
 
     def stop(self) -> None:
-        """Stop the server by its PID: SIGTERM, then SIGKILL after 10 s."""
+        """Stop the server by its PID: SIGTERM, then SIGKILL after 2 s (all state is disposable)."""
         if self.process.poll() is not None:
             return
         self.process.send_signal(signal.SIGTERM)
         try:
-            self.process.wait(timeout=10)
+            self.process.wait(timeout=2)
         except subprocess.TimeoutExpired:
             self.process.kill()
             self.process.wait(timeout=10)

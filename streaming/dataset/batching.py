@@ -103,7 +103,7 @@ class PlanInputs:
 
     @property
     def epoch_seed_change(self) -> bool:
-        """Whether per-epoch randomness (stream origin order) changes from epoch to epoch."""
+        """Whether the order of stream origins (per_stream, device_per_stream) changes per epoch."""
         return self.shuffle and self.sampling_method == 'balanced'
 
     @classmethod
@@ -140,7 +140,8 @@ class PlanInputs:
         """``(shuffle_units, sample_ids)`` of this epoch, for all streams or just ``stream_id``."""
         return resample_streams(self.samples_per_shard, self.shards_per_stream,
                                 self.choose_per_stream, self.shuffle_seed, epoch,
-                                self.sampling_method, self.sampling_granularity, stream_id)
+                                self.sampling_method, self.sampling_granularity, self.shuffle,
+                                stream_id)
 
     def stream_positions(self, epoch: int, stream_id: int, num_physical_nodes: int,
                          world: World, batch_size: int) -> NDArray[np.int64]:
@@ -157,7 +158,7 @@ class PlanInputs:
             block_size = int(self.shuffle_block_size * self.proportion_per_stream[stream_id])
             order = get_shuffle(self.shuffle_algo, units, self.num_canonical_nodes,
                                 self.shuffle_seed, epoch, block_size)
-            partition = _lookup(order, partition)
+            sample_ids = sample_ids[order]
         return _lookup(sample_ids, partition)
 
 
@@ -218,7 +219,7 @@ def generate_work_random_batching(dataset: Any, world: World, epoch: int,
     if plan.shuffle:
         order = get_shuffle(plan.shuffle_algo, units, plan.num_canonical_nodes,
                             plan.shuffle_seed, epoch, plan.shuffle_block_size)
-        positions = _lookup(order, positions)
+        sample_ids = sample_ids[order]
     return _lookup(sample_ids, positions)
 
 

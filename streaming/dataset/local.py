@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import os
+from array import array
 from bisect import bisect_right
-from itertools import accumulate
 from typing import Any, Iterator
 
 from streaming.dataset.array import Array
-from streaming.format.index import get_index_basename, load_index
-from streaming.format.readers import reader_from_json
+from streaming.dataset.readers import ShardReaders
+from streaming.format.index import get_index_basename
+from streaming.format.table import ShardTable
 
 
 class LocalDataset(Array):
@@ -26,11 +27,11 @@ class LocalDataset(Array):
     def __init__(self, local: str, split: str | None = None) -> None:
         self.local = local
         self.split = split or ""
-        index_path = os.path.join(local, self.split, get_index_basename())
-        self.shards = [reader_from_json(local, self.split, entry) for entry in load_index(index_path)]
-        self.samples_per_shard = [shard.samples for shard in self.shards]
-        self._shard_starts = [0, *accumulate(self.samples_per_shard)][:-1]
-        self.num_samples = sum(self.samples_per_shard)
+        table = ShardTable.from_file(os.path.join(local, self.split, get_index_basename()))
+        self.shards = ShardReaders([(local, self.split)], [table])
+        self.samples_per_shard = table.samples
+        self.num_samples = int(table.samples.sum())
+        self._shard_starts = array("q", (table.samples.cumsum() - table.samples).tolist())
 
     def __len__(self) -> int:
         return self.num_samples
@@ -49,5 +50,5 @@ class LocalDataset(Array):
         return super().__getitem__(at)
 
     def __iter__(self) -> Iterator[dict[str, Any]]:
-        for shard in self.shards:
-            yield from shard
+        for shard_id in range(len(self.shards)):
+            yield from self.shards[shard_id]

@@ -240,15 +240,16 @@ def get_shuffle_py1e(shard_sizes: ArrayLike,
         offsets = np.cumsum(node_sizes) - node_sizes
         _shuffle_segments(epoch_rng, node_samples, offsets, node_sizes)
 
-        positions = np.arange(num_node_samples, dtype=np.float64)
+        draw_block, draw_shifts, shifts = epoch_rng.integers, epoch_rng.uniform, []
         for offset, size in zip(offsets.tolist(), node_sizes.tolist()):
-            cutoff = (int(epoch_rng.integers(low, high)) - size) / 2
+            cutoff = (int(draw_block(low, high)) - size) / 2
             if cutoff < 0:
                 cutoff = 0.0
                 piece_larger_than_block = True
             lower = max(-cutoff, -offset)
             upper = min(cutoff, num_node_samples - offset - size)
-            positions[offset:offset + size] += epoch_rng.uniform(lower, upper, size)
+            shifts.append(draw_shifts(lower, upper, size))
+        positions = np.arange(num_node_samples, dtype=np.float64) + np.concatenate(shifts)
         ids[node_offset:node_offset + num_node_samples] = node_samples[np.argsort(positions)]
         node_offset += num_node_samples
 

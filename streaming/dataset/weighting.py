@@ -143,12 +143,14 @@ def resample_streams(samples_per_shard: ArrayLike,
                      epoch: int,
                      sampling_method: str = 'balanced',
                      sampling_granularity: int = 1,
+                     shuffle: bool = False,
                      stream_id: int | None = None) -> tuple[NDArray[np.int64], NDArray[np.int64]]:
     """Pick one epoch's samples: the shuffle units and the sample id at each epoch position.
 
     Each shard contributes ``choose // size`` full copies of itself (one shuffle unit each) and,
-    for the remainder, one unit of sorted randomly chosen samples. ``balanced`` sampling draws
-    new samples every epoch, ``fixed`` the same ones.
+    for the remainder, one unit of sorted randomly chosen samples. With ``balanced`` sampling the
+    samples of a partial shard change every epoch, and so (only when shuffling) does the choice
+    of which shards are partial; ``fixed`` sampling keeps both.
 
     Args:
         samples_per_shard: Size of every shard of every stream, streams in order.
@@ -158,6 +160,7 @@ def resample_streams(samples_per_shard: ArrayLike,
         epoch: Epoch number.
         sampling_method: ``balanced`` or ``fixed``.
         sampling_granularity: Pick size for the fractional part of a stream's choose.
+        shuffle: Whether the dataset shuffles.
         stream_id: Resample only this stream (its ids stay global); None for all streams.
 
     Returns:
@@ -173,13 +176,14 @@ def resample_streams(samples_per_shard: ArrayLike,
     shard_begins = np.cumsum(counts) - counts
     sample_offsets = np.cumsum(shard_sizes) - shard_sizes
     balanced = sampling_method == 'balanced'
+    picks_change = balanced and shuffle
 
     streams = range(len(counts)) if stream_id is None else [stream_id]
     shard_ids = np.concatenate([np.arange(shard_begins[s], shard_begins[s] + counts[s])
                                 for s in streams]).astype(np.int64)
     choose = np.concatenate([
         get_sampling(shard_sizes[shard_begins[s]:shard_begins[s] + counts[s]],
-                     int(stream_choose[s]), sampling_granularity, seed, epoch, balanced)
+                     int(stream_choose[s]), sampling_granularity, seed, epoch, picks_change)
         for s in streams
     ]).astype(np.int64)
     sizes = shard_sizes[shard_ids]
@@ -189,19 +193,18 @@ def resample_streams(samples_per_shard: ArrayLike,
     partial = np.where(nonempty, choose % np.maximum(sizes, 1), 0)
 
     units_per_shard = full + (partial > 0)
-    units = np.repeat(sizes, units_per_shard)
-    last_unit = np.cumsum(units_per_shard) - 1
-    units[last_unit[partial > 0]] = partial[partial > 0]
-
-    taken = full * sizes + partial
-    block_starts = np.cumsum(taken) - taken
-    position = np.arange(int(taken.sum()), dtype=np.int64) - np.repeat(block_starts, taken)
-    sample_ids = np.repeat(offsets, taken) + position % np.repeat(np.maximum(sizes, 1), taken)
+    unit_shard = np.repeat(np.arange(len(sizes)), units_per_shard)
+    units = sizes[unit_shard]
+    partial_units = (np.cumsum(units_per_shard) - 1)[partial > 0]
+    units[partial_units] = partial[partial > 0]
+    unit_starts = np.cumsum(units) - units
+    sample_ids = np.arange(int(units.sum()), dtype=np.int64) + \
+        np.repeat(offsets[unit_shard] - unit_starts, units)
 
     rng = np.random.default_rng(seed + epoch if balanced else seed)
-    for shard in np.flatnonzero(partial).tolist():
+    for unit, shard in zip(partial_units.tolist(), np.flatnonzero(partial).tolist()):
         picked = rng.choice(int(sizes[shard]), int(partial[shard]), replace=False)
         picked.sort()
-        start = int(block_starts[shard] + full[shard] * sizes[shard])
+        start = int(unit_starts[unit])
         sample_ids[start:start + len(picked)] = picked + offsets[shard]
     return units, sample_ids

@@ -57,6 +57,11 @@ def parse_blob_url(url: str) -> BlobLocation:
     return BlobLocation(None, location.netloc, location.key, f"{location.scheme}://{location.netloc}/")
 
 
+def _code(exc: Exception) -> str:
+    code = getattr(exc, "error_code", None)
+    return str(getattr(code, "value", code) or type(exc).__name__)
+
+
 def _connection_string_account(connection_string: str) -> str | None:
     for part in connection_string.split(";"):
         name, _, value = part.partition("=")
@@ -156,15 +161,18 @@ class AzureStorage(Storage):
         account = self.account or "(unknown account)"
         if isinstance(exc, aze.ResourceNotFoundError):
             location = parse_blob_url(url)
-            if getattr(exc, "error_code", None) == "ContainerNotFound":
+            if _code(exc) == "ContainerNotFound":
                 return ObjectNotFoundError(url, f"container {location.container!r} does not exist in account "
                                            f"{account!r}; check the container name")
             return self._not_found(url)
-        if isinstance(exc, aze.ClientAuthenticationError):
+        rejected = isinstance(exc, aze.HttpResponseError) and exc.status_code == 403 and (
+            _code(exc) in ("AuthenticationFailed", "InvalidAuthenticationInfo")
+            or "failed to authenticate" in str(exc.message).lower())
+        if isinstance(exc, aze.ClientAuthenticationError) or rejected:
             return CredentialsError(url, f"account {account!r} rejected the credentials "
-                                    f"({getattr(exc, 'error_code', None) or type(exc).__name__}); check {CREDENTIAL_HINT}")
+                                    f"({_code(exc)}); check {CREDENTIAL_HINT}")
         if isinstance(exc, aze.HttpResponseError) and exc.status_code == 403:
-            return StoragePermissionError(url, f"access denied ({getattr(exc, 'error_code', None)}); check that the "
+            return StoragePermissionError(url, f"access denied ({_code(exc)}); check that the "
                                           f"credentials may access this container in account {account!r}")
         if isinstance(exc, (aze.ServiceRequestError, aze.ServiceResponseError)):
             endpoint = "the connection string's BlobEndpoint" if self._connection_string else \

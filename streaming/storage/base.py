@@ -93,6 +93,12 @@ class Storage(ABC):
         with self._errors(url):
             self._delete(url)
 
+    def reset(self) -> None:
+        """Drop this backend's clients and connections; the next call builds fresh ones."""
+        pool = getattr(self, "_clients", None)
+        if isinstance(pool, ClientPool):
+            pool.clear()
+
     # -- to implement ---------------------------------------------------------------------------
     @abstractmethod
     def _download(self, url: str, sink: BinaryIO, timeout: float) -> int | None:

@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 OBJECT_PATH = re.compile(r"^/n/(?P<ns>[^/]+)/b/(?P<bucket>[^/]+)/(?P<kind>o|u)(?:/(?P<name>.+))?$")
-BUCKET_PATH = re.compile(r"^/n/(?P<ns>[^/]+)/b/(?P<bucket>[^/]*)/?$")
+BUCKET_PATH = re.compile(r"^/n/(?P<ns>[^/]+)/b(?:/(?P<bucket>[^/]*))?/?$")
 KEY_ID = re.compile(r'keyId="(?P<key>[^"]*)"')
 
 

@@ -40,6 +40,10 @@ class FlakyProxy:
         """Stop accepting and cut all open connections."""
         self._closed = True
         self.fail_next(0)
+        try:
+            self._listener.shutdown(socket.SHUT_RDWR)  # wakes the thread blocked in accept()
+        except OSError:
+            pass
         self._listener.close()
 
     def _accept_loop(self) -> None:

@@ -1,0 +1,5 @@
+"""Upstream path `streaming.base.dataset`: re-exports."""
+
+from streaming.dataset.dataset import StreamingDataset
+
+__all__ = ["StreamingDataset"]

@@ -1,0 +1,5 @@
+"""Upstream path `streaming.base.spanner`: re-exports."""
+
+from streaming.dataset.spanner import Spanner
+
+__all__ = ["Spanner"]

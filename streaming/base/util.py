@@ -1,0 +1,32 @@
+"""Upstream path `streaming.base.util`: re-exports of the small utilities, loaded on first use."""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+_WHERE = {
+    "bytes_to_int": "streaming.util",
+    "number_abbrev_to_int": "streaming.util",
+    "get_list_arg": "streaming.util",
+    "wait_for_file_to_exist": "streaming.util",
+    "get_import_exception_message": "streaming.util",
+    "retry": "streaming.storage.retry",
+    "merge_index": "streaming.storage.merge",
+}
+
+__all__ = [*_WHERE, "clean_stale_shared_memory"]
+
+
+def clean_stale_shared_memory() -> None:
+    """Remove what dead processes left behind (this package keeps no /dev/shm segments, only lock-guarded files)."""
+    from streaming.dataset.coordination import clean_stale_state
+
+    clean_stale_state()
+
+
+def __getattr__(name: str) -> Any:
+    module = _WHERE.get(name)
+    if module is None:
+        raise AttributeError(f"module 'streaming.base.util' has no attribute {name!r}")
+    return getattr(importlib.import_module(module), name)

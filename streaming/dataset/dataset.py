@@ -1,0 +1,477 @@
+"""`StreamingDataset`: deterministic, resumable iteration over one or more streams of shards.
+
+The sample order is MosaicML Streaming's, bit for bit (same seed, algorithms and topology give the same
+samples in the same order, so checkpoints move between the two). What differs is how the processes of a
+node cooperate: there is no shared-memory registry and no barrier. Each DataLoader worker derives its epoch
+from its own iteration counter, the epoch plan is built once per rank and shared through a file, shard
+downloads are serialised by per-shard kernel locks, and everything a process holds dies with it (see
+`streaming.dataset.coordination`).
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import threading
+import warnings
+from array import array
+from bisect import bisect_right
+from concurrent.futures import Future, ThreadPoolExecutor
+from typing import Any, Iterator, Sequence
+
+import numpy as np
+from torch.utils.data import IterableDataset
+
+from streaming.dataset.array import Array
+from streaming.dataset.batching import PlanInputs, default_predownload, generate_work
+from streaming.dataset.coordination import CacheState, InstanceState, ShardLocks
+from streaming.dataset.partition import default_num_canonical_nodes
+from streaming.dataset.readers import ShardReaders
+from streaming.dataset.shuffle import default_shuffle_block_size
+from streaming.dataset.stream import Stream
+from streaming.dataset.weighting import resolve_weights
+from streaming.dataset.world import World
+from streaming.format.reader import Reader
+from streaming.format.table import ShardTable
+from streaming.util import bytes_to_int, number_abbrev_to_int
+
+SHUFFLE_ALGOS = ("naive", "py1b", "py1br", "py1e", "py1s", "py2s")
+BATCHING_METHODS = ("random", "stratified", "per_stream", "device_per_stream")
+PARTITION_ALGOS = ("orig", "relaxed")
+SAMPLING_METHODS = ("balanced", "fixed")
+_PREPARE_THREADS = 4
+
+
+class StreamingDataset(Array, IterableDataset):
+    """Iterate (and randomly access) samples of one or more streams, the same way on every rank and worker.
+
+    Arguments, defaults and validation are MosaicML Streaming's; see the README for each. ``batch_size`` is
+    required to iterate. ``__iter__`` yields this worker's samples of the next epoch (or the resumed one after
+    ``load_state_dict``); ``dataset[i]`` reads any sample, downloading its shard when needed.
+    """
+
+    def __init__(self, *, streams: Sequence[Stream] | None = None, remote: str | None = None,
+                 local: str | None = None, split: str | None = None, download_retry: int = 2,
+                 download_timeout: float = 60.0, validate_hash: str | None = None, keep_zip: bool = False,
+                 epoch_size: int | str | None = None, predownload: int | None = None,
+                 cache_limit: int | str | None = None, sampling_method: str = "balanced",
+                 sampling_granularity: int = 1, partition_algo: str = "relaxed",
+                 num_canonical_nodes: int | None = None, batch_size: int | None = None, shuffle: bool = False,
+                 shuffle_algo: str = "py1e", shuffle_seed: int = 9176, shuffle_block_size: int | None = None,
+                 batching_method: str = "random", allow_unsafe_types: bool = False, replication: int | None = None,
+                 stream_name: str = "stream", stream_config: dict[str, Any] | None = None) -> None:
+        if bool(streams) == (remote is not None or local is not None):
+            raise ValueError("You must provide either streams or remote/local, but not both.")
+        if sampling_method not in SAMPLING_METHODS:
+            raise ValueError(f"Invalid sampling_method {sampling_method!r}; choose one of {list(SAMPLING_METHODS)}.")
+        if sampling_granularity <= 0:
+            raise ValueError(f"sampling_granularity must be positive, got {sampling_granularity}.")
+        if partition_algo not in PARTITION_ALGOS:
+            raise ValueError(f"Invalid partition_algo {partition_algo!r}; choose one of {list(PARTITION_ALGOS)}.")
+        if shuffle_algo not in SHUFFLE_ALGOS:
+            raise ValueError(f"Invalid shuffle_algo {shuffle_algo!r}; choose one of {list(SHUFFLE_ALGOS)}.")
+        if batching_method not in BATCHING_METHODS:
+            raise ValueError(f"Invalid batching_method {batching_method!r}; choose one of "
+                             f"{list(BATCHING_METHODS)}.")
+        if shuffle_seed < 0:
+            raise ValueError(f"shuffle_seed must be non-negative, got {shuffle_seed}.")
+        if num_canonical_nodes is not None and num_canonical_nodes < 1:
+            raise ValueError(f"num_canonical_nodes must be a positive integer, got {num_canonical_nodes}.")
+        if batch_size is not None and batch_size < 1:
+            raise ValueError(f"batch_size must be a positive integer, got {batch_size}.")
+        if shuffle_block_size is not None and shuffle_block_size < 1:
+            raise ValueError(f"shuffle_block_size must be a positive integer, got {shuffle_block_size}.")
+        if predownload is not None and predownload < 0:
+            raise ValueError(f"predownload must be non-negative, got {predownload}.")
+        if download_retry < 0:
+            raise ValueError(f"download_retry must be non-negative, got {download_retry}.")
+        if download_timeout <= 0:
+            raise ValueError(f"download_timeout must be positive, got {download_timeout}.")
+        self.epoch_size_arg = None if epoch_size is None else number_abbrev_to_int(epoch_size)
+        if self.epoch_size_arg is not None and self.epoch_size_arg < 0:
+            raise ValueError(f"epoch_size must be non-negative, got {epoch_size!r}.")
+
+        self.sampling_method = sampling_method
+        self.sampling_granularity = sampling_granularity
+        self.partition_algo = partition_algo
+        self.num_canonical_nodes = num_canonical_nodes
+        self.batch_size = batch_size
+        self.shuffle = shuffle
+        self.shuffle_algo = shuffle_algo
+        self.shuffle_seed = shuffle_seed
+        self.shuffle_block_size = shuffle_block_size
+        self.batching_method = batching_method
+        self.allow_unsafe_types = allow_unsafe_types
+        self.replication = replication
+        self.initial_physical_nodes: int | None = None
+        self.predownload = default_predownload(batch_size) if predownload is None else predownload
+        if batch_size is not None and self.predownload < batch_size:
+            warnings.warn(f"predownload ({self.predownload}) is less than batch_size ({batch_size}): shards "
+                          f"may not be ready in time. Raise predownload to at least the batch size.")
+
+        world = World.detect()
+        self._unique_world = world
+        self._parallel_world = world.replicate(replication) if replication else world
+
+        defaults = {"remote": remote, "local": local, "split": split, "download_retry": download_retry,
+                    "download_timeout": download_timeout, "validate_hash": validate_hash, "keep_zip": keep_zip}
+        if streams:
+            self.streams = list(streams)
+            for stream in self.streams:
+                stream.apply_default(defaults)
+        else:
+            from streaming.dataset.registry import streams_registry
+
+            config = dict(stream_config or {})
+            config.update(defaults)
+            self.streams = [streams_registry.get(stream_name)(**config)]
+        self.num_streams = len(self.streams)
+        locals_seen = [os.path.abspath(os.path.join(s.local, s.split)) for s in self.streams]
+        if len(set(locals_seen)) != len(locals_seen):
+            raise ValueError(f"Reused local directory: streams must have distinct local/split directories, got "
+                             f"{locals_seen}.")
+
+        tables = [stream.load_table() for stream in self.streams]
+        for stream, table in zip(self.streams, tables):
+            if not allow_unsafe_types:
+                for config in table.configs:
+                    for name, encoding in zip(config.get("column_names") or [], config.get("column_encodings") or []):
+                        from streaming.format.mds.encodings import is_mds_encoding_safe
+
+                        if not is_mds_encoding_safe(encoding):
+                            raise ValueError(f"Column {name} contains an unsafe type: {encoding}. To proceed anyway, "
+                                             f"set allow_unsafe_types=True.")
+        self._tables = tables
+        self.shards_per_stream = np.array([len(t) for t in tables], np.int64)
+        self.shard_offset_per_stream = np.concatenate([[0], np.cumsum(self.shards_per_stream)[:-1]]).astype(np.int64)
+        self.samples_per_shard = np.concatenate([t.samples for t in tables]) if tables else np.zeros(0, np.int64)
+        self.num_shards = len(self.samples_per_shard)
+        self.stream_per_shard = np.repeat(np.arange(self.num_streams), self.shards_per_stream)
+        self.sample_offset_per_shard = np.concatenate([[0], np.cumsum(self.samples_per_shard)[:-1]]).astype(np.int64)
+        self.samples_per_stream = np.array([t.num_samples for t in tables], np.int64)
+        self.sample_offset_per_stream = np.concatenate([[0], np.cumsum(self.samples_per_stream)[:-1]]).astype(np.int64)
+        self.num_samples = int(self.samples_per_shard.sum())
+        if not self.num_samples:
+            raise RuntimeError("Stream contains no samples: every index lists zero samples.")
+        self._shard_starts = array("q", self.sample_offset_per_shard.tolist())
+        self.shards = ShardReaders([(s.local, s.split) for s in self.streams], tables)
+
+        weights = resolve_weights([s.weight for s in self.streams], self.samples_per_stream, self.epoch_size_arg,
+                                  shuffle_seed)
+        for stream, proportion, repeat, choose in zip(self.streams, weights.proportion, weights.repeat,
+                                                      weights.choose):
+            stream.proportion, stream.repeat, stream.choose = float(proportion), float(repeat), int(choose)
+        self._choose_per_stream = weights.choose
+        self._proportion_per_stream = weights.proportion
+        self.epoch_size = weights.epoch_size
+        self.length = math.ceil(self.epoch_size / self._parallel_world.num_ranks)
+
+        self._remote_shards = np.repeat([s.has_remote for s in self.streams], self.shards_per_stream).astype(bool)
+        self.cache_limit = None if cache_limit is None else bytes_to_int(cache_limit)
+        if self.cache_limit is not None:
+            self._check_cache_limit()
+        self._state = InstanceState()
+        self._locks: list[ShardLocks] | None = None
+        self._cache: CacheState | None = None
+        self._ready: bytearray | None = None
+        self._failure: BaseException | None = None
+
+    # ------------------------------------------------------------------ sizes and settings
+
+    def __len__(self) -> int:
+        """Samples this rank yields per epoch (upstream: ``ceil(epoch_size / ranks)``)."""
+        return self.length
+
+    @property
+    def size(self) -> int:
+        """Underlying samples of all streams (what ``dataset[i]`` indexes)."""
+        return self.num_samples
+
+    @property
+    def next_epoch(self) -> int:
+        iterations = self._state.iterations()
+        return max(iterations) if iterations else 0
+
+    @property
+    def cache_usage(self) -> int:
+        return self._cache_state().usage() if self.cache_limit is not None else 0
+
+    def _check_cache_limit(self) -> None:
+        index_bytes = sum(stream.get_index_size() for stream in self.streams)
+        if self.cache_limit <= index_bytes:
+            raise ValueError(f"cache_limit ({self.cache_limit} bytes) must be larger than the index files "
+                             f"({index_bytes} bytes).")
+        largest = int((np.concatenate([t.raw_bytes + t.zip_bytes for t in self._tables])).max())
+        if self.cache_limit < 4 * largest:
+            raise ValueError(f"cache_limit ({self.cache_limit} bytes) must be at least 4x the largest shard "
+                             f"(raw + compressed: {largest} bytes), i.e. {4 * largest} bytes. Your cache limit "
+                             f"may be too low.")
+
+    def _plan_inputs(self) -> PlanInputs:
+        ncn = self.num_canonical_nodes
+        if ncn is None:
+            ncn = default_num_canonical_nodes(self.shuffle_algo, self._parallel_world.num_nodes)
+        block = self.shuffle_block_size or default_shuffle_block_size(ncn)
+        if self.batch_size is None:
+            raise ValueError("Please pass `batch_size` to StreamingDataset: the per-device batch size of your "
+                             "DataLoader. It is needed to place samples deterministically (and to resume).")
+        return PlanInputs(self.samples_per_shard, self.shards_per_stream, self._choose_per_stream,
+                          self._proportion_per_stream, self.epoch_size, self.batch_size, ncn, self.partition_algo,
+                          self.shuffle, self.shuffle_algo, self.shuffle_seed, block, self.sampling_method,
+                          self.sampling_granularity, self.initial_physical_nodes, self.batching_method)
+
+    def resample_streams(self, epoch: int, stream_id: int | None = None) -> tuple[np.ndarray, np.ndarray]:
+        """``(shuffle_units, sample_ids)`` of an epoch (upstream's method of the same name)."""
+        return self._plan_inputs().resample(epoch, stream_id)
+
+    # ------------------------------------------------------------------ checkpoints
+
+    def state_dict(self, num_samples: int, from_beginning: bool) -> dict[str, Any]:
+        """Checkpoint of the position in the current epoch, with upstream's keys.
+
+        Args:
+            num_samples: samples consumed, across all ranks.
+            from_beginning: whether ``num_samples`` counts from the start of the epoch, or from where this
+                run resumed it.
+        """
+        epoch = self.next_epoch - 1
+        offset = 0
+        _, resumed = self._state.read_resume()
+        if resumed is not None and resumed.get("epoch") == epoch:
+            offset = int(resumed["sample_in_epoch"])
+        ncn = self.num_canonical_nodes
+        if ncn is None:
+            ncn = default_num_canonical_nodes(self.shuffle_algo, self._parallel_world.num_nodes)
+        return {
+            "epoch": epoch,
+            "sample_in_epoch": num_samples if from_beginning else offset + num_samples,
+            "num_canonical_nodes": ncn,
+            "shuffle_seed": self.shuffle_seed,
+            "initial_physical_nodes": self.initial_physical_nodes or self._parallel_world.num_nodes,
+        }
+
+    def load_state_dict(self, obj: dict[str, Any]) -> None:
+        """Resume from a checkpoint at the next ``__iter__`` (this process and its DataLoader workers).
+
+        A state for an epoch this dataset has already started iterating cannot be honoured mid-way: then it
+        warns (upstream ignores it silently) and takes effect from the next epoch boundary as upstream does.
+        """
+        if obj.get("epoch", -1) < self.next_epoch and self.next_epoch > 0:
+            warnings.warn(f"load_state_dict: this dataset has already started epoch {self.next_epoch - 1}, so the "
+                          f"checkpoint of epoch {obj.get('epoch')} at sample {obj.get('sample_in_epoch')} is stale "
+                          f"and will be ignored; load checkpoints into a freshly constructed dataset.")
+        self._state.write_resume(dict(obj))
+
+    def _begin_epoch(self, world: World) -> tuple[int, int]:
+        """Decide the epoch and position this worker's new iteration starts at."""
+        presumed = self._state.next_iteration(world.worker_of_rank)
+        _, resume = self._state.read_resume()
+        if resume is not None and resume.get("epoch", -1) >= presumed:
+            epoch = int(resume["epoch"])
+            self._state.set_iterations(world.worker_of_rank, epoch + 1)
+            self.num_canonical_nodes = int(resume["num_canonical_nodes"])
+            self.shuffle_seed = int(resume["shuffle_seed"])
+            self.initial_physical_nodes = resume.get("initial_physical_nodes")
+            return epoch, int(resume["sample_in_epoch"])
+        return presumed, 0
+
+    # ------------------------------------------------------------------ iteration
+
+    def _get_work(self, world: World, epoch: int, sample_in_epoch: int) -> np.ndarray:
+        """This worker's sample ids for the epoch (the plan is built once per rank and shared by its workers)."""
+        plan = self._plan_inputs()
+        key = (f"plan-e{epoch}-s{sample_in_epoch}-n{world.num_nodes}-r{world.ranks_per_node}"
+               f"-w{world.workers_per_rank}-c{plan.num_canonical_nodes}-seed{plan.shuffle_seed}"
+               f"-p{plan.initial_physical_nodes}.npy")
+
+        def build(path: str) -> None:
+            work = generate_work(self.batching_method, plan, world, epoch, sample_in_epoch)
+            with open(path, "wb") as out:
+                np.save(out, work[world.node], allow_pickle=False)
+
+        node_work = np.load(self._state.shared_file(key, build), mmap_mode="r")
+        return np.array(node_work[world.rank_of_node, world.worker_of_rank]).reshape(-1)
+
+    def __iter__(self) -> Iterator[dict[str, Any]]:
+        unique = self._unique_world.detect_workers()
+        parallel = unique.replicate(self.replication) if self.replication else unique
+        epoch, sample_in_epoch = self._begin_epoch(unique)
+        ids = self._get_work(parallel, epoch, sample_in_epoch)
+        ids = ids[ids >= 0]
+        shard_ids = np.searchsorted(self.sample_offset_per_shard, ids, "right") - 1
+        indices = (ids - self.sample_offset_per_shard[shard_ids]).tolist()
+        shard_ids = shard_ids.tolist()
+        if self._remote_shards.any() or self.cache_limit is not None:
+            yield from self._iter_prefetching(shard_ids, indices)
+            return
+        readers = self.shards
+        for shard_id, index in zip(shard_ids, indices):
+            yield readers[shard_id].get_item(index)
+
+    def _iter_prefetching(self, shard_ids: list[int], indices: list[int]) -> Iterator[dict[str, Any]]:
+        """Yield samples while a few threads prepare the shards of the next ``predownload`` samples."""
+        ready = self._ready_flags()
+        pending: dict[int, Future] = {}
+        ahead = 0
+        total = len(shard_ids)
+        lookahead = max(self.predownload, 1)
+        with ThreadPoolExecutor(_PREPARE_THREADS, thread_name_prefix="shard-prepare") as pool:
+            try:
+                for position, (shard_id, index) in enumerate(zip(shard_ids, indices)):
+                    while ahead < total and ahead < position + lookahead:
+                        upcoming = shard_ids[ahead]
+                        if not ready[upcoming] and upcoming not in pending:
+                            pending[upcoming] = pool.submit(self.prepare_shard, upcoming)
+                        ahead += 1
+                    future = pending.pop(shard_id, None)
+                    if future is not None:
+                        future.result()
+                    yield self._read(shard_id, index)
+            finally:
+                for future in pending.values():
+                    future.cancel()
+
+    # ------------------------------------------------------------------ shards and random access
+
+    def _ready_flags(self) -> bytearray:
+        if self._ready is None:
+            self._ready = bytearray(self.num_shards)
+        return self._ready
+
+    def _shard_locks(self, stream_id: int) -> ShardLocks:
+        if self._locks is None:
+            self._locks = [ShardLocks(os.path.join(s.local, s.split), int(n))
+                           for s, n in zip(self.streams, self.shards_per_stream)]
+        return self._locks[stream_id]
+
+    def _cache_state(self) -> CacheState:
+        if self._cache is None:
+            self._cache = CacheState([os.path.join(s.local, s.split) for s in self.streams], self.num_shards,
+                                     self._scan_cache)
+        return self._cache
+
+    def _scan_cache(self) -> tuple[np.ndarray, int]:
+        present = np.array([self.streams[self.shards.locate(i)[0]].present_bytes(self.shards[i])
+                            for i in range(self.num_shards)], np.int64)
+        index_bytes = sum(stream.get_index_size() for stream in self.streams)
+        return present, index_bytes
+
+    def prepare_shard(self, shard_id: int, blocking: bool = True) -> None:
+        """Make one shard's raw files present locally, evicting cold shards first when over ``cache_limit``."""
+        stream_id, local_id = self.shards.locate(shard_id)
+        stream = self.streams[stream_id]
+        reader = self.shards[shard_id]
+        with self._shard_locks(stream_id).hold(local_id):
+            raw_present = all(os.path.exists(stream.local_path(raw.basename)) for raw, _ in reader.file_pairs)
+            if raw_present:
+                if self.cache_limit is not None:
+                    cache = self._cache_state()
+                    if not cache.is_present(shard_id):
+                        cache.mark_present(shard_id, stream.present_bytes(reader))
+                    cache.touch(shard_id)
+                self._ready_flags()[shard_id] = 1
+                return
+            if self.cache_limit is None:
+                stream.prepare_shard(reader)
+            else:
+                self._prepare_within_limit(shard_id, stream, reader)
+        self._ready_flags()[shard_id] = 1
+
+    def _prepare_within_limit(self, shard_id: int, stream: Stream, reader: Reader) -> None:
+        cache = self._cache_state()
+        needed = reader.get_max_size()
+        with cache.lock():
+            before = stream.present_bytes(reader)
+            if cache.is_present(shard_id):
+                cache.mark_absent(shard_id, before)
+            self._evict_until(cache, needed + 0)
+            cache.mark_present(shard_id, needed)
+        try:
+            stream.prepare_shard(reader)
+        finally:
+            with cache.lock():
+                cache.mark_absent(shard_id, needed)
+                cache.mark_present(shard_id, stream.present_bytes(reader))
+                cache.touch(shard_id)
+
+    def _evict_until(self, cache: CacheState, needed: int) -> None:
+        """Evict the coldest evictable shards until ``needed`` more bytes fit (call with the cache lock held).
+
+        Shards whose only copy is local (no remote) are never evicted.
+        """
+        if cache.usage() + needed <= self.cache_limit:
+            return
+        candidates = np.flatnonzero(self._remote_shards)
+        for victim in cache.coldest(candidates):
+            stream_id, local_id = self.shards.locate(victim)
+            with self._shard_locks(stream_id).try_hold(local_id) as held:
+                if not held:
+                    continue
+                freed = self.streams[stream_id].evict(self.shards[victim])
+                cache.mark_absent(victim, freed)
+                self.shards.forget(victim)
+                if self._ready is not None:
+                    self._ready[victim] = 0
+            if cache.usage() + needed <= self.cache_limit:
+                return
+        raise ValueError(f"cache_limit ({self.cache_limit} bytes) is too low: {cache.usage()} bytes are in use by "
+                         f"shards that cannot be evicted now and {needed} more are needed. Your cache limit may be "
+                         f"too low.")
+
+    def evict_shard(self, shard_id: int) -> None:
+        """Delete one shard's local files (only for shards that can be downloaded again)."""
+        if not self._remote_shards[shard_id]:
+            raise ValueError(f"Shard {shard_id} has no remote copy; refusing to delete its only copy.")
+        stream_id, local_id = self.shards.locate(shard_id)
+        with self._shard_locks(stream_id).hold(local_id):
+            freed = self.streams[stream_id].evict(self.shards[shard_id])
+            if self.cache_limit is not None:
+                self._cache_state().mark_absent(shard_id, freed)
+            self.shards.forget(shard_id)
+            if self._ready is not None:
+                self._ready[shard_id] = 0
+
+    def evict_coldest_shard(self) -> None:
+        """Delete the least recently used evictable shard."""
+        cache = self._cache_state()
+        with cache.lock():
+            for victim in cache.coldest(np.flatnonzero(self._remote_shards)):
+                self.evict_shard(int(victim))
+                return
+        raise ValueError("No evictable shard is present locally.")
+
+    def _read(self, shard_id: int, index: int, retry: int = 7) -> dict[str, Any]:
+        for _ in range(retry + 1):
+            try:
+                sample = self.shards[shard_id].get_item(index)
+            except FileNotFoundError:
+                self.shards.forget(shard_id)
+                self.prepare_shard(shard_id)
+                continue
+            if self._cache is not None:
+                self._cache.touch(shard_id)
+            return sample
+        hint = (" This usually means cache_limit is set too low and shards are evicted before they are read."
+                if self.cache_limit is not None else " Check that the shard file exists in your remote location.")
+        raise RuntimeError(f"Could not read sample {index} of shard {shard_id} after {retry + 1} attempts.{hint}")
+
+    def get_item(self, sample_id: int, retry: int = 7) -> dict[str, Any]:
+        """Read one sample by global index, downloading its shard if needed."""
+        shard_id = bisect_right(self._shard_starts, sample_id) - 1
+        return self._read(shard_id, sample_id - self._shard_starts[shard_id], retry)
+
+    def __getitem__(self, at: Any) -> Any:
+        if type(at) is int and 0 <= at < self.num_samples:
+            return self.get_item(at)
+        return super().__getitem__(at)
+
+    def __getstate__(self) -> dict[str, Any]:
+        """Pickle for DataLoader workers: open files, locks and per-process flags stay behind."""
+        state = self.__dict__.copy()
+        state.update(_locks=None, _cache=None, _ready=None, _failure=None)
+        return state
+
+    def __del__(self) -> None:
+        state = self.__dict__.get("_state")
+        if state is not None:
+            state.close()

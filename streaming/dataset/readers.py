@@ -1,0 +1,69 @@
+"""`ShardReaders`: the shard readers of one or more indexes by global shard id, built only when first used."""
+
+from __future__ import annotations
+
+import threading
+from bisect import bisect_right
+from collections import OrderedDict
+from itertools import accumulate
+from typing import Any
+
+from streaming.format.reader import Reader
+from streaming.format.table import ShardTable
+
+OPEN_READERS = 256
+
+
+class ShardReaders:
+    """A sequence of readers over the shards of several tables, numbered table after table.
+
+    Only the ``OPEN_READERS`` most recently used readers are kept (with their file mappings), so memory stays
+    flat however many shards there are.
+
+    Args:
+        locations: ``(local, split)`` of each table.
+        tables: the shard tables, in the same order.
+    """
+
+    def __init__(self, locations: list[tuple[str, str]], tables: list[ShardTable]) -> None:
+        self._locations = locations
+        self._tables = tables
+        self._offsets = [0, *accumulate(len(table) for table in tables)]
+        self._open: OrderedDict[int, Reader] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def __len__(self) -> int:
+        return self._offsets[-1]
+
+    def locate(self, shard_id: int) -> tuple[int, int]:
+        """``(table number, shard number within that table)`` of a global shard id."""
+        table_id = bisect_right(self._offsets, shard_id) - 1
+        return table_id, shard_id - self._offsets[table_id]
+
+    def __getitem__(self, shard_id: int) -> Reader:
+        reader = self._open.get(shard_id)
+        if reader is not None:
+            return reader
+        if not 0 <= shard_id < len(self):
+            raise IndexError(f"Shard {shard_id} is out of range for {len(self)} shards.")
+        with self._lock:
+            table_id, local_id = self.locate(shard_id)
+            local, split = self._locations[table_id]
+            reader = self._tables[table_id].reader(local, split, local_id)
+            self._open[shard_id] = reader
+            if len(self._open) > OPEN_READERS:
+                self._open.popitem(last=False)
+        return reader
+
+    def forget(self, shard_id: int) -> None:
+        """Drop a reader (after its files were evicted) so that its file mapping is released."""
+        with self._lock:
+            self._open.pop(shard_id, None)
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {"_locations": self._locations, "_tables": self._tables, "_offsets": self._offsets}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
+        self._open = OrderedDict()
+        self._lock = threading.Lock()

@@ -1,0 +1,215 @@
+"""`Stream`: one dataset directory (remote and/or local), its weighting, and how its shards get to local disk."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import tempfile
+from typing import Any
+
+from streaming.dataset.weighting import StreamWeight
+from streaming.format.errors import ShardCorruptError
+from streaming.format.index import get_index_basename
+from streaming.format.reader import Reader
+from streaming.format.table import ShardTable
+
+_DEFAULTS = ("remote", "local", "split", "download_retry", "download_timeout", "validate_hash", "keep_zip")
+
+
+def default_local_dir(remote: str | None) -> str:
+    """The cache location of a stream without ``local``: ``<tmp>/<blake2s(remote)>``, as upstream.
+
+    Unlike upstream, an existing directory is reused (its shards are a cache of the same remote).
+    """
+    digest = hashlib.blake2s((remote or "").encode("utf-8"), digest_size=16).hexdigest()
+    return os.path.join(tempfile.gettempdir(), digest)
+
+
+def _is_remote_path(path: str | None) -> bool:
+    from streaming.storage.url import is_remote
+
+    return is_remote(path)
+
+
+class Stream:
+    """A dataset directory with its mixing weight.
+
+    Args:
+        remote: where the shards live (any supported URL or a local path); ``None`` when they are only local.
+        local: local cache directory; ``None`` picks a temp directory derived from ``remote``.
+        split: sub-directory of the split.
+        proportion: relative weight of this stream in an epoch.
+        repeat: absolute weight: how many times each sample is seen per epoch (may be fractional).
+        choose: absolute weight: how many samples are drawn per epoch.
+        download_retry: total download attempts per file (inherits the dataset's when ``None``).
+        download_timeout: seconds per download request (inherits when ``None``).
+        validate_hash: hash algorithm to verify downloads with (inherits when ``None``).
+        keep_zip: keep compressed files after decompressing (inherits when ``None``).
+    """
+
+    def __init__(self, *, remote: str | None = None, local: str | None = None, split: str | None = None,
+                 proportion: float | None = None, repeat: float | None = None, choose: int | None = None,
+                 download_retry: int | None = None, download_timeout: float | None = None,
+                 validate_hash: str | None = None, keep_zip: bool | None = None) -> None:
+        self._weight = StreamWeight(proportion, repeat, choose)
+        if download_retry is not None and download_retry < 0:
+            raise ValueError(f"download_retry must be non-negative, got {download_retry}.")
+        if download_timeout is not None and download_timeout <= 0:
+            raise ValueError(f"download_timeout must be positive, got {download_timeout}.")
+        self.remote = remote
+        self._local = local
+        self.split = split or ""
+        self._proportion, self._repeat, self._choose = proportion, repeat, choose
+        self.proportion: float | None = proportion
+        self.repeat: float | None = repeat
+        self.choose: int | None = choose
+        self.download_retry = download_retry
+        self.download_timeout = download_timeout
+        self.validate_hash = validate_hash
+        self.keep_zip = keep_zip
+
+    @property
+    def weight(self) -> StreamWeight:
+        """The weight as given by the user (before resolution against the stream sizes)."""
+        return self._weight
+
+    @property
+    def local(self) -> str:
+        if self._local is None:
+            self._local = default_local_dir(self.remote)
+        return self._local
+
+    @local.setter
+    def local(self, value: str | None) -> None:
+        self._local = value
+
+    @property
+    def safe_keep_zip(self) -> bool:
+        """Whether compressed files must stay: asked for, or they are the only copy (no distinct remote)."""
+        return bool(self.keep_zip) or self.remote is None or self.remote == self._local
+
+    @property
+    def has_remote(self) -> bool:
+        """Whether shards can be fetched again after eviction."""
+        return self.remote is not None and os.path.abspath(str(self.remote)) != os.path.abspath(self.local)
+
+    def apply_default(self, default: dict[str, Any]) -> None:
+        """Fill every setting left at ``None`` from the dataset-level ``default``."""
+        for name in _DEFAULTS:
+            if name == "local":
+                if self._local is None and default.get("local") is not None:
+                    self._local = default["local"]
+            elif name == "split":
+                if not self.split and default.get("split"):
+                    self.split = default["split"]
+            elif getattr(self, name) is None:
+                setattr(self, name, default.get(name))
+
+    def local_path(self, basename: str) -> str:
+        return os.path.join(self.local, self.split, basename)
+
+    def remote_path(self, basename: str) -> str:
+        from streaming.storage.url import join_url
+
+        if _is_remote_path(self.remote):
+            return join_url(self.remote, *([self.split] if self.split else []), basename)
+        return os.path.join(self.remote, self.split, basename)
+
+    def _download(self, basename: str) -> None:
+        from streaming.storage.download import download_file
+
+        if self.remote is None:
+            raise FileNotFoundError(f"{self.local_path(basename)} does not exist and the stream has no remote "
+                                    f"to download it from.")
+        download_file(self.remote_path(basename), self.local_path(basename), retry=self.download_retry or 2,
+                      timeout=self.download_timeout or 60.0)
+
+    def get_index_size(self) -> int:
+        return os.stat(self.local_path(get_index_basename())).st_size
+
+    def load_table(self) -> ShardTable:
+        """Read this stream's index, downloading it first when it is not in the local directory yet.
+
+        A local ``index.json`` is used as is (no freshness check against the remote, as upstream).
+        """
+        path = self.local_path(get_index_basename())
+        if not os.path.exists(path):
+            if self.remote is None:
+                raise FileNotFoundError(f"No remote provided, but local file {path} does not exist either.")
+            os.makedirs(os.path.dirname(path), exist_ok=True)
+            self._download(get_index_basename())
+        return ShardTable.from_file(path)
+
+    def present_bytes(self, reader: Reader) -> int:
+        """Bytes of this shard's files currently on local disk."""
+        total = 0
+        for raw, zipped in reader.file_pairs:
+            for info in (raw, zipped):
+                if info is not None and os.path.exists(self.local_path(info.basename)):
+                    total += info.bytes
+        return total
+
+    def prepare_shard(self, reader: Reader) -> int:
+        """Make a shard's raw files present (download, verify, decompress); return the change in bytes on disk.
+
+        Every file appears under its real name only once complete (downloads and decompression go through
+        temp names and an atomic rename), so a crash never leaves a partial shard.
+        """
+        before = self.present_bytes(reader)
+        for raw, zipped in reader.file_pairs:
+            raw_path = self.local_path(raw.basename)
+            if os.path.exists(raw_path):
+                if zipped is not None and not self.safe_keep_zip and os.path.exists(self.local_path(zipped.basename)):
+                    os.remove(self.local_path(zipped.basename))
+                continue
+            if zipped is None:
+                self._download(raw.basename)
+                self._verify(raw_path, raw)
+                continue
+            zip_path = self.local_path(zipped.basename)
+            if not os.path.exists(zip_path):
+                self._download(zipped.basename)
+            self._verify(zip_path, zipped)
+        reader.ensure_raw()
+        if not self.safe_keep_zip:
+            for _, zipped in reader.file_pairs:
+                if zipped is not None and os.path.exists(self.local_path(zipped.basename)):
+                    os.remove(self.local_path(zipped.basename))
+        return self.present_bytes(reader) - before
+
+    def _verify(self, path: str, info: Any) -> None:
+        size = os.stat(path).st_size
+        if size != info.bytes:
+            os.remove(path)
+            raise ShardCorruptError(f"Downloaded {path} is {size} bytes but the index says {info.bytes}; "
+                                    f"removed it so the next attempt downloads it again.")
+        if self.validate_hash:
+            expected = info.hashes.get(self.validate_hash)
+            if expected is None:
+                raise ValueError(f"validate_hash={self.validate_hash!r} but the index records only "
+                                 f"{sorted(info.hashes)} for {path}.")
+            from streaming.format.hashing import get_hash
+
+            with open(path, "rb") as f:
+                digest = get_hash(self.validate_hash, f.read())
+            if digest != expected:
+                os.remove(path)
+                raise ShardCorruptError(f"Checksum failure: {path} does not match its {self.validate_hash} hash "
+                                        f"in the index; removed it.")
+
+    def evict(self, reader: Reader) -> int:
+        """Delete a shard's local files; return the bytes freed."""
+        freed = 0
+        for raw, zipped in reader.file_pairs:
+            for info in (raw, zipped):
+                if info is None:
+                    continue
+                try:
+                    os.remove(self.local_path(info.basename))
+                    freed += info.bytes
+                except FileNotFoundError:
+                    pass
+        return freed
+
+    def __repr__(self) -> str:
+        return f"Stream(remote={self.remote!r}, local={self._local!r}, split={self.split!r})"

@@ -1,0 +1,184 @@
+"""Databricks storage through databricks-sdk: Unity Catalog volumes (Files API) and DBFS (DBFS API).
+
+* `dbfs:/Volumes/<catalog>/<schema>/<volume>/...` and `/Volumes/...` use the Files API when the volume is
+  not mounted here (a mounted volume is read with plain file I/O; see `storage_for`).
+* `dbfs:/<path>` uses the DBFS API.
+
+Credentials follow the SDK's default chain: `DATABRICKS_HOST` + `DATABRICKS_TOKEN`, a profile
+(`DATABRICKS_CONFIG_PROFILE` in `~/.databrickscfg` or `DATABRICKS_CONFIG_FILE`), OAuth M2M
+(`DATABRICKS_CLIENT_ID`/`DATABRICKS_CLIENT_SECRET`), or the notebook/job context. Each thread gets its
+own `WorkspaceClient`; the SDK's own retry window is bounded by the call's timeout.
+"""
+
+from __future__ import annotations
+
+import base64
+import os
+from collections.abc import Iterator
+from typing import Any, BinaryIO
+
+from streaming.storage.base import CHUNK_SIZE, DEFAULT_TIMEOUT, ClientPool, Storage
+from streaming.storage.errors import (CredentialsError, EndpointUnreachableError, IncompleteTransferError,
+                                      StorageError, StoragePermissionError, import_extra)
+from streaming.storage.url import split_url
+
+AUTH_HINT = ("set DATABRICKS_HOST and DATABRICKS_TOKEN, or DATABRICKS_CONFIG_PROFILE naming a profile in "
+             "~/.databrickscfg, or run inside a Databricks notebook or job")
+DBFS_READ_LIMIT = 1 << 20
+
+
+class _DatabricksStorage(Storage):
+    """Shared client handling and error mapping of the two Databricks APIs."""
+
+    env_vars = ("DATABRICKS_HOST", "DATABRICKS_TOKEN", "DATABRICKS_CONFIG_PROFILE", "DATABRICKS_CONFIG_FILE",
+                "DATABRICKS_CLIENT_ID", "DATABRICKS_CLIENT_SECRET", "DATABRICKS_AUTH_TYPE")
+    privilege_hint = ""
+
+    def __init__(self) -> None:
+        self._clients = ClientPool(self._build_client, per_thread=True)
+
+    @staticmethod
+    def cache_key(url: str) -> str:
+        return ""
+
+    @staticmethod
+    def _build_client(timeout: float) -> Any:
+        sdk = import_extra("databricks.sdk", "databricks")
+        from databricks.sdk.core import Config
+
+        seconds = max(1, int(timeout))
+        return sdk.WorkspaceClient(config=Config(http_timeout_seconds=seconds, retry_timeout_seconds=seconds))
+
+    def _client(self, timeout: float = DEFAULT_TIMEOUT) -> Any:
+        return self._clients.get(timeout)
+
+    @staticmethod
+    def _path(url: str) -> str:
+        return split_url(url).key
+
+    def _classify(self, exc: Exception, url: str) -> StorageError | None:
+        from databricks.sdk import errors as dbx
+        from requests.exceptions import ConnectionError as RequestsConnectionError
+        from requests.exceptions import Timeout
+
+        if isinstance(exc, dbx.NotFound):
+            return self._not_found(url)
+        if isinstance(exc, dbx.Unauthenticated):
+            return CredentialsError(url, f"the workspace rejected the credentials (401); check the token, or {AUTH_HINT}")
+        if isinstance(exc, dbx.PermissionDenied):
+            return StoragePermissionError(url, f"permission denied; {self.privilege_hint}")
+        if isinstance(exc, ValueError) and "default auth" in str(exc):
+            return CredentialsError(url, f"default auth: cannot configure default credentials; {AUTH_HINT}")
+        if isinstance(exc, (RequestsConnectionError, Timeout, TimeoutError)):
+            return EndpointUnreachableError(url, f"cannot reach the Databricks workspace ({type(exc).__name__}); "
+                                            "check DATABRICKS_HOST (or the profile's host) and the network")
+        return None
+
+
+class VolumesStorage(_DatabricksStorage):
+    """Unity Catalog volumes through the Files API (`/api/2.0/fs/...`)."""
+
+    privilege_hint = ("check that the principal has READ VOLUME (and WRITE VOLUME to write) on the volume, and "
+                      "USE CATALOG/USE SCHEMA on its parents")
+
+    def _download(self, url: str, sink: BinaryIO, timeout: float) -> int | None:
+        response = self._client(timeout).files.download(self._path(url))
+        with response.contents as stream:
+            while chunk := stream.read(CHUNK_SIZE):
+                sink.write(chunk)
+        return response.content_length
+
+    def _upload(self, local_path: str, url: str) -> None:
+        path = self._path(url)
+        with open(local_path, "rb") as source:
+            self._client().files.upload(path, source, overwrite=True)
+        expected = os.path.getsize(local_path)
+        stored = self._client().files.get_metadata(path).content_length
+        if stored is not None and int(stored) != expected:
+            raise IncompleteTransferError(url, f"uploaded {expected} bytes but the volume holds {stored}")
+
+    def _list(self, prefix_url: str) -> Iterator[str]:
+        from databricks.sdk.errors import NotFound
+
+        scheme = "dbfs:" if split_url(prefix_url).scheme == "dbfs" else ""
+        pending = [self._path(prefix_url).rstrip("/")]
+        while pending:
+            directory = pending.pop()
+            try:
+                entries = list(self._client().files.list_directory_contents(directory))
+            except NotFound:
+                continue
+            for entry in entries:
+                if entry.is_directory:
+                    pending.append(entry.path.rstrip("/"))
+                else:
+                    yield scheme + entry.path
+
+    def _size(self, url: str) -> int | None:
+        from databricks.sdk.errors import NotFound
+
+        try:
+            length = self._client().files.get_metadata(self._path(url)).content_length
+        except NotFound:
+            return None
+        return int(length)
+
+    def _delete(self, url: str) -> None:
+        from databricks.sdk.errors import NotFound
+
+        try:
+            self._client().files.delete(self._path(url))
+        except NotFound:
+            pass
+
+
+class DBFSStorage(_DatabricksStorage):
+    """The legacy DBFS API (`/api/2.0/dbfs/...`) for `dbfs:/` paths outside `/Volumes`."""
+
+    privilege_hint = "check the principal's access to this DBFS path (DBFS root access may be disabled)"
+
+    def _download(self, url: str, sink: BinaryIO, timeout: float) -> int | None:
+        client = self._client(timeout)
+        path = self._path(url)
+        size = client.dbfs.get_status(path).file_size or 0
+        offset = 0
+        while offset < size:
+            block = client.dbfs.read(path, offset=offset, length=DBFS_READ_LIMIT)
+            data = base64.b64decode(block.data or "")
+            if not data:
+                break
+            sink.write(data)
+            offset += len(data)
+        return size
+
+    def _upload(self, local_path: str, url: str) -> None:
+        with open(local_path, "rb") as source:
+            self._client().dbfs.upload(self._path(url), source, overwrite=True)
+
+    def _list(self, prefix_url: str) -> Iterator[str]:
+        from databricks.sdk.errors import NotFound
+
+        try:
+            entries = list(self._client().dbfs.list(self._path(prefix_url).rstrip("/") or "/", recursive=True))
+        except NotFound:
+            return
+        for entry in entries:
+            if not entry.is_dir:
+                yield "dbfs:" + entry.path
+
+    def _size(self, url: str) -> int | None:
+        from databricks.sdk.errors import NotFound
+
+        try:
+            status = self._client().dbfs.get_status(self._path(url))
+        except NotFound:
+            return None
+        return None if status.is_dir else int(status.file_size or 0)
+
+    def _delete(self, url: str) -> None:
+        from databricks.sdk.errors import NotFound
+
+        try:
+            self._client().dbfs.delete(self._path(url))
+        except NotFound:
+            pass

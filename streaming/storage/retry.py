@@ -1,0 +1,65 @@
+"""`retry`: call a function again after a failure, with exponential backoff and jitter (upstream semantics).
+
+`num_attempts` counts every call, the first included. After failed attempt `i` (0-based) the optional
+`clean_up_fn` runs, then the caller sleeps `initial_backoff * 2**i + uniform(0, max_jitter)` seconds.
+The decorator works bare (`@retry`) or with arguments (`@retry(num_attempts=5)`).
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+import random
+import time
+from collections.abc import Callable
+from typing import Any, TypeVar, overload
+
+logger = logging.getLogger(__name__)
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def backoff_delay(attempt: int, initial_backoff: float, max_jitter: float) -> float:
+    """Seconds to wait after failed attempt `attempt` (0-based)."""
+    return initial_backoff * 2 ** attempt + random.random() * max_jitter
+
+
+@overload
+def retry(exc_class: F) -> F: ...
+
+
+@overload
+def retry(exc_class: type[BaseException] | tuple[type[BaseException], ...] = Exception,
+          clean_up_fn: Callable[[], Any] | None = None, num_attempts: int = 3, initial_backoff: float = 1.0,
+          max_jitter: float = 0.5) -> Callable[[F], F]: ...
+
+
+def retry(exc_class: Any = Exception, clean_up_fn: Callable[[], Any] | None = None, num_attempts: int = 3,
+          initial_backoff: float = 1.0, max_jitter: float = 0.5) -> Any:
+    """Retry the decorated function on `exc_class` up to `num_attempts` calls in total."""
+    if callable(exc_class) and not (isinstance(exc_class, type) and issubclass(exc_class, BaseException)):
+        return retry()(exc_class)  # used bare: @retry
+    if num_attempts < 1:
+        raise ValueError(f"num_attempts must be at least 1, got {num_attempts}.")
+
+    def decorate(function: F) -> F:
+        @functools.wraps(function)
+        def wrapper(*args: Any, **kwargs: Any) -> Any:
+            for attempt in range(num_attempts):
+                try:
+                    return function(*args, **kwargs)
+                except exc_class as exc:
+                    if attempt + 1 == num_attempts:
+                        raise
+                    if clean_up_fn is not None:
+                        clean_up_fn()
+                    delay = backoff_delay(attempt, initial_backoff, max_jitter)
+                    logger.debug("attempt %d/%d of %s failed (%s); retrying in %.2f s", attempt + 1,
+                                 num_attempts, getattr(function, "__qualname__", function), type(exc).__name__,
+                                 delay)
+                    time.sleep(delay)
+            raise AssertionError("unreachable")
+
+        return wrapper  # type: ignore[return-value]
+
+    return decorate
