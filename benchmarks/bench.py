@@ -225,7 +225,8 @@ def main(argv: list[str] | None = None) -> int:
     with open(os.path.join(config.out, "table.md"), "w") as f:
         f.write(table + "\n")
     print(table)
-    _say(f"done in {time.perf_counter() - started:.0f}s; table.md and results.jsonl in {config.out}")
+    elapsed = time.perf_counter() - started
+    _say(f"done in {elapsed:.0f}s; table.md and results.jsonl in {config.out}")
     return 0
 
 

@@ -1,4 +1,6 @@
-"""One benchmark phase in a fresh interpreter: `python child.py PHASE --context JSON --args JSON --result FILE`.
+"""One benchmark phase in a fresh interpreter.
+
+    python child.py PHASE --context JSON --args JSON --result FILE
 
 The same file runs under the reference interpreter and under the project's, so phases use only the
 public `streaming` API plus numpy/Pillow/torch where a scenario needs them. The phase's dict (or

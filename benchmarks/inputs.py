@@ -1,7 +1,7 @@
 """Deterministic synthetic samples for the benchmark schemas, generated once and cached on disk.
 
 Three schemas, each with one int "key" per sample so readers can verify what they got:
-  tokens  {'tokens': 'ndarray:int32'}        2048 Zipf-like token ids (8 KiB); key = first and last id
+  tokens  {'tokens': 'ndarray:int32'}        2048 Zipf-like token ids (8 KiB); key = first+last id
   text    {'text': 'str', 'id': 'int'}       ~1 KiB of random words; key = id
   jpeg    {'image': 'bytes', 'class': 'int'} a unique 64x64 JPEG, pre-encoded; key = size and class
 
@@ -42,7 +42,7 @@ def _path(root: str, schema: str, n: int) -> str:
 
 
 def _tokens(n: int) -> np.ndarray:
-    # Inverse-CDF Pareto draw with tail exponent 1.2: Zipf-like ids, so zstd sees text-like redundancy.
+    # Inverse-CDF Pareto draw, tail exponent 1.2: Zipf-like ids, so zstd sees text-like redundancy.
     rng = np.random.default_rng(20_480)
     out = np.empty((n, SEQ_LEN), np.int32)
     for start in range(0, n, 4096):
@@ -107,11 +107,11 @@ def _items(path: str) -> list[bytes]:
     with np.load(path) as arrays:
         blob = arrays["blob"].tobytes()
         offsets = arrays["offsets"].tolist()
-    return [blob[a:b] for a, b in zip(offsets[:-1], offsets[1:])]
+    return [blob[a:b] for a, b in zip(offsets[:-1], offsets[1:], strict=True)]
 
 
 def samples(root: str, schema: str, n: int) -> tuple[list[dict[str, Any]], int]:
-    """Load the n samples of a schema (generating them if needed) and their payload size in bytes."""
+    """Load the n samples of a schema (generating them if needed) and their payload bytes."""
     path = ensure(root, schema, n)
     if schema == "tokens":
         tokens = np.load(path)

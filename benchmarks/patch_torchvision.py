@@ -21,7 +21,7 @@ CALL = '@torch.library.register_fake("torchvision::'
 HELPER = f'''
 
 def {MARKER}(op_name):
-    # Added by benchmarks/patch_torchvision.py: skip fake kernels when torchvision's C ops are absent.
+    # Added by benchmarks/patch_torchvision.py: no fake kernels when torchvision's C ops are absent.
     if torchvision.extension._has_ops():
         return torch.library.register_fake(op_name)
     return lambda kernel: kernel

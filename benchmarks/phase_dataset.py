@@ -26,7 +26,7 @@ def startup(context, shards: int, dataset: str) -> dict:
 
 
 def remote_cold_warm(context, schema: str, n: int, remote: str, batch_size: int = 32) -> dict:
-    """Epoch 1 from an empty cache (`remote` is a local directory) vs epoch 2 from the filled cache."""
+    """Epoch 1 from an empty cache (`remote` is a local directory), epoch 2 from the full one."""
     from streaming import StreamingDataset
 
     expected = inputs.expected_keys(context.inputs, schema, n)

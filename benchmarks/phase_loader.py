@@ -21,15 +21,15 @@ def _batch_keys(schema: str, batch: dict) -> list[int]:
         return (tokens[:, 0].long() * inputs.VOCAB + tokens[:, -1].long()).tolist()
     if schema == "text":
         return [int(i) for i in batch["id"]]
-    return [len(image) * 1000 + int(label) for image, label in zip(batch["image"], batch["class"])]
+    pairs = zip(batch["image"], batch["class"], strict=True)
+    return [len(image) * 1000 + int(label) for image, label in pairs]
 
 
 def dataloader(context, schema: str, n: int, dataset: str, workers: int = 2,
                batch_size: int = 32) -> dict:
     """One epoch of DataLoader(StreamingDataset(local=...), num_workers=workers, batch_size=...)."""
-    from torch.utils.data import DataLoader
-
     from streaming import StreamingDataset
+    from torch.utils.data import DataLoader
 
     expected = inputs.expected_keys(context.inputs, schema, n)
     start = time.perf_counter()
@@ -60,7 +60,7 @@ def _state_file(context, workers: int) -> str:
 
 
 def resume_record(context, dataset: str, workers: int = 2, batch_size: int = 32) -> dict:
-    """Setup for `resume`: the uninterrupted id order, then a state_dict taken after half an epoch."""
+    """Setup for `resume`: the uninterrupted id order, then a state_dict after half an epoch."""
     loader = _loader(context, dataset, workers, batch_size)
     reference = [int(i) for batch in loader for i in batch["id"]]
     del loader

@@ -43,7 +43,6 @@ def _samples_in_index(path: str) -> int:
 def spark_convert(context, n: int) -> dict:
     """Rows/s of dataframe_to_mds(df, merge_index=True) and whether the index counts n rows."""
     from pyspark.sql import functions as F
-
     from streaming.base.converters import dataframe_to_mds
 
     start = time.perf_counter()

@@ -15,7 +15,7 @@ from phase_prep import dir_stats
 
 
 def write(context, schema: str, n: int, compression: str | None) -> dict:
-    """Samples/s and payload MB/s of one MDSWriter run; output size and shard count for reference."""
+    """Samples/s and payload MB/s of one MDSWriter run, plus output size and shard count."""
     from streaming import MDSWriter
 
     rows, payload = inputs.samples(context.inputs, schema, n)

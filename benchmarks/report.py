@@ -125,7 +125,7 @@ def render(rows: list[Row]) -> str:
     lines = ["| scenario | metric | ref | ours | ours/ref | ours is |",
              "|---|---|---|---|---|---|"]
     for row in rows:
-        ratio = "" if row.ratio is None else f"{row.ratio:.2f}"
+        ratio = "" if row.ratio is None else f"{row.ratio:.3g}"
         lines.append(f"| {row.scenario} | {row.metric} | {row.ref.cell()} | {row.ours.cell()} "
                      f"| {ratio} | {row.verdict()} |")
     notes = []

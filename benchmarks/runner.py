@@ -20,7 +20,7 @@ LOG_TAIL_LINES = 15
 
 @dataclass(frozen=True)
 class Side:
-    """An implementation under test: its interpreter and the PYTHONPATH that makes `streaming` its own."""
+    """An implementation under test: its interpreter and a PYTHONPATH that finds its package."""
 
     name: str
     python: str
@@ -60,7 +60,7 @@ def _kill_group(pid: int) -> None:
 
 def run_child(side: Side, phase: str, args: dict, workspace: Workspace, tag: str,
               timeout_s: float) -> dict:
-    """Run `child.py phase` for one side; return its result dict (never raises for child failures)."""
+    """Run `child.py phase` for one side; return its result dict (child failures do not raise)."""
     os.makedirs(workspace.logs, exist_ok=True)
     log_path = os.path.join(workspace.logs, f"{tag}.log")
     result_path = os.path.join(workspace.logs, f"{tag}.json")
@@ -86,7 +86,7 @@ def run_child(side: Side, phase: str, args: dict, workspace: Workspace, tag: str
         with open(result_path) as f:
             result = json.load(f)
     except (OSError, ValueError):
-        reason = f"timed out after {timeout_s:.0f} s" if exit_code is None else (
+        reason = f"timed out after {timeout_s:g} s" if exit_code is None else (
             f"exited with code {exit_code} before writing a result")
         result = {"phase": phase, "error": f"child {reason}"}
     result["wall_s"] = wall_s

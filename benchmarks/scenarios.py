@@ -1,4 +1,4 @@
-"""The scenario catalogue: what each scenario runs (child phases), on what data, and what it reports.
+"""The scenario catalogue: what each scenario runs (child phases), on what data, what it reports.
 
 A scenario has untimed `prep` steps (run once per run, by the reference interpreter, shared between
 scenarios), then per round and side its `steps` (the last one is measured; earlier ones are per-side
@@ -105,7 +105,10 @@ def _formats(scale: float) -> list[Scenario]:
         (Metric("import_s", "import streaming s", "lower"),
          Metric("wall_s", "fresh python + import s", "lower"),
          Metric("rss_after_import_mb", "RSS after import MB", "lower"),
-         Metric("notable_modules", "modules imported", "info"))))
+         Metric("notable_modules", "modules imported", "info"),
+         Metric("import_and_resolve_s", "import + MDSWriter, LocalDataset, StreamingDataset s",
+                "lower"),
+         Metric("notable_modules_after_resolve", "modules after resolving those", "info"))))
     return found
 
 

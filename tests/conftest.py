@@ -3,8 +3,24 @@
 from __future__ import annotations
 
 import os
+import shutil
+import tempfile
 
 import pytest
+
+
+def pytest_configure(config):
+    """Give this run (and every process it starts) its own coordination-state root."""
+    if "STREAMING_STATE_DIR" not in os.environ:
+        root = tempfile.mkdtemp(prefix="streaming-test-state-")
+        os.environ["STREAMING_STATE_DIR"] = root
+        config._streaming_state_dir = root
+
+
+def pytest_unconfigure(config):
+    root = getattr(config, "_streaming_state_dir", None)
+    if root:
+        shutil.rmtree(root, ignore_errors=True)
 
 
 @pytest.fixture

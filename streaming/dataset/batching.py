@@ -44,7 +44,7 @@ def default_predownload(batch_size: int | None) -> int:
     return _PREDOWNLOAD_BATCHES * batch_size
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class PlanInputs:
     """Everything the epoch plan depends on, as plain numbers and int64/float64 arrays.
 
@@ -264,7 +264,7 @@ def generate_work_stratified_batching(dataset: Any, world: World, epoch: int,
 
 def generate_work_per_stream_batching(dataset: Any, world: World, epoch: int,
                                       sample_in_epoch: int) -> NDArray[np.int64]:
-    """``per_stream`` batching: whole global batches of one stream, streams interleaved at random."""
+    """``per_stream`` batching: global batches of one stream each, streams mixed at random."""
     plan = PlanInputs.from_dataset(dataset)
     batch_size = plan.batch_size
     global_batch_size = batch_size * world.ranks_per_node * world.num_nodes

@@ -13,6 +13,7 @@ from __future__ import annotations
 import math
 import os
 import threading
+import time
 import warnings
 from array import array
 from bisect import bisect_right
@@ -40,6 +41,7 @@ BATCHING_METHODS = ("random", "stratified", "per_stream", "device_per_stream")
 PARTITION_ALGOS = ("orig", "relaxed")
 SAMPLING_METHODS = ("balanced", "fixed")
 _PREPARE_THREADS = 4
+_CACHE_RETRY_SECONDS = 0.02
 
 
 class StreamingDataset(Array, IterableDataset):
@@ -315,7 +317,11 @@ class StreamingDataset(Array, IterableDataset):
         ahead = 0
         total = len(shard_ids)
         lookahead = max(self.predownload, 1)
-        with ThreadPoolExecutor(_PREPARE_THREADS, thread_name_prefix="shard-prepare") as pool:
+        threads = _PREPARE_THREADS
+        if self.cache_limit is not None:
+            largest = int(max(t.raw_bytes.max() + t.zip_bytes.max() for t in self._tables))
+            threads = max(1, min(threads, self.cache_limit // largest // 2))
+        with ThreadPoolExecutor(threads, thread_name_prefix="shard-prepare") as pool:
             try:
                 for position, (shard_id, index) in enumerate(zip(shard_ids, indices)):
                     while ahead < total and ahead < position + lookahead:
@@ -378,45 +384,51 @@ class StreamingDataset(Array, IterableDataset):
         self._ready_flags()[shard_id] = 1
 
     def _prepare_within_limit(self, shard_id: int, stream: Stream, reader: Reader) -> None:
+        """Make room for the shard, reserve its size while it downloads, then record what is really on disk.
+
+        The reservation dies with this process, so a download killed mid-way never inflates the usage.
+        """
         cache = self._cache_state()
         needed = reader.get_max_size()
-        with cache.lock():
-            before = stream.present_bytes(reader)
-            if cache.is_present(shard_id):
-                cache.mark_absent(shard_id, before)
-            self._evict_until(cache, needed + 0)
-            cache.mark_present(shard_id, needed)
+        deadline = time.monotonic() + (stream.download_timeout or 60.0)
+        while True:
+            with cache.lock():
+                if cache.is_present(shard_id):
+                    cache.mark_absent(shard_id, stream.present_bytes(reader))
+                if self._evict_until(cache, needed):
+                    cache.mark_preparing(shard_id, needed)
+                    break
+            if time.monotonic() > deadline:
+                raise ValueError(f"cache_limit ({self.cache_limit} bytes) is too low: {cache.usage()} bytes are in "
+                                 f"use by shards that cannot be evicted (being read or downloaded) and shard "
+                                 f"{shard_id} needs {needed} more. Your cache limit may be too low.")
+            time.sleep(_CACHE_RETRY_SECONDS)
         try:
             stream.prepare_shard(reader)
-        finally:
-            with cache.lock():
-                cache.mark_absent(shard_id, needed)
-                cache.mark_present(shard_id, stream.present_bytes(reader))
-                cache.touch(shard_id)
+        except BaseException:
+            cache.mark_absent(shard_id, 0)
+            raise
+        cache.mark_present(shard_id, stream.present_bytes(reader))
+        cache.touch(shard_id)
 
-    def _evict_until(self, cache: CacheState, needed: int) -> None:
+    def _evict_until(self, cache: CacheState, needed: int) -> bool:
         """Evict the coldest evictable shards until ``needed`` more bytes fit (call with the cache lock held).
 
-        Shards whose only copy is local (no remote) are never evicted.
+        Returns whether they fit. Shards whose only copy is local (no remote) are never evicted, nor shards
+        another thread or process is preparing.
         """
         if cache.usage() + needed <= self.cache_limit:
-            return
+            return True
         candidates = np.flatnonzero(self._remote_shards)
         for victim in cache.coldest(candidates):
-            stream_id, local_id = self.shards.locate(victim)
+            stream_id, local_id = self.shards.locate(int(victim))
             with self._shard_locks(stream_id).try_hold(local_id) as held:
                 if not held:
                     continue
-                freed = self.streams[stream_id].evict(self.shards[victim])
-                cache.mark_absent(victim, freed)
-                self.shards.forget(victim)
-                if self._ready is not None:
-                    self._ready[victim] = 0
+                self._evict_held(int(victim))
             if cache.usage() + needed <= self.cache_limit:
-                return
-        raise ValueError(f"cache_limit ({self.cache_limit} bytes) is too low: {cache.usage()} bytes are in use by "
-                         f"shards that cannot be evicted now and {needed} more are needed. Your cache limit may be "
-                         f"too low.")
+                return True
+        return False
 
     def evict_shard(self, shard_id: int) -> None:
         """Delete one shard's local files (only for shards that can be downloaded again)."""
@@ -424,20 +436,28 @@ class StreamingDataset(Array, IterableDataset):
             raise ValueError(f"Shard {shard_id} has no remote copy; refusing to delete its only copy.")
         stream_id, local_id = self.shards.locate(shard_id)
         with self._shard_locks(stream_id).hold(local_id):
-            freed = self.streams[stream_id].evict(self.shards[shard_id])
-            if self.cache_limit is not None:
-                self._cache_state().mark_absent(shard_id, freed)
-            self.shards.forget(shard_id)
-            if self._ready is not None:
-                self._ready[shard_id] = 0
+            self._evict_held(shard_id)
+
+    def _evict_held(self, shard_id: int) -> None:
+        """Delete a shard's files; the caller holds its shard lock."""
+        stream_id, _ = self.shards.locate(shard_id)
+        freed = self.streams[stream_id].evict(self.shards[shard_id])
+        if self.cache_limit is not None:
+            self._cache_state().mark_absent(shard_id, freed)
+        self.shards.forget(shard_id)
+        if self._ready is not None:
+            self._ready[shard_id] = 0
 
     def evict_coldest_shard(self) -> None:
-        """Delete the least recently used evictable shard."""
+        """Delete the least recently used evictable shard that no process is preparing or reading."""
         cache = self._cache_state()
         with cache.lock():
             for victim in cache.coldest(np.flatnonzero(self._remote_shards)):
-                self.evict_shard(int(victim))
-                return
+                stream_id, local_id = self.shards.locate(int(victim))
+                with self._shard_locks(stream_id).try_hold(local_id) as held:
+                    if held:
+                        self._evict_held(int(victim))
+                        return
         raise ValueError("No evictable shard is present locally.")
 
     def _read(self, shard_id: int, index: int, retry: int = 7) -> dict[str, Any]:

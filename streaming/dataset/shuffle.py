@@ -30,7 +30,7 @@ DEFAULT_BLOCK_SIZE = 1 << 18
 
 
 def default_shuffle_block_size(num_canonical_nodes: int) -> int:
-    """Upstream's default ``shuffle_block_size``: ``max(4_000_000 // num_canonical_nodes, 1<<18)``."""
+    """Upstream's default ``shuffle_block_size``: ``max(4_000_000 // ncn, 1 << 18)``."""
     return max(4_000_000 // num_canonical_nodes, DEFAULT_BLOCK_SIZE)
 
 
@@ -51,7 +51,7 @@ def _concat_ranges(begins: NDArray[np.int64], sizes: NDArray[np.int64]) -> NDArr
 
 def _shuffle_segments(rng: np.random.Generator, values: NDArray[np.int64],
                       offsets: NDArray[np.int64], sizes: NDArray[np.int64]) -> None:
-    """Shuffle ``values[o:o+s]`` in place for each segment, in order (segments of <2 draw nothing)."""
+    """Shuffle ``values[o:o+s]`` in place per segment, in order (segments under 2 draw nothing)."""
     keep = sizes > 1
     for offset, size in zip(offsets[keep].tolist(), sizes[keep].tolist()):
         rng.shuffle(values[offset:offset + size])

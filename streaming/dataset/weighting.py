@@ -48,7 +48,7 @@ class StreamWeight:
         return self.proportion is None and self.repeat is None and self.choose is None
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class ResolvedWeights:
     """Every stream's weight in all three forms, as arrays in stream order."""
 
@@ -132,7 +132,7 @@ def _absolute_choose(weight: StreamWeight, size: int) -> int:
 
 def apply_weights(weights: Sequence[StreamWeight], samples_per_stream: ArrayLike,
                   choose_per_epoch: int | None, seed: int) -> int:
-    """Return the epoch size implied by the weights (see `resolve_weights` for the per-stream view)."""
+    """Return the epoch size implied by the weights (`resolve_weights` gives each stream's)."""
     return resolve_weights(weights, samples_per_stream, choose_per_epoch, seed).epoch_size
 
 

@@ -9,19 +9,12 @@ from streaming.storage.base import Storage, clear_storage_cache, storage_for
 from streaming.storage.download import download_file
 from streaming.storage.errors import (CredentialsError, EndpointUnreachableError, IncompleteTransferError,
                                       ObjectNotFoundError, StorageError, StoragePermissionError)
+from streaming.storage.merge import merge_index
 from streaming.storage.retry import retry
+from streaming.storage.uploader import ShardUploader
 from streaming.storage.url import is_remote, join_url
 
 __all__ = ["Storage", "storage_for", "clear_storage_cache", "download_file", "retry", "is_remote", "join_url",
            "StorageError", "ObjectNotFoundError", "StoragePermissionError", "CredentialsError",
            "EndpointUnreachableError", "IncompleteTransferError", "ShardUploader", "merge_index"]
 
-
-def __getattr__(name: str):
-    if name == "ShardUploader":
-        from streaming.storage.uploader import ShardUploader
-        return ShardUploader
-    if name == "merge_index":
-        from streaming.storage.merge import merge_index
-        return merge_index
-    raise AttributeError(f"module 'streaming.storage' has no attribute {name!r}")

@@ -24,6 +24,7 @@ from streaming.storage.url import split_url
 
 DEFAULT_TIMEOUT = 60.0
 CHUNK_SIZE = 1 << 20
+_sync = getattr(os, "fdatasync", os.fsync)  # the data must be on disk before the rename publishes it
 
 
 class Storage(ABC):
@@ -53,7 +54,7 @@ class Storage(ABC):
                 with self._errors(url):
                     written = self._download(url, sink, DEFAULT_TIMEOUT if timeout is None else timeout)
                 sink.flush()
-                os.fsync(sink.fileno())
+                _sync(sink.fileno())
             if written is not None and written != os.path.getsize(temp_path):
                 raise IncompleteTransferError(url, f"expected {written} bytes, received "
                                               f"{os.path.getsize(temp_path)}; the download was cut short")
@@ -131,7 +132,7 @@ class Storage(ABC):
     def _errors(self, url: str) -> Iterator[None]:
         try:
             yield
-        except StorageError:
+        except (StorageError, ImportError):
             raise
         except Exception as exc:
             mapped = self._classify(exc, url)
@@ -151,16 +152,19 @@ class ClientPool:
         self._per_thread = per_thread
         self._clients: dict[tuple, Any] = {}
         self._lock = threading.Lock()
+        self._pid = os.getpid()
 
     def get(self, *key: Any) -> Any:
         """The client for `key` (passed to the factory), built on first use in this process/thread."""
-        slot = (os.getpid(), threading.get_ident() if self._per_thread else 0, key)
+        if os.getpid() != self._pid:
+            # Inherited across a fork: the parent's clients (and possibly a held lock) are not ours.
+            self._lock = threading.Lock()
+            self._clients = {}
+            self._pid = os.getpid()
+        slot = (threading.get_ident() if self._per_thread else 0, key)
         client = self._clients.get(slot)
         if client is None:
             with self._lock:
-                if os.getpid() != getattr(self, "_pid", None):
-                    self._clients = {}  # inherited across fork: those clients belong to the parent
-                    self._pid = os.getpid()
                 client = self._clients.get(slot)
                 if client is None:
                     client = self._factory(*key)
@@ -245,6 +249,16 @@ def env_fingerprint(names: tuple[str, ...]) -> str:
     for name in names:
         digest.update(f"{name}={os.environ.get(name)}\0".encode())
     return digest.hexdigest()
+
+
+def _after_fork_in_child() -> None:
+    global _CACHE_LOCK
+    _CACHE_LOCK = threading.Lock()
+    _CACHE.clear()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
 def clear_storage_cache() -> None:

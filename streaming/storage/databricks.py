@@ -64,7 +64,8 @@ class _DatabricksStorage(Storage):
         if isinstance(exc, dbx.NotFound):
             return self._not_found(url)
         if isinstance(exc, dbx.Unauthenticated):
-            return CredentialsError(url, f"the workspace rejected the credentials (401); check the token, or {AUTH_HINT}")
+            return CredentialsError(url, "the workspace rejected the credentials (401); check the token, "
+                                    f"or {AUTH_HINT}")
         if isinstance(exc, dbx.PermissionDenied):
             return StoragePermissionError(url, f"permission denied; {self.privilege_hint}")
         if isinstance(exc, ValueError) and "default auth" in str(exc):

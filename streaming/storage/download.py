@@ -2,14 +2,9 @@
 
 from __future__ import annotations
 
-import logging
-import time
-
 from streaming.storage.base import storage_for
 from streaming.storage.errors import ObjectNotFoundError, StoragePermissionError
-from streaming.storage.retry import backoff_delay
-
-logger = logging.getLogger(__name__)
+from streaming.storage.retry import call_with_retry
 
 #: Failures that another attempt cannot fix: a missing object, a permission or credential problem, a bad URL.
 PERMANENT = (ObjectNotFoundError, StoragePermissionError, ValueError, ImportError)
@@ -25,18 +20,6 @@ def download_file(remote_url: str, local_path: str, *, retry: int = 2, timeout: 
     """
     if retry < 1:
         raise ValueError(f"retry (total download attempts) must be at least 1, got {retry}.")
-    for attempt in range(retry):
-        storage = storage_for(remote_url)
-        try:
-            storage.get(remote_url, local_path, timeout=timeout)
-            return
-        except PERMANENT:
-            raise
-        except Exception as exc:
-            if attempt + 1 == retry:
-                raise
-            storage.reset()
-            delay = backoff_delay(attempt, initial_backoff, max_jitter)
-            logger.info("download of %s failed (%s: %s); attempt %d/%d, retrying in %.2f s", remote_url,
-                        type(exc).__name__, exc, attempt + 1, retry, delay)
-            time.sleep(delay)
+    call_with_retry(lambda: storage_for(remote_url).get(remote_url, local_path, timeout=timeout), retry,
+                    initial_backoff=initial_backoff, max_jitter=max_jitter, permanent=PERMANENT,
+                    before_retry=lambda: storage_for(remote_url).reset())

@@ -63,3 +63,32 @@ def retry(exc_class: Any = Exception, clean_up_fn: Callable[[], Any] | None = No
         return wrapper  # type: ignore[return-value]
 
     return decorate
+
+
+T = TypeVar("T")
+
+
+def call_with_retry(function: Callable[[], T], attempts: int, *, initial_backoff: float = 1.0,
+                    max_jitter: float = 0.5, permanent: tuple[type[BaseException], ...] = (),
+                    before_retry: Callable[[], Any] | None = None) -> T:
+    """Call `function` up to `attempts` times in total, backing off as `retry` does.
+
+    Exceptions of the `permanent` types are raised at once; `before_retry` runs before each new attempt.
+    """
+    if attempts < 1:
+        raise ValueError(f"attempts must be at least 1, got {attempts}.")
+    for attempt in range(attempts):
+        try:
+            return function()
+        except permanent:
+            raise
+        except Exception as exc:
+            if attempt + 1 == attempts:
+                raise
+            delay = backoff_delay(attempt, initial_backoff, max_jitter)
+            logger.info("attempt %d/%d failed (%s: %s); retrying in %.2f s", attempt + 1, attempts,
+                        type(exc).__name__, exc, delay)
+            if before_retry is not None:
+                before_retry()
+            time.sleep(delay)
+    raise AssertionError("unreachable")

@@ -1,7 +1,8 @@
-"""Hand finished shard files to their destination: a local directory now, a remote store in the background.
+"""Hand finished shard files to their destination: a local directory, plus a remote store in the background.
 
 Writers write every file into ``ShardUploader.local`` and call ``upload(basename)`` once a file is complete;
-``finish()`` publishes ``index.json`` last, so a reader never sees an index naming a missing shard.
+remote uploads then run on ``max_workers`` threads. ``finish()`` waits for them and publishes
+``index.json`` last, so a reader never sees an index naming a missing shard.
 """
 
 from __future__ import annotations
@@ -9,12 +10,22 @@ from __future__ import annotations
 import os
 import shutil
 import tempfile
-from urllib.parse import urlparse
+import threading
+from concurrent.futures import Future, ThreadPoolExecutor
+
+from streaming.storage.base import storage_for, volume_mount
+from streaming.storage.download import PERMANENT
+from streaming.storage.retry import call_with_retry
+from streaming.storage.url import is_remote, join_url, split_url
 
 
-def _is_remote(path: str) -> bool:
-    scheme = urlparse(path).scheme
-    return bool(scheme) and scheme != "file" and len(scheme) > 1
+def _is_remote_out(out: str) -> bool:
+    """A URL, or a `/Volumes/...` path whose volume is not mounted here (written through the Files API)."""
+    return is_remote(out) or (split_url(out).key.startswith("/Volumes/") and volume_mount(out) is None)
+
+
+def _local_dir(path: str) -> str:
+    return os.path.expanduser(split_url(path).key if split_url(path).scheme == "file" else path)
 
 
 class ShardUploader:
@@ -23,26 +34,31 @@ class ShardUploader:
     Args:
         out: a local directory, a remote URL, or a ``(local, remote)`` pair.
         keep_local: keep local copies after upload (only meaningful with a remote).
-        exist_ok: allow a non-empty destination; its old local contents are removed first.
-        max_workers: background upload threads.
+        exist_ok: allow a non-empty destination. Old local contents are removed first; a remote that
+            already holds objects is written over, and its old index is deleted before any shard is sent.
+            Without it, a non-empty local directory or remote prefix raises FileExistsError.
+        max_workers: background upload threads (default: Python's thread-pool default).
         retry: total upload attempts per file.
         progress_bar: show upload progress.
     """
 
     def __init__(self, out: str | tuple[str, str], *, keep_local: bool = False, exist_ok: bool = False,
                  max_workers: int | None = None, retry: int = 2, progress_bar: bool = False) -> None:
+        if retry < 1:
+            raise ValueError(f"retry (total upload attempts) must be at least 1, got {retry}.")
+        self._owns_local = False
         if isinstance(out, (tuple, list)):
             if len(out) != 2:
                 raise ValueError(f"`out` must be a directory, a URL or a (local, remote) pair, got {out!r}.")
             local, remote = out
-        elif _is_remote(out):
+            remote = remote or None
+        elif _is_remote_out(out):
             local, remote = tempfile.mkdtemp(prefix="mds-out-"), out
+            self._owns_local = True
         else:
             local, remote = out, None
-        if remote is not None:
-            raise NotImplementedError(f"Remote output {remote!r} needs a storage backend for its scheme.")
-        local = os.path.expanduser(local.removeprefix("file://") if isinstance(local, str) else local)
-        if os.path.isdir(local) and os.listdir(local):
+        local = _local_dir(local)
+        if os.path.isdir(local) and os.listdir(local) and not self._owns_local:
             if not exist_ok:
                 raise FileExistsError(f"Directory is not empty: {local} (pass exist_ok=True to replace it).")
             shutil.rmtree(local)
@@ -53,15 +69,102 @@ class ShardUploader:
         self.retry = retry
         self.progress_bar = progress_bar
         self.max_workers = max_workers
+        self._failure: BaseException | None = None
+        self._futures: list[Future] = []
+        self._lock = threading.Lock()
+        self._pool: ThreadPoolExecutor | None = None
+        self._progress = None
+        if remote is not None:
+            self._check_remote(remote, exist_ok)
+
+    def _check_remote(self, remote: str, exist_ok: bool) -> None:
+        existing = storage_for(remote).list(remote)
+        if existing and not exist_ok:
+            raise FileExistsError(f"Remote {remote} already holds {len(existing)} object(s), e.g. {existing[0]} "
+                                  "(pass exist_ok=True to write over them).")
+        index = join_url(remote, "index.json")
+        if index in existing:
+            storage_for(index).delete(index)
 
     def upload(self, basename: str) -> None:
-        """Publish the completed file ``local/basename``."""
+        """Publish the completed file ``local/basename``: queued for upload when there is a remote."""
+        if self.remote is None:
+            return
+        self.check()
+        if self._pool is None:
+            self._pool = ThreadPoolExecutor(self.max_workers, thread_name_prefix="mds-upload")
+            if self.progress_bar:
+                from tqdm import tqdm
+                self._progress = tqdm(total=0, unit="file", desc=f"Uploading to {self.remote}")
+        with self._lock:
+            if self._progress is not None:
+                self._progress.total += 1
+                self._progress.refresh()
+            self._futures.append(self._pool.submit(self._upload_one, basename))
+
+    def _upload_one(self, basename: str) -> None:
+        if self._failure is not None:
+            return
+        try:
+            self._put(basename)
+        except BaseException as exc:
+            with self._lock:
+                if self._failure is None:
+                    self._failure = exc
+            raise
+        if self._progress is not None:
+            with self._lock:
+                self._progress.update(1)
+
+    def _put(self, basename: str) -> None:
+        local_path = os.path.join(self.local, basename)
+        url = join_url(self.remote, basename)  # type: ignore[arg-type]
+        call_with_retry(lambda: storage_for(url).put(local_path, url), self.retry, permanent=PERMANENT)
+        if not self.keep_local:
+            os.unlink(local_path)
 
     def check(self) -> None:
         """Raise the first failure of a background upload, if any."""
+        if self._failure is not None:
+            raise self._failure
+
+    def _wait(self) -> None:
+        with self._lock:
+            futures, self._futures = self._futures, []
+        for future in futures:
+            if not future.cancelled():
+                future.exception()
 
     def finish(self, index_basename: str = "index.json") -> None:
-        """Wait for every upload and publish the index last."""
+        """Wait for every upload, then publish the index last; drop the local copy unless `keep_local`."""
+        try:
+            self._wait()
+            self.check()
+            if self.remote is None:
+                return
+            if not os.path.isfile(os.path.join(self.local, index_basename)):
+                raise FileNotFoundError(f"Cannot publish the index: {os.path.join(self.local, index_basename)} "
+                                        "does not exist.")
+            self._put(index_basename)
+            if not self.keep_local:
+                shutil.rmtree(self.local, ignore_errors=True)
+        finally:
+            self._shutdown()
 
     def abort(self) -> None:
-        """Stop background work after a failure; the destination keeps no index for unfinished work."""
+        """Stop background work after a failure; the remote is left without an index."""
+        with self._lock:
+            futures, self._futures = self._futures, []
+        for future in futures:
+            future.cancel()
+        self._shutdown()
+        if self._owns_local and not self.keep_local:
+            shutil.rmtree(self.local, ignore_errors=True)
+
+    def _shutdown(self) -> None:
+        if self._pool is not None:
+            self._pool.shutdown(wait=True, cancel_futures=True)
+            self._pool = None
+        if self._progress is not None:
+            self._progress.close()
+            self._progress = None

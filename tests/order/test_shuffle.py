@@ -9,7 +9,8 @@ import pytest
 from streaming.dataset.shuffle import (default_shuffle_block_size, divide_spans, get_shuffle,
                                        shuffle_algos)
 
-CASES = json.loads((Path(__file__).parents[1] / 'fixtures/orders/shuffle.json').read_text())['cases']
+CASES = json.loads(
+    (Path(__file__).parents[1] / 'fixtures/orders/shuffle.json').read_text())['cases']
 
 
 @pytest.mark.filterwarnings('ignore::UserWarning')

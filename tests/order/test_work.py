@@ -1,4 +1,4 @@
-"""Whole-epoch plans (`generate_work`) against MosaicML Streaming's vectors, plus the plan inputs."""
+"""Whole-epoch plans (`generate_work`) against MosaicML Streaming's vectors; plan inputs."""
 
 import json
 from pathlib import Path

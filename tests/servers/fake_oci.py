@@ -210,8 +210,8 @@ class Handler(BaseHTTPRequestHandler):
             upload_id = f"upload-{next(store.upload_ids)}"
             store.uploads[upload_id] = {}
             spec = json.loads(body)
-            self._json(200, {"uploadId": upload_id, "object": spec["object"], "bucket": "", "namespace": store.namespace,
-                             "timeCreated": "2026-01-01T00:00:00.000Z"})
+            self._json(200, {"uploadId": upload_id, "object": spec["object"], "bucket": "",
+                             "namespace": store.namespace, "timeCreated": "2026-01-01T00:00:00.000Z"})
             return
         parts = store.uploads.get(query.get("uploadId", ""))
         if parts is None:

@@ -69,7 +69,7 @@ def test_failed_download_leaves_no_file(cloud, tmp_path):
     cloud.unreachable()
     target = tmp_path / "dst" / "data.bin"
     with pytest.raises(EndpointUnreachableError, match="cannot reach") as raised:
-        download_file(url, str(target), retry=1, timeout=2)
+        download_file(url, str(target), retry=1, timeout=1)
     assert url in str(raised.value)
     assert _no_leftovers(tmp_path / "dst") == []
 

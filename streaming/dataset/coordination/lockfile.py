@@ -1,0 +1,272 @@
+"""Lock files: one open file per path per process, kernel locks for liveness and byte-range exclusion.
+
+Every file under the state root is guarded the same way:
+
+* each process using it holds ``flock(LOCK_SH)`` on it for as long as it uses it.  The kernel drops that lock when
+  the process dies (even by SIGKILL), so "nobody holds any lock" means "nobody uses it" and the file may be
+  deleted (:func:`remove_if_unused`);
+* exclusion between processes uses POSIX byte-range locks (``fcntl.lockf``) at chosen offsets, also released by
+  the kernel at death.  POSIX locks belong to the process, so they do not exclude threads of one process, and
+  closing *any* descriptor of the file drops *all* of the process's locks on it.  Hence this module keeps exactly
+  one descriptor per path per process (a registry with use counts) and adds per-process thread exclusion.
+
+Deleting a lock file races with someone opening it; openers therefore lock first and then check that the path
+still names the inode they locked (else they retry), and deleters only unlink while holding an exclusive lock.
+After ``fork`` the child keeps the inherited descriptors (so locks held through them stay shared) but starts with
+fresh thread bookkeeping, since POSIX locks are not inherited.
+"""
+
+from __future__ import annotations
+
+import errno
+import fcntl
+import os
+import shutil
+import threading
+import time
+import uuid
+
+_RETRY_SLEEP = 0.002
+_BUSY = (errno.EACCES, errno.EAGAIN)
+
+
+def same_file(fd: int, path: str) -> bool:
+    """Whether ``path`` still names the file open as ``fd``."""
+    try:
+        on_disk = os.stat(path)
+    except FileNotFoundError:
+        return False
+    mine = os.fstat(fd)
+    return (on_disk.st_dev, on_disk.st_ino) == (mine.st_dev, mine.st_ino)
+
+
+def _lock_range(fd: int, offset: int, blocking: bool) -> bool:
+    """Take the exclusive POSIX lock on byte ``offset``; False if non-blocking and another process has it."""
+    while True:
+        try:
+            fcntl.lockf(fd, fcntl.LOCK_EX if blocking else fcntl.LOCK_EX | fcntl.LOCK_NB, 1, offset)
+            return True
+        except OSError as err:
+            if not blocking and err.errno in _BUSY:
+                return False
+            if err.errno != errno.EDEADLK:
+                raise
+        # The kernel reports a deadlock per process, not per thread, so a wait between two multi-threaded
+        # processes can be flagged although the holders are making progress: wait a moment and try again.
+        time.sleep(_RETRY_SLEEP)
+
+
+def _unlock_range(fd: int, offset: int) -> None:
+    fcntl.lockf(fd, fcntl.LOCK_UN, 1, offset)
+
+
+class LockFile:
+    """This process's single descriptor of one lock file, with thread-aware byte-range locks.
+
+    Two kinds of byte-range lock are offered, on disjoint offsets chosen by the caller:
+
+    * :meth:`acquire` / :meth:`release`: owned by a thread, reentrant for that thread, excluding other threads
+      of this process and other processes;
+    * :meth:`claim` / :meth:`unclaim`: owned by the process (any thread may release), for marks that outlive a
+      call, such as "this process is preparing shard 7".
+    """
+
+    def __init__(self, path: str, fd: int) -> None:
+        self.path = path
+        self.fd = fd
+        self.users = 1
+        self._reset_threads()
+
+    def _reset_threads(self) -> None:
+        self._cond = threading.Condition(threading.Lock())
+        self._holders: dict[int, list[int]] = {}
+        self._claims: set[int] = set()
+
+    def acquire(self, offset: int, blocking: bool = True) -> int:
+        """Lock byte ``offset`` for the calling thread; returns the hold depth (0 if not acquired)."""
+        me = threading.get_ident()
+        with self._cond:
+            while True:
+                holder = self._holders.get(offset)
+                if holder is None:
+                    self._holders[offset] = [me, 1]
+                    break
+                if holder[0] == me:
+                    holder[1] += 1
+                    return holder[1]
+                if not blocking:
+                    return 0
+                self._cond.wait()
+        try:
+            locked = _lock_range(self.fd, offset, blocking)
+        except BaseException:
+            self._forget(offset)
+            raise
+        if not locked:
+            self._forget(offset)
+            return 0
+        return 1
+
+    def release(self, offset: int) -> None:
+        """Undo one :meth:`acquire` of the calling thread."""
+        with self._cond:
+            holder = self._holders[offset]
+            holder[1] -= 1
+            if holder[1]:
+                return
+        _unlock_range(self.fd, offset)
+        self._forget(offset)
+
+    def _forget(self, offset: int) -> None:
+        with self._cond:
+            del self._holders[offset]
+            self._cond.notify_all()
+
+    def claim(self, offset: int) -> bool:
+        """Lock byte ``offset`` for this process without waiting; False if this or another process has it."""
+        with self._cond:
+            if offset in self._claims or not _lock_range(self.fd, offset, blocking=False):
+                return False
+            self._claims.add(offset)
+            return True
+
+    def unclaim(self, offset: int) -> bool:
+        """Drop this process's claim on ``offset``; returns whether it had one."""
+        with self._cond:
+            if offset not in self._claims:
+                return False
+            _unlock_range(self.fd, offset)
+            self._claims.discard(offset)
+            return True
+
+    def claimed(self, offset: int) -> bool:
+        """Whether some live process (this one included) holds a claim on ``offset``."""
+        with self._cond:
+            if offset in self._claims:
+                return True
+            if _lock_range(self.fd, offset, blocking=False):
+                _unlock_range(self.fd, offset)
+                return False
+            return True
+
+    def claims(self) -> int:
+        """How many offsets this process has claimed."""
+        return len(self._claims)
+
+    def sole_user(self) -> bool:
+        """Whether no other process has this file open (call while holding a byte-range lock on it).
+
+        The shared flock is briefly converted to exclusive and back.  The byte-range lock the caller holds keeps
+        :func:`remove_if_unused` away from the file during the conversion.
+        """
+        try:
+            fcntl.flock(self.fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            alone = True
+        except BlockingIOError:
+            alone = False
+        fcntl.flock(self.fd, fcntl.LOCK_SH)
+        return alone
+
+
+_registry: dict[str, LockFile] = {}
+_registry_lock = threading.Lock()
+
+
+def _after_fork_in_child() -> None:
+    global _registry_lock
+    _registry_lock = threading.Lock()
+    for lock_file in _registry.values():
+        lock_file._reset_threads()
+
+
+os.register_at_fork(after_in_child=_after_fork_in_child)
+
+
+def open_and_share(path: str, flags: int) -> int | None:
+    """Open ``path``, hold a shared flock on it; None if it was deleted before the lock was taken."""
+    fd = os.open(path, flags | os.O_RDWR | os.O_CLOEXEC, 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH)
+        if same_file(fd, path):
+            return fd
+    except BaseException:
+        os.close(fd)
+        raise
+    os.close(fd)
+    return None
+
+
+def open_shared(path: str, create: bool) -> tuple[LockFile, bool]:
+    """This process's :class:`LockFile` for ``path`` and whether this call opened it.
+
+    With ``create`` the file is made if missing; otherwise a missing file raises ``FileNotFoundError``.
+    """
+    with _registry_lock:
+        lock_file = _registry.get(path)
+        if lock_file is not None:
+            if same_file(lock_file.fd, path):
+                lock_file.users += 1
+                return lock_file, False
+            del _registry[path]  # deleted by its owner; the users it still has keep their descriptor
+        while True:
+            fd = open_and_share(path, os.O_CREAT if create else 0)
+            if fd is not None:
+                break
+            if not create:
+                raise FileNotFoundError(errno.ENOENT, "Lock file was removed", path)
+        lock_file = _registry[path] = LockFile(path, fd)
+        return lock_file, True
+
+
+def create_unique(root: str, kind: str, suffix: str = ".lock") -> LockFile:
+    """Create a new lock file ``<root>/<kind>-<uuid4 hex><suffix>`` held by this process."""
+    while True:
+        path = os.path.join(root, f"{kind}-{uuid.uuid4().hex}{suffix}")
+        fd = open_and_share(path, os.O_CREAT | os.O_EXCL)
+        if fd is None:
+            continue
+        with _registry_lock:
+            lock_file = _registry[path] = LockFile(path, fd)
+        return lock_file
+
+
+def release(lock_file: LockFile, unlink: bool = False) -> None:
+    """Drop one use of ``lock_file``; the last use closes it (and first unlinks it when asked)."""
+    with _registry_lock:
+        if unlink and same_file(lock_file.fd, lock_file.path):
+            os.unlink(lock_file.path)
+            if _registry.get(lock_file.path) is lock_file:
+                del _registry[lock_file.path]
+        lock_file.users -= 1
+        if lock_file.users > 0:
+            return
+        if _registry.get(lock_file.path) is lock_file:
+            del _registry[lock_file.path]
+        os.close(lock_file.fd)
+
+
+def remove_if_unused(path: str, companion_dir: str | None = None) -> bool:
+    """Delete ``path`` (and ``companion_dir``) if no live process holds any lock on it; returns whether it did."""
+    with _registry_lock:
+        if path in _registry:
+            return False
+        try:
+            fd = os.open(path, os.O_RDWR | os.O_CLOEXEC)
+        except (FileNotFoundError, PermissionError):
+            return False
+        try:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                fcntl.lockf(fd, fcntl.LOCK_EX | fcntl.LOCK_NB, 0, 0)
+            except OSError as err:
+                if err.errno in (*_BUSY, errno.EWOULDBLOCK):
+                    return False
+                raise
+            if not same_file(fd, path):
+                return False
+            if companion_dir is not None:
+                shutil.rmtree(companion_dir, ignore_errors=True)
+            os.unlink(path)
+            return True
+        finally:
+            os.close(fd)

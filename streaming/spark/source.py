@@ -1,0 +1,110 @@
+"""What to convert: a DataFrame as given, a table by name, or a Delta table by path, pinned to one version.
+
+For a Delta table the version is fixed before reading, so the recorded version is exactly the data
+converted: Spark reads it with ``versionAsOf``; where Spark has no Delta support (no Delta jars, as on a
+plain ``pip install pyspark``) the ``deltalake`` package reads it instead. Tables that are not Delta
+tables are read as they are and have no version.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from typing import Any
+
+from streaming.storage.url import is_remote
+
+
+@dataclass(frozen=True)
+class Source:
+    """Where the converted rows came from."""
+
+    kind: str
+    name: str | None = None
+    version: int | None = None
+    reader: str | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        return {"kind": self.kind, "name": self.name, "version": self.version, "reader": self.reader}
+
+
+def is_dataframe(obj: Any) -> bool:
+    """Whether ``obj`` is a classic or a Spark Connect DataFrame."""
+    return hasattr(obj, "mapInArrow") and hasattr(obj, "schema")
+
+
+def looks_like_path(text: str) -> bool:
+    """Paths and URLs are read as Delta tables; anything else is a table name."""
+    return is_remote(text) or text.startswith(("/", ".", "~", "file:")) or os.sep in text or os.path.exists(text)
+
+
+def active_session(spark: Any = None) -> Any:
+    """The session to read tables with: the one given, else the active one."""
+    if spark is not None:
+        return spark
+    from pyspark.sql import SparkSession
+
+    session = SparkSession.getActiveSession()
+    if session is None:
+        raise ValueError("Reading a table needs a SparkSession: pass spark=... or create one first.")
+    return session
+
+
+def resolve(data: Any, spark: Any = None, version: int | None = None) -> tuple[Any, Source]:
+    """Turn the ``data`` argument of ``dataframe_to_mds`` into a DataFrame and a description of it."""
+    if is_dataframe(data):
+        if version is not None:
+            raise ValueError("`version` applies to a table name or a Delta path, not to a DataFrame; read the "
+                             "version you want first (e.g. spark.read.option('versionAsOf', v).table(name)).")
+        return data, Source("dataframe")
+    if not isinstance(data, str) or not data:
+        raise TypeError(f"Expected a DataFrame, a table name or a Delta table path, got {type(data).__name__} "
+                        f"{data!r:.80}.")
+    session = active_session(spark)
+    if looks_like_path(data):
+        return _read_delta_path(session, data, version)
+    return _read_table(session, data, version)
+
+
+def _latest_version(session: Any, identifier: str) -> int | None:
+    """The newest version of a Delta table, or None if it is not a Delta table (or Spark cannot tell)."""
+    try:
+        rows = session.sql(f"DESCRIBE HISTORY {identifier} LIMIT 1").collect()
+    except Exception:  # noqa: BLE001 - not a Delta table, or no Delta support: no version to record
+        return None
+    return int(rows[0]["version"]) if rows else None
+
+
+def _read_table(session: Any, name: str, version: int | None) -> tuple[Any, Source]:
+    pinned = version if version is not None else _latest_version(session, name)
+    if pinned is None:
+        return session.read.table(name), Source("table", name, None, "spark")
+    return session.read.option("versionAsOf", pinned).table(name), Source("table", name, pinned, "spark")
+
+
+def _read_delta_path(session: Any, path: str, version: int | None) -> tuple[Any, Source]:
+    try:
+        reader = session.read.format("delta")
+        if version is not None:
+            reader = reader.option("versionAsOf", version)
+        frame = reader.load(path)
+        frame.schema  # noqa: B018 - resolves the data source now, so a missing Delta jar fails here
+    except Exception as err:  # noqa: BLE001 - fall back only when Spark lacks Delta; otherwise re-raise
+        if "DATA_SOURCE_NOT_FOUND" not in str(err) and "Failed to find the data source" not in str(err):
+            raise
+        return _read_with_deltalake(session, path, version)
+    pinned = version if version is not None else _latest_version(session, f"delta.`{path}`")
+    if version is None and pinned is not None:
+        frame = session.read.format("delta").option("versionAsOf", pinned).load(path)
+    return frame, Source("delta", path, pinned, "spark")
+
+
+def _read_with_deltalake(session: Any, path: str, version: int | None) -> tuple[Any, Source]:
+    """Read a Delta table with delta-rs and hand it to Spark (through Arrow, so it also works on Connect)."""
+    try:
+        from deltalake import DeltaTable
+    except ImportError as err:
+        raise ImportError("Spark has no Delta support here; reading a Delta path then needs the `deltalake` "
+                          "package: pip install deltalake") from err
+    table = DeltaTable(path, version=version)
+    return session.createDataFrame(table.to_pyarrow_table()), Source("delta", path, table.version(), "deltalake")

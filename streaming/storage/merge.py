@@ -1,0 +1,152 @@
+"""`merge_index`: combine the `index.json` files of sub-datasets into one index at their common root.
+
+Two forms, as upstream:
+* `merge_index(index_file_urls, out, keep_local=True, download_timeout=60)`: a list of index files (URLs,
+  local paths, or `(local, remote)` pairs, of which the local copy is read when it exists);
+* `merge_index(out, keep_local=True, download_timeout=60)`: every `index.json` below the root `out`.
+
+Each shard's file names are prefixed with the sub-dataset's full path relative to the root, so nested
+folders (`part-1/train/index.json`) keep every level (upstream #516 kept only the last one). Every scheme
+that `storage_for` serves works, local or remote.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import posixpath
+import shutil
+import tempfile
+from typing import Any
+
+from streaming.storage.base import storage_for
+from streaming.storage.download import download_file
+from streaming.storage.url import is_remote, join_url, relative_to
+
+INDEX = "index.json"
+FILE_KEYS = ("raw_data", "zip_data", "raw_meta", "zip_meta")
+Source = str | tuple[str, str]
+
+
+def merge_index(*args: Any, **kwargs: Any) -> None:
+    """Merge sub-dataset indexes into `out`; see the module docstring for the two call forms."""
+    first = args[0] if args else kwargs.get("index_file_urls", kwargs.get("out"))
+    if isinstance(first, list) and 2 <= len(args) + len(kwargs) <= 4:
+        _merge_from_list(*args, **kwargs)
+    elif isinstance(first, (str, tuple)) and 1 <= len(args) + len(kwargs) <= 3:
+        _merge_from_root(*args, **kwargs)
+    else:
+        raise ValueError("Invalid arguments to merge_index: call merge_index(index_file_urls: list, out, "
+                         "keep_local=True, download_timeout=60) or merge_index(out: str | tuple, keep_local=True, "
+                         f"download_timeout=60); got positional {args!r} and keywords {sorted(kwargs)}.")
+
+
+def _split_out(out: str | tuple[str, str]) -> tuple[str | None, str | None]:
+    """(local root or None, remote root or None) of an output location."""
+    if isinstance(out, tuple):
+        if len(out) != 2:
+            raise ValueError(f"`out` must be a directory, a URL or a (local, remote) pair, got {out!r}.")
+        return out[0] or None, out[1] or None
+    return (None, out) if is_remote(out) else (out, None)
+
+
+def _index_file(url: str) -> str:
+    return url if url.endswith(".json") else join_url(url, INDEX)
+
+
+def _sub_path(index_url: str, root: str | None) -> str | None:
+    """The folder of `index_url` relative to `root`, or None when it is not below it."""
+    if root is None:
+        return None
+    folder = index_url.rsplit("/", 1)[0] if is_remote(index_url) else os.path.dirname(index_url)
+    try:
+        relative = relative_to(folder, root.rstrip("/") if is_remote(root) else os.path.abspath(root))
+    except ValueError:
+        return None
+    return None if relative.startswith("..") else relative
+
+
+def _read_index(source: Source, work_dir: str, number: int, timeout: float) -> dict[str, Any]:
+    local, remote = (source if isinstance(source, tuple) else (source, source))
+    if local and not is_remote(local) and os.path.isfile(local):
+        path = local
+    elif remote:
+        path = os.path.join(work_dir, f"{number}.json")
+        download_file(remote, path, timeout=timeout)
+    else:
+        raise FileNotFoundError(f"Index file not found: {local!r} (and no remote copy was given).")
+    with open(path) as stream:
+        return json.load(stream)
+
+
+def _prefix_for(source: Source, local_root: str | None, remote_root: str | None) -> str:
+    local, remote = (source if isinstance(source, tuple) else (source, source))
+    candidates = []
+    if remote and is_remote(remote):
+        candidates.append(_sub_path(remote, remote_root))
+    if local and not is_remote(local):
+        candidates.append(_sub_path(os.path.abspath(local), local_root))
+    for candidate in candidates:
+        if candidate is not None:
+            return "" if candidate == "." else candidate
+    any_path = remote or local
+    return posixpath.basename(posixpath.dirname(any_path.replace(os.sep, "/")))
+
+
+def _merge_from_list(index_file_urls: list[Source], out: str | tuple[str, str], keep_local: bool = True,
+                     download_timeout: float = 60) -> None:
+    local_root, remote_root = _split_out(out)
+    sources: list[Source] = []
+    for entry in index_file_urls:
+        if isinstance(entry, (tuple, list)):
+            normalized: Source = tuple(_index_file(part.rstrip("/")) if part else "" for part in entry)  # type: ignore
+        else:
+            normalized = _index_file(entry.rstrip("/"))
+        if normalized not in sources:
+            sources.append(normalized)
+    shards: list[dict[str, Any]] = []
+    with tempfile.TemporaryDirectory(prefix="mds-merge-") as work_dir:
+        for number, source in enumerate(sources):
+            prefix = _prefix_for(source, local_root, remote_root)
+            for shard in _read_index(source, work_dir, number, download_timeout).get("shards", []):
+                for key in FILE_KEYS:
+                    info = shard.get(key)
+                    if isinstance(info, dict) and info.get("basename") and prefix:
+                        info["basename"] = f"{prefix}/{info['basename']}"
+                shards.append(shard)
+        _publish({"version": 2, "shards": shards}, local_root, remote_root, keep_local, work_dir)
+
+
+def _publish(index: dict[str, Any], local_root: str | None, remote_root: str | None, keep_local: bool,
+             work_dir: str) -> None:
+    text = json.dumps(index)
+    target_dir = local_root or os.path.join(work_dir, "out")
+    os.makedirs(target_dir, exist_ok=True)
+    path = os.path.join(target_dir, INDEX)
+    with open(path, "w") as sink:
+        sink.write(text)
+    if remote_root is not None:
+        url = join_url(remote_root, INDEX)
+        storage_for(url).put(path, url)
+        if local_root is not None and not keep_local:
+            shutil.rmtree(local_root, ignore_errors=True)
+
+
+def _merge_from_root(out: str | tuple[str, str], keep_local: bool = True, download_timeout: float = 60) -> None:
+    local_root, remote_root = _split_out(out)
+    found: dict[str, Source] = {}
+    if remote_root is not None:
+        for url in storage_for(remote_root).list(remote_root):
+            relative = relative_to(url, remote_root.rstrip("/"))
+            if posixpath.basename(relative) == INDEX and relative != INDEX:
+                found[relative] = ("", url)
+    if local_root is not None and os.path.isdir(local_root):
+        for folder, _, files in os.walk(local_root):
+            if INDEX in files:
+                relative = os.path.relpath(os.path.join(folder, INDEX), local_root).replace(os.sep, "/")
+                if relative != INDEX:
+                    remote_copy = found.get(relative, ("", ""))[1]
+                    found[relative] = (os.path.join(folder, INDEX), remote_copy)
+    sources = [found[relative] for relative in sorted(found)]
+    _merge_from_list(sources, out, keep_local=keep_local, download_timeout=download_timeout)
+
