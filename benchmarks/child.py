@@ -25,6 +25,7 @@ PHASES = {
     "about": "phase_import:about",
     "probe": "phase_import:probe",
     "import": "phase_import:import_streaming",
+    "import_api": "phase_import:import_api",
     "inputs": "phase_prep:make_inputs",
     "dataset": "phase_prep:write_dataset",
     "many_shards": "phase_prep:many_shards",

@@ -64,12 +64,19 @@ class Row:
         gain = ratio if self.goal == "higher" else 1 / ratio
         if abs(gain - 1) <= SAME_WITHIN:
             return "same"
-        return f"{gain:.2f}x better" if gain > 1 else f"{1 / gain:.2f}x worse"
+        if gain > 1:
+            return f"{format_ratio(gain)}x better"
+        return f"{format_ratio(1 / gain)}x worse"
 
     def as_json(self) -> dict:
         return {"scenario": self.scenario, "metric": self.metric, "goal": self.goal,
                 "ref": asdict(self.ref), "ours": asdict(self.ours), "ratio_ours_over_ref":
                 self.ratio, "verdict": self.verdict()}
+
+
+def format_ratio(value: float) -> str:
+    """Two decimals in the usual range, three significant digits outside it."""
+    return f"{value:.2f}" if 0.01 <= value < 100 else f"{value:.3g}"
 
 
 def format_number(value: float) -> str:
@@ -120,14 +127,18 @@ def skipped(scenario: Scenario, reason: str) -> list[Row]:
     return [Row(scenario.name, labels, "info", Figure(skipped=reason), Figure(skipped=reason))]
 
 
+def _table_safe(text: str) -> str:
+    return " ".join(text.split()).replace("|", "\\|")
+
+
 def render(rows: list[Row]) -> str:
     """A Markdown table of every row, then the distinct errors per scenario and side."""
     lines = ["| scenario | metric | ref | ours | ours/ref | ours is |",
              "|---|---|---|---|---|---|"]
     for row in rows:
-        ratio = "" if row.ratio is None else f"{row.ratio:.3g}"
-        lines.append(f"| {row.scenario} | {row.metric} | {row.ref.cell()} | {row.ours.cell()} "
-                     f"| {ratio} | {row.verdict()} |")
+        ratio = "" if row.ratio is None else format_ratio(row.ratio)
+        cells = [row.scenario, row.metric, row.ref.cell(), row.ours.cell(), ratio, row.verdict()]
+        lines.append("| " + " | ".join(_table_safe(c) for c in cells) + " |")
     notes = []
     for row in rows:
         for side in SIDES:

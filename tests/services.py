@@ -139,12 +139,16 @@ def seaweedfs(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Service]:
             f"-volume.port={ports['volume']}", f"-filer.port={ports['filer']}", f"-admin.port={ports['admin']}",
             f"-filer.localSocket={workdir / 'filer.sock'}", f"-s3.localSocket={workdir / 's3.sock'}"]
     (workdir / "data").mkdir()
-    env = {"AWS_ACCESS_KEY_ID": S3_KEY, "AWS_SECRET_ACCESS_KEY": S3_SECRET}
+    # TMPDIR: weed puts its gRPC unix sockets there; keep them in the fixture's own directory.
+    env = {"AWS_ACCESS_KEY_ID": S3_KEY, "AWS_SECRET_ACCESS_KEY": S3_SECRET, "TMPDIR": str(workdir)}
     service = start_service("seaweedfs", argv, ports["s3"], workdir,
                             lambda: _http_answers(f"http://127.0.0.1:{ports['s3']}/"), env=env, timeout=60)
     service.extra.update(key=S3_KEY, secret=S3_SECRET)
     yield service
     service.stop()
+    # The master and volume servers put gRPC unix sockets in /tmp whatever TMPDIR says: remove ours.
+    for role, port in ports.items():
+        Path(f"/tmp/seaweedfs-{role}-grpc-{port + 10000}.sock").unlink(missing_ok=True)
 
 
 @pytest.fixture(scope="session")

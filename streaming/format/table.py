@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import gc
 import json
+import operator
 from dataclasses import dataclass
 from typing import Any, Optional
 
@@ -20,29 +21,40 @@ from streaming.format.reader import Reader
 from streaming.format.readers import reader_from_json
 
 
+_RAW_NULL = msgspec.Raw(b"null")
+_CONFIG_FIELDS = ("format", "compression", "hashes", "size_limit", "column_encodings", "column_names",
+                  "column_sizes", "columns", "newline", "separator")
+_ALWAYS_PRESENT = ("compression", "size_limit")
+
+
 class _File(msgspec.Struct, gc=False):
     basename: str
     bytes: int
-    hashes: dict[str, str] = {}
+    hashes: msgspec.Raw = msgspec.Raw(b"{}")
+
+    def to_json(self) -> dict[str, Any]:
+        return {"basename": self.basename, "bytes": self.bytes, "hashes": msgspec.json.decode(self.hashes)}
 
 
 class _Shard(msgspec.Struct, gc=False):
+    """One index entry; the settings stay undecoded (``Raw``) until they are known to be new."""
+
     samples: int
     raw_data: _File
     version: Any = None
-    format: Any = None
-    compression: Optional[str] = None
-    hashes: list[str] = []
-    size_limit: Optional[int] = None
     zip_data: Optional[_File] = None
     raw_meta: Optional[_File] = None
     zip_meta: Optional[_File] = None
-    column_encodings: Optional[list[str]] = None
-    column_names: Optional[list[str]] = None
-    column_sizes: Optional[list[Optional[int]]] = None
-    columns: Optional[dict[str, str]] = None
-    newline: Optional[str] = None
-    separator: Optional[str] = None
+    format: msgspec.Raw = _RAW_NULL
+    compression: msgspec.Raw = _RAW_NULL
+    hashes: msgspec.Raw = msgspec.Raw(b"[]")
+    size_limit: msgspec.Raw = _RAW_NULL
+    column_encodings: msgspec.Raw = _RAW_NULL
+    column_names: msgspec.Raw = _RAW_NULL
+    column_sizes: msgspec.Raw = _RAW_NULL
+    columns: msgspec.Raw = _RAW_NULL
+    newline: msgspec.Raw = _RAW_NULL
+    separator: msgspec.Raw = _RAW_NULL
 
 
 class _Index(msgspec.Struct, gc=False):
@@ -50,14 +62,23 @@ class _Index(msgspec.Struct, gc=False):
     version: Any = None
 
 
-_PER_SHARD = ("samples", "raw_data", "zip_data", "raw_meta", "zip_meta")
 _FILE_KINDS = ("raw_data", "zip_data", "raw_meta", "zip_meta")
 _decoder = msgspec.json.Decoder(_Index)
+_settings = operator.attrgetter(*_CONFIG_FIELDS)
 
 
 def _check(basename: str, where: str, number: int) -> None:
     if "/" in basename or "\\" in basename or ":" in basename or basename.startswith("."):
         check_basename(basename, f"Index file at {where}, shard {number}")
+
+
+def _decode_settings(raw: tuple[msgspec.Raw, ...]) -> dict[str, Any]:
+    config = {"version": INDEX_VERSION}
+    for name, value in zip(_CONFIG_FIELDS, raw):
+        decoded = msgspec.json.decode(value)
+        if decoded is not None or name in _ALWAYS_PRESENT:
+            config[name] = decoded
+    return config
 
 
 @dataclass
@@ -119,9 +140,11 @@ class ShardTable:
         zip_bytes = np.zeros(count, np.int64)
         config_ids = np.empty(count, np.int32)
         configs: list[dict[str, Any]] = []
-        config_keys: dict[tuple, int] = {}
+        distinct: list[tuple[msgspec.Raw, ...]] = []
         files: dict[str, list[Optional[_File]]] = {kind: [None] * count for kind in _FILE_KINDS}
         raw_data, zip_data, raw_meta, zip_meta = (files[kind] for kind in _FILE_KINDS)
+        previous: tuple[msgspec.Raw, ...] | None = None
+        config_id = -1
         for number, shard in enumerate(index.shards):
             if shard.version != INDEX_VERSION:
                 raise ValueError(f"Unsupported streaming data version {shard.version!r} for shard {number} in "
@@ -142,18 +165,14 @@ class ShardTable:
                 zip_meta[number] = record
                 _check(record.basename, where, number)
                 zip_bytes[number] += record.bytes
-            key = (shard.format, shard.compression, tuple(shard.hashes), shard.size_limit,
-                   shard.column_encodings and tuple(shard.column_encodings),
-                   shard.column_names and tuple(shard.column_names),
-                   shard.column_sizes and tuple(shard.column_sizes),
-                   shard.columns and tuple(shard.columns.items()), shard.newline, shard.separator)
-            config_id = config_keys.get(key)
-            if config_id is None:
-                config_id = config_keys[key] = len(configs)
-                configs.append({name: value for name, value in msgspec.structs.asdict(shard).items()
-                                if name not in _PER_SHARD
-                                and (value is not None or name in ("compression", "size_limit"))})
+            settings = _settings(shard)
+            if settings != previous:
+                previous = settings
+                config_id = next((i for i, known in enumerate(distinct) if known == settings), len(distinct))
+                if config_id == len(distinct):
+                    distinct.append(settings)
             config_ids[number] = config_id
+        configs = [_decode_settings(settings) for settings in distinct]
         return cls(samples, raw_bytes, zip_bytes, config_ids, configs, files)
 
     @classmethod
@@ -167,7 +186,7 @@ class ShardTable:
         entry["samples"] = int(self.samples[shard_id])
         for kind in _FILE_KINDS:
             record = self.files[kind][shard_id]
-            entry[kind] = None if record is None else msgspec.structs.asdict(record)
+            entry[kind] = None if record is None else record.to_json()
         return entry
 
     def reader(self, dirname: str, split: str | None, shard_id: int) -> Reader:

@@ -54,7 +54,8 @@ class Destination:
         return isinstance(self.storage, LocalStorage)
 
     def child(self, relative: str) -> str:
-        return join_url(self.url, relative)
+        """The URL of a root-relative path (the root itself for ``""``)."""
+        return join_url(self.url, relative) if relative else self.url
 
     def list_relative(self, folder: str = "") -> list[str]:
         """Every object below ``folder`` (relative to the root), as root-relative ``/`` paths."""

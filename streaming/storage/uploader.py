@@ -78,13 +78,14 @@ class ShardUploader:
             self._check_remote(remote, exist_ok)
 
     def _check_remote(self, remote: str, exist_ok: bool) -> None:
+        if exist_ok:
+            index = join_url(remote, "index.json")
+            storage_for(index).delete(index)
+            return
         existing = storage_for(remote).list(remote)
-        if existing and not exist_ok:
+        if existing:
             raise FileExistsError(f"Remote {remote} already holds {len(existing)} object(s), e.g. {existing[0]} "
                                   "(pass exist_ok=True to write over them).")
-        index = join_url(remote, "index.json")
-        if index in existing:
-            storage_for(index).delete(index)
 
     def upload(self, basename: str) -> None:
         """Publish the completed file ``local/basename``: queued for upload when there is a remote."""

@@ -1,7 +1,9 @@
 """Benchmark (not collected by pytest): `get()` of 100 x 1 MB objects from a loopback SeaweedFS.
 
-Compares `storage_for("s3://...").get` (boto3 `get_object`, streamed) with s3fs `get_file`, sequentially
-and on 8 threads. Run: `.venv/bin/python -m tests.storage.bench_s3_get` from the repository root.
+Compares the libraries on the same job (stream one object into a local file): boto3 `get_object` and s3fs
+`get_file`; then `storage_for("s3://...").get`, which adds the temp name, fdatasync, size check and
+rename. Sequential and on 8 threads. Run from the repository root:
+`.venv/bin/python -m tests.storage.bench_s3_get`.
 """
 
 from __future__ import annotations
@@ -69,9 +71,18 @@ def main() -> None:
             def with_s3fs(number: int) -> None:
                 fs.get_file(f"bench/obj/{number:03d}", str(out / f"s3fs-{number}"))
 
+            client = storage._clients.get(60.0, False)
+
+            def with_boto3(number: int) -> None:
+                response = client.get_object(Bucket="bench", Key=f"obj/{number:03d}")
+                with open(out / f"boto3-{number}", "wb") as sink:
+                    for chunk in response["Body"].iter_chunks(1 << 20):
+                        sink.write(chunk)
+
             for threads in (1, 8):
-                _timed("storage_for(...).get (boto3)", ours, threads)
+                _timed("boto3 get_object -> file", with_boto3, threads)
                 _timed("s3fs get_file", with_s3fs, threads)
+                _timed("storage_for(...).get (atomic)", ours, threads)
         finally:
             try:
                 next(server_fixture)

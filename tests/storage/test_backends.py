@@ -10,6 +10,8 @@ import pytest
 from streaming.storage import (CredentialsError, EndpointUnreachableError, ObjectNotFoundError, download_file,
                                storage_for)
 
+pytestmark = pytest.mark.services
+
 
 def _write(path, data: bytes) -> str:
     os.makedirs(os.path.dirname(path), exist_ok=True)

@@ -10,6 +10,8 @@ import pytest
 from streaming.storage import merge_index, storage_for
 from streaming.storage.url import join_url
 
+pytestmark = pytest.mark.services
+
 FIXTURES = Path(__file__).parent / "fixtures"
 PARTS = {"part-a": "mds_zstd_index.json", "part-b/train": "json_plain_index.json",
          "part-b/val/2024": "mds_zstd_index.json"}

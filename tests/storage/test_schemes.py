@@ -11,6 +11,8 @@ from streaming.storage import (CredentialsError, ObjectNotFoundError, StoragePer
                                storage_for)
 from streaming.storage.url import split_url
 
+pytestmark = pytest.mark.services
+
 
 def _source(tmp_path, data: bytes = b"payload") -> str:
     path = tmp_path / "source.bin"

@@ -10,6 +10,8 @@ import pytest
 from streaming.storage import ShardUploader, storage_for
 from streaming.storage.url import join_url
 
+pytestmark = pytest.mark.services
+
 FILES = {"shard.00000.mds": b"a" * 5000, "shard.00001.mds.zstd": b"b" * 300, "part/shard.00002.json.meta": b"c"}
 
 

@@ -10,6 +10,8 @@ from streaming.base.storage import (AzureUploader, CloudDownloader, CloudUploade
                                     DBFSDownloader, LocalDownloader, LocalUploader, S3Downloader, S3Uploader)
 from streaming.base.storage.upload import UPLOADERS, DatabricksUnityCatalogUploader
 
+pytestmark = pytest.mark.services
+
 
 def test_factories_pick_by_scheme(tmp_path):
     assert type(CloudUploader.get(str(tmp_path / "a"))) is LocalUploader
