@@ -79,7 +79,8 @@ def resume_record(context, dataset: str, workers: int = 2, batch_size: int = 32)
 
 def resume(context, dataset: str, workers: int = 2, batch_size: int = 32) -> dict:
     """New process: new loader + load_state_dict; time to the first batch; is the rest exact?"""
-    import streaming  # noqa: F401  (imported before the clock starts)
+    # Resolve the classes before the clock starts (a lazy package imports them on first use).
+    from streaming import StreamingDataLoader, StreamingDataset  # noqa: F401
 
     with open(_state_file(context, workers)) as f:
         saved = json.load(f)

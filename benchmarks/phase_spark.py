@@ -42,7 +42,11 @@ def _samples_in_index(path: str) -> int:
 
 def spark_convert(context, n: int) -> dict:
     """Rows/s of dataframe_to_mds(df, merge_index=True) and whether the index counts n rows."""
-    from pyspark.sql import functions as F
+    try:
+        from pyspark.sql import functions as F
+    except ImportError as exc:
+        hint = "for the reference, run benchmarks/setup_ref.sh without BENCH_REF_SPARK=0"
+        raise ImportError(f"{exc}: install pyspark into {sys.executable}'s venv ({hint})") from exc
     from streaming.base.converters import dataframe_to_mds
 
     start = time.perf_counter()

@@ -6,8 +6,9 @@
 #
 # torch is pinned to 2.13.0 in the same pip call: left unpinned, pip resolves a multi-GB CUDA
 # build. The reference then needs torchvision patched to import beside that CPU build (see
-# patch_torchvision.py). A finished venv is marked with .bench-ready and reused as is; delete the
-# directory to rebuild it. Set BENCH_REF_SPARK=1 to add pyspark/pyarrow/pandas (spark scenario).
+# patch_torchvision.py). pyspark/pyarrow/pandas are added for the spark scenario unless
+# BENCH_REF_SPARK=0. A finished venv is marked with .bench-ready (and .bench-spark) and reused as
+# is; delete the directory to rebuild it.
 set -euo pipefail
 
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -17,7 +18,8 @@ READY="$VENV/.bench-ready"
 PACKAGES=('streaming-community==0.14.2' 'torch==2.13.0' numpy pillow)
 SPARK_PACKAGES=('torch==2.13.0' 'pyspark==4.3.0' pyarrow pandas)
 
-if [[ -f "$READY" && ( -z "${BENCH_REF_SPARK:-}" || -f "$VENV/.bench-spark" ) ]]; then
+WANT_SPARK=${BENCH_REF_SPARK:-1}
+if [[ -f "$READY" && ( "$WANT_SPARK" == 0 || -f "$VENV/.bench-spark" ) ]]; then
   exit 0
 fi
 
@@ -35,10 +37,11 @@ if [[ ! -f "$READY" ]]; then
     exit 1
   }
   "$VENV/bin/python" "$HERE/patch_torchvision.py"
-  "$VENV/bin/python" -I -c 'import streaming; print("reference streaming", streaming.__version__, streaming.__file__)'
+  "$VENV/bin/python" -I -c \
+    'import streaming; print("reference streaming", streaming.__version__, streaming.__file__)'
   touch "$READY"
 fi
-if [[ -n "${BENCH_REF_SPARK:-}" && ! -f "$VENV/.bench-spark" ]]; then
+if [[ "$WANT_SPARK" != 0 && ! -f "$VENV/.bench-spark" ]]; then
   echo "installing ${SPARK_PACKAGES[*]} into $VENV" >&2
   "$VENV/bin/python" -m pip install --quiet "${SPARK_PACKAGES[@]}" >> "$LOG" 2>&1 || {
     tail -n 20 "$LOG" >&2

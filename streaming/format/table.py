@@ -32,9 +32,6 @@ class _File(msgspec.Struct, gc=False):
     bytes: int
     hashes: msgspec.Raw = msgspec.Raw(b"{}")
 
-    def to_json(self) -> dict[str, Any]:
-        return {"basename": self.basename, "bytes": self.bytes, "hashes": msgspec.json.decode(self.hashes)}
-
 
 class _Shard(msgspec.Struct, gc=False):
     """One index entry; the settings stay undecoded (``Raw``) until they are known to be new."""
@@ -82,6 +79,39 @@ def _decode_settings(raw: tuple[msgspec.Raw, ...]) -> dict[str, Any]:
 
 
 @dataclass
+class FileColumn:
+    """One kind of file (raw data, compressed data, raw meta, compressed meta) of every shard, as arrays.
+
+    ``names`` is a numpy string array and ``hashes`` a numpy bytes array of the undecoded JSON digests; a shard
+    without this kind of file has an empty name. No Python object exists per shard, so the table is shared
+    copy-on-write by forked DataLoader workers instead of being copied into each.
+    """
+
+    names: np.ndarray
+    sizes: np.ndarray
+    hashes: np.ndarray
+
+    @classmethod
+    def from_records(cls, records: list[Optional[_File]]) -> "FileColumn | None":
+        present = [record for record in records if record is not None]
+        if not present:
+            return None
+        if len(present) == len(records):
+            return cls(np.array([r.basename for r in records]), np.array([r.bytes for r in records], np.int64),
+                       np.array([bytes(r.hashes) for r in records]))
+        return cls(np.array([r.basename if r else "" for r in records]),
+                   np.array([r.bytes if r else 0 for r in records], np.int64),
+                   np.array([bytes(r.hashes) if r else b"{}" for r in records]))
+
+    def record(self, shard_id: int) -> dict[str, Any] | None:
+        name = str(self.names[shard_id])
+        if not name:
+            return None
+        return {"basename": name, "bytes": int(self.sizes[shard_id]),
+                "hashes": msgspec.json.decode(self.hashes[shard_id])}
+
+
+@dataclass
 class ShardTable:
     """All shards of one index: their shared settings, sizes and file records, by shard number.
 
@@ -91,7 +121,8 @@ class ShardTable:
         zip_bytes: bytes of each shard's compressed files, 0 when uncompressed (int64).
         config_ids: index into ``configs`` of each shard's settings (int32).
         configs: the distinct per-shard settings (everything but samples and file records).
-        files: per file kind (``raw_data``, ``zip_data``, ``raw_meta``, ``zip_meta``), one record or None per shard.
+        files: per file kind (``raw_data``, ``zip_data``, ``raw_meta``, ``zip_meta``), a `FileColumn`, or None
+            when no shard has that kind of file.
     """
 
     samples: np.ndarray
@@ -99,7 +130,7 @@ class ShardTable:
     zip_bytes: np.ndarray
     config_ids: np.ndarray
     configs: list[dict[str, Any]]
-    files: dict[str, list[Optional[_File]]]
+    files: dict[str, Optional[FileColumn]]
 
     def __len__(self) -> int:
         return len(self.samples)
@@ -173,7 +204,8 @@ class ShardTable:
                     distinct.append(settings)
             config_ids[number] = config_id
         configs = [_decode_settings(settings) for settings in distinct]
-        return cls(samples, raw_bytes, zip_bytes, config_ids, configs, files)
+        columns = {kind: FileColumn.from_records(records) for kind, records in files.items()}
+        return cls(samples, raw_bytes, zip_bytes, config_ids, configs, columns)
 
     @classmethod
     def from_file(cls, path: str) -> "ShardTable":
@@ -185,8 +217,8 @@ class ShardTable:
         entry = dict(self.configs[self.config_ids[shard_id]])
         entry["samples"] = int(self.samples[shard_id])
         for kind in _FILE_KINDS:
-            record = self.files[kind][shard_id]
-            entry[kind] = None if record is None else record.to_json()
+            column = self.files[kind]
+            entry[kind] = None if column is None else column.record(shard_id)
         return entry
 
     def reader(self, dirname: str, split: str | None, shard_id: int) -> Reader:
@@ -195,4 +227,5 @@ class ShardTable:
 
     def basenames(self, shard_id: int) -> list[str]:
         """Every file name (raw and compressed) one shard may have on disk."""
-        return [record.basename for kind in _FILE_KINDS if (record := self.files[kind][shard_id]) is not None]
+        names = (column.names[shard_id] for column in self.files.values() if column is not None)
+        return [str(name) for name in names if name]
