@@ -553,3 +553,25 @@ def test_named_shared_memory(state_dir):
         SharedBarrier("x", 2)
     with pytest.raises(NotImplementedError, match="prefixes"):
         get_shm_prefix(["/tmp"], None)
+
+
+def test_finaliser_during_registry_update_does_not_deadlock():
+    """A garbage-collected instance whose finaliser fires inside a registry update on the same thread."""
+    import gc
+    import threading
+
+    from streaming.dataset.coordination import InstanceState, lockfile
+
+    def run():
+        for _ in range(3):
+            state = InstanceState()
+            with lockfile._registry_guard:
+                del state
+                gc.collect()
+        gc.collect()
+
+    worker = threading.Thread(target=run, daemon=True)
+    worker.start()
+    worker.join(timeout=20)
+    assert not worker.is_alive(), "deadlocked: a finaliser re-entered the registry lock"
+    assert not lockfile._deferred_releases

@@ -170,11 +170,39 @@ class LockFile:
 
 _registry: dict[str, LockFile] = {}
 _registry_lock = threading.Lock()
+_registry_owner: int | None = None
+_deferred_releases: list[tuple[LockFile, bool]] = []
+
+
+class _RegistryGuard:
+    """The registry lock, plus a way out for garbage-collection finalisers.
+
+    A finaliser (``weakref.finalize`` of an instance state) may run in the middle of a registry update on the
+    same thread; taking the lock again there would deadlock. Such a release is queued instead and carried
+    out as soon as the lock is free.
+    """
+
+    def __enter__(self) -> None:
+        global _registry_owner
+        _registry_lock.acquire()
+        _registry_owner = threading.get_ident()
+
+    def __exit__(self, *exc: object) -> None:
+        global _registry_owner
+        _registry_owner = None
+        _registry_lock.release()
+        while _deferred_releases:
+            lock_file, unlink = _deferred_releases.pop()
+            release(lock_file, unlink)
+
+
+_registry_guard = _RegistryGuard()
 
 
 def _after_fork_in_child() -> None:
-    global _registry_lock
+    global _registry_lock, _registry_owner
     _registry_lock = threading.Lock()
+    _registry_owner = None
     for lock_file in _registry.values():
         lock_file._reset_threads()
 
@@ -201,7 +229,7 @@ def open_shared(path: str, create: bool) -> tuple[LockFile, bool]:
 
     With ``create`` the file is made if missing; otherwise a missing file raises ``FileNotFoundError``.
     """
-    with _registry_lock:
+    with _registry_guard:
         lock_file = _registry.get(path)
         if lock_file is not None:
             if same_file(lock_file.fd, path):
@@ -225,14 +253,17 @@ def create_unique(root: str, kind: str, suffix: str = ".lock") -> LockFile:
         fd = open_and_share(path, os.O_CREAT | os.O_EXCL)
         if fd is None:
             continue
-        with _registry_lock:
+        with _registry_guard:
             lock_file = _registry[path] = LockFile(path, fd)
         return lock_file
 
 
 def release(lock_file: LockFile, unlink: bool = False) -> None:
     """Drop one use of ``lock_file``; the last use closes it (and first unlinks it when asked)."""
-    with _registry_lock:
+    if _registry_owner == threading.get_ident():
+        _deferred_releases.append((lock_file, unlink))
+        return
+    with _registry_guard:
         if unlink and same_file(lock_file.fd, lock_file.path):
             os.unlink(lock_file.path)
             if _registry.get(lock_file.path) is lock_file:
@@ -247,7 +278,7 @@ def release(lock_file: LockFile, unlink: bool = False) -> None:
 
 def remove_if_unused(path: str, companion_dir: str | None = None) -> bool:
     """Delete ``path`` (and ``companion_dir``) if no live process holds any lock on it; returns whether it did."""
-    with _registry_lock:
+    with _registry_guard:
         if path in _registry:
             return False
         try:
