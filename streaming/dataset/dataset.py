@@ -21,7 +21,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any, Iterator, Sequence
 
 import numpy as np
-from torch.utils.data import IterableDataset
+from torch.utils.data import IterableDataset, get_worker_info
 
 from streaming.dataset.array import Array
 from streaming.dataset.batching import PlanInputs, default_predownload, generate_work
@@ -42,6 +42,22 @@ PARTITION_ALGOS = ("orig", "relaxed")
 SAMPLING_METHODS = ("balanced", "fixed")
 _PREPARE_THREADS = 4
 _CACHE_RETRY_SECONDS = 0.02
+
+
+def _share_batches_by_name() -> None:
+    """In a DataLoader worker, hand batches to the main process by shared-memory name, not by file descriptor.
+
+    Passing one descriptor per batch through a socket is what bounds a DataLoader's throughput; the worker
+    process exists only to serve this dataset, and the main process rebuilds each batch by whichever method
+    the worker used, so the main process's own setting is left untouched. Opt out with
+    ``STREAMING_WORKER_SHARING=keep``.
+    """
+    if get_worker_info() is None or os.environ.get("STREAMING_WORKER_SHARING") == "keep":
+        return
+    import torch.multiprocessing
+
+    if torch.multiprocessing.get_sharing_strategy() != "file_system":
+        torch.multiprocessing.set_sharing_strategy("file_system")
 
 
 class StreamingDataset(Array, IterableDataset):
@@ -295,6 +311,7 @@ class StreamingDataset(Array, IterableDataset):
         return np.array(node_work[world.rank_of_node, world.worker_of_rank]).reshape(-1)
 
     def __iter__(self) -> Iterator[dict[str, Any]]:
+        _share_batches_by_name()
         unique = self._unique_world.detect_workers()
         parallel = unique.replicate(self.replication) if self.replication else unique
         epoch, sample_in_epoch = self._begin_epoch(unique)

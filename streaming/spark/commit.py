@@ -103,14 +103,13 @@ def check_destination(destination: Destination, mode: str) -> list[dict[str, Any
     """Apply ``mode`` before any work; return the shard entries already published (kept by ``append``)."""
     if mode not in MODES:
         raise ValueError(f"mode must be one of {', '.join(map(repr, MODES))}, got {mode!r}.")
-    existing = destination.list_relative()
-    if mode == "error" and existing:
-        raise FileExistsError(f"Destination {destination.url} is not empty ({len(existing)} files, e.g. "
-                              f"{existing[0]!r}). Choices: mode='overwrite' to replace it, mode='append' to add "
-                              f"to the dataset there, or another path.")
-    if mode != "append":
-        return []
-    return read_index(destination)
+    if mode == "error":
+        existing = destination.list_relative()
+        if existing:
+            raise FileExistsError(f"Destination {destination.url} is not empty ({len(existing)} files, e.g. "
+                                  f"{existing[0]!r}). Choices: mode='overwrite' to replace it, mode='append' to "
+                                  f"add to the dataset there, or another path.")
+    return read_index(destination) if mode == "append" else []
 
 
 def read_index(destination: Destination) -> list[dict[str, Any]]:

@@ -62,7 +62,8 @@ class ConversionResult:
 def dataframe_to_mds(data: Any, out: str, *, columns: Mapping[str, str] | Sequence[str] | None = None,
                      compression: str | None = "zstd", hashes: Sequence[str] = (),
                      size_limit: int | str | None = "64mb", mode: str = "error", version: int | None = None,
-                     spark: Any = None, progress: bool = True) -> ConversionResult:
+                     spark: Any = None, progress: bool = True,
+                     executor_env: Mapping[str, str] | None = None) -> ConversionResult:
     """Convert ``data`` into an MDS dataset at ``out``, partition by partition.
 
     Args:
@@ -79,18 +80,22 @@ def dataframe_to_mds(data: Any, out: str, *, columns: Mapping[str, str] | Sequen
         version: for a table or Delta path input, the table version to convert (default: the latest).
         spark: the SparkSession used to read a table or Delta path (default: the active one).
         progress: show a progress bar on the driver.
+        executor_env: environment variables each task sets while it writes, for storage settings the
+            executors lack (e.g. ``S3_ENDPOINT_URL`` on serverless, where cluster variables cannot be
+            set). They travel inside the job, so prefer the cluster's own credentials for secrets.
 
     Returns:
         A :class:`ConversionResult`. A DataFrame with no rows gives a valid, empty dataset.
     """
     return convert(data, out, columns=columns, compression=compression, hashes=hashes, size_limit=size_limit,
-                   mode=mode, version=version, spark=spark, progress=progress)
+                   mode=mode, version=version, spark=spark, progress=progress, executor_env=executor_env)
 
 
 def convert(data: Any, out: str, *, columns: Mapping[str, str] | Sequence[str] | None, compression: str | None,
             hashes: Sequence[str], size_limit: int | str | None, mode: str, version: int | None = None,
-            spark: Any = None, progress: bool = True, merge_index: bool = True,
-            udf: Callable[..., Any] | None = None, udf_kwargs: dict[str, Any] | None = None) -> ConversionResult:
+            spark: Any = None, progress: bool = True, executor_env: Mapping[str, str] | None = None,
+            merge_index: bool = True, udf: Callable[..., Any] | None = None,
+            udf_kwargs: dict[str, Any] | None = None) -> ConversionResult:
     """``dataframe_to_mds`` with the extra knobs of upstream's API (no merged index; a per-batch user function)."""
     compression = check_compression(compression)
     checked_hashes = tuple(check_hashes(list(hashes)))
@@ -107,7 +112,7 @@ def convert(data: Any, out: str, *, columns: Mapping[str, str] | Sequence[str] |
     run = new_run_id()
     config = TaskConfig(destination=destination.url, run=run, columns=plan, compression=compression,
                         hashes=checked_hashes, size_limit=limit, direct=destination.is_local, udf=udf,
-                        udf_kwargs=dict(udf_kwargs or {}))
+                        udf_kwargs=dict(udf_kwargs or {}), env=dict(executor_env or {}))
     bar = Progress(destination, run, _partition_count(frame), enabled=progress)
     try:
         rows = frame.mapInArrow(PartitionWriter(config), RESULT_SCHEMA).collect()

@@ -6,16 +6,18 @@ the Spark application, so retries and speculative copies never share a folder. O
 temporary folder and ``StreamingSink`` uploads and deletes it as soon as it is complete. The attempt's
 own ``index.json`` is written last and marks the attempt as complete. The task then yields one row
 for the driver: which attempt it was and the shard entries it wrote. A failing attempt removes what it
-wrote before re-raising; the driver deletes anything a killed attempt leaves behind.
+wrote before re-raising; the driver deletes anything a killed attempt leaves behind. Environment
+variables given by the driver (``executor_env``) are set only while the task runs.
 """
 
 from __future__ import annotations
 
 import contextlib
 import json
+import os
 import shutil
 import tempfile
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -48,6 +50,7 @@ class TaskConfig:
     direct: bool
     udf: Callable[..., Any] | None = None
     udf_kwargs: dict[str, Any] = field(default_factory=dict)
+    env: dict[str, str] = field(default_factory=dict, repr=False)
 
 
 def attempt_folder(run: str, partition: int, attempt: int) -> str:
@@ -114,7 +117,7 @@ def write_attempt(config: TaskConfig, batches: Iterator[pa.RecordBatch], partiti
                     writer.write(sample)
             else:
                 buffer, sizes = encoder.encode(batch, samples)
-                writer.write_encoded_batch(buffer, sizes)
+                writer.write_encoded_batch(buffer, sizes.tolist())
             samples = writer.samples_written
         if output.writer is not None:
             output.writer.finish()
@@ -139,5 +142,21 @@ class PartitionWriter:
         context = TaskContext.get()
         if context is None:
             raise RuntimeError("PartitionWriter must run inside a Spark task (TaskContext.get() returned None).")
-        record = write_attempt(self.config, batches, context.partitionId(), context.taskAttemptId())
+        with environment(self.config.env):
+            record = write_attempt(self.config, batches, context.partitionId(), context.taskAttemptId())
         yield pa.RecordBatch.from_pylist([record], schema=_RESULT_TYPES)
+
+
+@contextlib.contextmanager
+def environment(values: Mapping[str, str]) -> Iterator[None]:
+    """Set environment variables for the duration of the block, then restore the previous ones."""
+    saved = {name: os.environ.get(name) for name in values}
+    os.environ.update(values)
+    try:
+        yield
+    finally:
+        for name, value in saved.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value

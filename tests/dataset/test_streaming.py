@@ -199,3 +199,19 @@ def test_epoch_size_and_mixing(tmp_path, remote):
     ids = _ids(ds)
     assert len(ids) == 200 and sum(i >= 1000 for i in ids) == 50
     assert [s.choose for s in ds.streams] == [150, 50]
+
+
+def _worker_strategy(batch):
+    import torch.multiprocessing
+
+    return torch.multiprocessing.get_sharing_strategy()
+
+
+def test_workers_share_batches_by_name_without_touching_the_main_process(tmp_path, remote):
+    import torch.multiprocessing
+
+    main_before = torch.multiprocessing.get_sharing_strategy()
+    ds = StreamingDataset(remote=remote, local=str(tmp_path / "c"), batch_size=8)
+    strategies = set(DataLoader(ds, batch_size=8, num_workers=2, collate_fn=_worker_strategy))
+    assert strategies == {"file_system"}
+    assert torch.multiprocessing.get_sharing_strategy() == main_before

@@ -1,9 +1,11 @@
-"""The small token dataset the remote tests write and read back, and helpers to inspect where it lives."""
+"""The small token dataset the remote tests write and read back, helpers to inspect where it lives, and a
+check that an error shows no credential."""
 
 from __future__ import annotations
 
 import json
 import os
+import traceback
 from typing import Any
 
 import numpy as np
@@ -11,6 +13,8 @@ import numpy as np
 from streaming import MDSWriter
 from streaming.storage import storage_for
 from streaming.storage.url import join_url, relative_to
+from tests.services import AZURITE_KEY, DATABRICKS_TOKEN, S3_SECRET
+from tests.storage.conftest import SECRETS
 
 COLUMNS = {"id": "int", "tokens": "ndarray:int32", "name": "str"}
 NUM_SAMPLES = 120
@@ -88,3 +92,11 @@ def files_below(directory: str) -> dict[str, int]:
             except FileNotFoundError:
                 continue
     return found
+
+
+def assert_no_secret(error: BaseException) -> None:
+    """Assert that neither `error` nor any exception chained to it shows a key, token or private key."""
+    shown = "".join(traceback.format_exception(error))
+    secrets = {*SECRETS, S3_SECRET, AZURITE_KEY, DATABRICKS_TOKEN, "PRIVATE KEY"}
+    leaked = sorted(secret for secret in secrets if secret in shown)
+    assert not leaked, f"the error shows secrets {leaked}:\n{shown}"

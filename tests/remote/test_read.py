@@ -5,7 +5,6 @@ from __future__ import annotations
 import collections
 import os
 import threading
-import traceback
 
 import pytest
 from torch.utils.data import DataLoader
@@ -13,9 +12,8 @@ from torch.utils.data import DataLoader
 from streaming import StreamingDataset
 from streaming.storage import CredentialsError, storage_for
 from streaming.storage.url import join_url
-from tests.remote.data import (BATCH_SIZE, CREDENTIALS_MESSAGE, NUM_SAMPLES, check_sample, delete_remote,
-                               files_below, make_sample, read_remote_index, remote_names, write_dataset)
-from tests.storage.conftest import SECRETS
+from tests.remote.data import (BATCH_SIZE, CREDENTIALS_MESSAGE, NUM_SAMPLES, assert_no_secret, check_sample,
+                               delete_remote, files_below, read_remote_index, remote_names, write_dataset)
 
 pytestmark = pytest.mark.services
 
@@ -100,8 +98,8 @@ def test_eviction_keeps_the_cache_under_its_limit(remote, tmp_path):
     assert total > 1.5 * limit, "the dataset must not fit in the cache, or nothing is evicted"
 
     local = str(tmp_path / "cache")
-    dataset = StreamingDataset(remote=remote.root, local=local, batch_size=BATCH_SIZE, shuffle=True,
-                               cache_limit=limit)
+    # In order (no shuffle) each shard is fetched about once; shuffled, almost every sample would refetch one.
+    dataset = StreamingDataset(remote=remote.root, local=local, batch_size=BATCH_SIZE, cache_limit=limit)
     loader = DataLoader(dataset, batch_size=BATCH_SIZE, num_workers=2, collate_fn=as_list)
     with DiskWatcher(local) as disk:
         seen = _epoch(loader)
@@ -113,7 +111,7 @@ def test_eviction_keeps_the_cache_under_its_limit(remote, tmp_path):
 
 def test_missing_index_names_its_url(remote, tmp_path):
     missing = join_url(remote.root, "no-dataset-here")
-    with pytest.raises(FileNotFoundError) as raised:
+    with pytest.raises(FileNotFoundError, match="(?i)not found|no such file") as raised:
         StreamingDataset(remote=missing, local=str(tmp_path / "cache"), batch_size=BATCH_SIZE)
     assert join_url(missing, "index.json") in str(raised.value)
 
@@ -126,7 +124,7 @@ def test_missing_shard_names_its_url(remote, tmp_path):
     dataset = StreamingDataset(remote=remote.root, local=str(tmp_path / "cache"), batch_size=BATCH_SIZE,
                                download_retry=3)
     assert check_sample(dataset[0]) == 0
-    with pytest.raises(FileNotFoundError) as raised:
+    with pytest.raises(FileNotFoundError, match="(?i)not found|no such file") as raised:
         dataset[index["shards"][0]["samples"]]
     assert join_url(remote.root, lost) in str(raised.value)
 
@@ -137,8 +135,5 @@ def test_bad_credentials_say_so_without_the_secret(cloud, break_credentials, tmp
     with pytest.raises(CredentialsError, match=CREDENTIALS_MESSAGE) as raised:
         StreamingDataset(remote=cloud.root, local=str(tmp_path / "cache"), batch_size=BATCH_SIZE)
     assert cloud.root in str(raised.value)
-    shown = "".join(traceback.format_exception(raised.value))
-    leaked = [secret for secret in SECRETS if secret in shown]
-    assert not leaked, f"the error shows a secret: {leaked}"
-    assert not os.listdir(tmp_path / "cache"), "nothing may be left in the cache after a refused download"
-    assert make_sample(0)["name"] not in shown
+    assert_no_secret(raised.value)
+    assert os.listdir(tmp_path / "cache") == [], "a refused download leaves nothing in the cache"

@@ -7,11 +7,12 @@ import threading
 
 import pytest
 
-from streaming import MDSWriter
+from streaming import MDSWriter, StreamingDataset
 from streaming.storage import CredentialsError, Storage, storage_for
 from streaming.storage.url import join_url, relative_to, split_url
-from tests.remote.data import (COLUMNS, CREDENTIALS_MESSAGE, NUM_SAMPLES, files_below, make_sample, read_remote_index, remote_names,
-                               shard_files, write_dataset)
+from tests.remote.data import (BATCH_SIZE, COLUMNS, CREDENTIALS_MESSAGE, NUM_SAMPLES, assert_no_secret,
+                               check_sample, files_below, make_sample, read_remote_index, remote_names, shard_files,
+                               write_dataset)
 
 pytestmark = pytest.mark.services
 
@@ -79,6 +80,8 @@ def test_exist_ok_against_a_non_empty_remote(remote, tmp_path):
     index = read_remote_index(remote.root, str(tmp_path))
     assert sum(shard["samples"] for shard in index["shards"]) == 30
     assert set(shard_files(index)) <= set(remote_names(remote.root))
+    dataset = StreamingDataset(remote=remote.root, local=str(tmp_path / "cache"), batch_size=BATCH_SIZE)
+    assert [check_sample(dataset[i]) for i in range(dataset.num_samples)] == list(range(1000, 1030))
 
 
 def test_failed_upload_raises_from_finish_without_an_index(cloud, break_credentials, tmp_path):
@@ -86,7 +89,8 @@ def test_failed_upload_raises_from_finish_without_an_index(cloud, break_credenti
     restore = break_credentials(cloud)
     for sample_id in range(20):
         writer.write(make_sample(sample_id))  # one shard, uploaded only when finish() closes it
-    with pytest.raises(CredentialsError, match=CREDENTIALS_MESSAGE):
+    with pytest.raises(CredentialsError, match=CREDENTIALS_MESSAGE) as raised:
         writer.finish()
+    assert_no_secret(raised.value)
     restore()
     assert "index.json" not in remote_names(cloud.root)

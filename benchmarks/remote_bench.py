@@ -1,0 +1,280 @@
+"""Remote-storage benchmark: epochs streamed from a loopback S3 server, and uploading while writing.
+
+Not a test. Run from the repository root (about 4 min at scale 1; `BENCH_SCALE=0.1` for a quick look):
+
+    .venv/bin/python benchmarks/remote_bench.py
+
+It starts SeaweedFS the way the test fixtures do (`tests/services.py`), writes the token dataset (1,000
+shards of ~1 MB, `{'tokens': 'ndarray:int32'}` with 2,048 tokens a sample) to `s3://bench/tokens`, then
+measures, each run in a fresh child process and the sides alternating round by round:
+
+* cold: one epoch of `DataLoader(StreamingDataset(remote=s3://..., local=<empty dir>), num_workers=2,
+  batch_size=32)`, from constructing the dataset to the last batch;
+* warm: the same again in a new process over the cache the cold epoch filled;
+* local (ours only): that cache read as a plain local dataset (`remote=None`), the bar for warm;
+* write: `MDSWriter(out="s3://...")` vs `MDSWriter(out=<local dir>)`, constructor to the end of `with`.
+
+"ours" is `.venv/bin/python`; "ref" is MosaicML Streaming in `BENCH_REF_PYTHON` (default
+`.bench/ref/bin/python`, made by `benchmarks/setup_ref.sh`), left out when it does not exist. Both get
+the server through `S3_ENDPOINT_URL` and `AWS_ACCESS_KEY_ID`/`AWS_SECRET_ACCESS_KEY`. Every read checks
+that each sample arrived exactly once with its values. Children run in a private mount namespace with
+their own `/dev/shm` (as `benchmarks/run.sh` does) because the reference's stale-memory cleanup would
+otherwise unlink other processes' segments; without `unshare` the reference is skipped.
+
+Settings: `BENCH_SCALE` (shard and sample counts, default 1), `BENCH_ROUNDS` (default 3),
+`BENCH_REF_PYTHON`, `BENCH_SCRATCH` (default `.bench/scratch/remote-<pid>`, removed afterwards),
+`BENCH_TIMEOUT` (seconds per child, default 600). Figures are medians over the rounds; the table and a
+JSON file go to `.bench/results/remote-<date-time>/`.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+HERE = Path(__file__).resolve().parent
+REPO = HERE.parent
+TOKENS = 2048
+SHARD_BYTES = 1 << 20
+SAMPLES_PER_SHARD = 127  # 2,048 int32 tokens plus the per-sample overhead: 127 fill a 1 MiB shard
+SHARDS = 1000
+BATCH_SIZE = 32
+WORKERS = 2
+BUCKET = "bench"
+DATASET = f"s3://{BUCKET}/tokens"
+
+
+# ---------------------------------------------------------------------------------------------- children
+# These run under either interpreter; they import only `streaming` (whichever one is installed), numpy, torch.
+
+def read_epoch(remote: str | None, local: str, samples: int) -> dict[str, Any]:
+    """One epoch through a 2-worker DataLoader; checks every sample id arrives once with its tokens."""
+    import numpy as np
+    from streaming import StreamingDataset
+    from torch.utils.data import DataLoader
+
+    started = time.perf_counter()
+    dataset = StreamingDataset(remote=remote, local=local, batch_size=BATCH_SIZE, shuffle=False)
+    loader = DataLoader(dataset, batch_size=BATCH_SIZE, num_workers=WORKERS)
+    ids, tokens_ok, first_batch = [], True, None
+    for batch in loader:
+        tokens = batch["tokens"]
+        if first_batch is None:
+            first_batch = time.perf_counter() - started
+        tokens_ok = tokens_ok and bool((tokens[:, -1] - tokens[:, 0] == TOKENS - 1).all())
+        ids.append(tokens[:, 0].numpy().copy())
+    seconds = time.perf_counter() - started
+    seen = np.sort(np.concatenate(ids)) if ids else np.zeros(0, np.int64)
+    values_ok = tokens_ok and seen.size == samples and bool(np.array_equal(seen, np.arange(samples)))
+    return {"seconds": seconds, "samples_per_s": seen.size / seconds, "first_batch_s": first_batch,
+            "values_ok": values_ok}
+
+
+def write_tokens(out: str, samples: int) -> dict[str, Any]:
+    """Write `samples` token samples (uncompressed, ~1 MiB shards) to `out`; time constructor to finish."""
+    import numpy as np
+    from streaming import MDSWriter
+
+    base = np.arange(TOKENS, dtype=np.int32)
+    started = time.perf_counter()
+    with MDSWriter(out=out, columns={"tokens": "ndarray:int32"}, size_limit=SHARD_BYTES) as writer:
+        for sample_id in range(samples):
+            writer.write({"tokens": base + sample_id})
+    seconds = time.perf_counter() - started
+    return {"seconds": seconds, "samples_per_s": samples / seconds,
+            "mb_per_s": samples * TOKENS * 4 / seconds / 1e6}
+
+
+def child_main(request: str) -> None:
+    """Run one measurement described by the JSON `request`; print the result as the last stdout line."""
+    job = json.loads(request)
+    if job["kind"] == "read":
+        result = read_epoch(job["remote"], job["local"], job["samples"])
+    else:
+        result = write_tokens(job["out"], job["samples"])
+    print(json.dumps(result), flush=True)
+
+
+# ------------------------------------------------------------------------------------------ orchestrator
+
+class _TempPaths:
+    """The one method of pytest's TempPathFactory that the service fixtures use."""
+
+    def __init__(self, base: Path) -> None:
+        self.base = base
+
+    def mktemp(self, name: str) -> Path:
+        return Path(tempfile.mkdtemp(prefix=name, dir=self.base))
+
+
+class Runner:
+    """Starts children under an interpreter, in a private mount namespace with their own /dev/shm."""
+
+    def __init__(self, scratch: Path, env: dict[str, str], timeout: float) -> None:
+        self.scratch = scratch
+        self.env = env
+        self.timeout = timeout
+        self.private = subprocess.run(["unshare", "--mount", "--propagation", "private", "true"],
+                                      capture_output=True).returncode == 0 if shutil.which("unshare") else False
+        self.log = scratch / "children.log"
+
+    def run(self, python: str, job: dict[str, Any]) -> dict[str, Any]:
+        argv = [python, str(Path(__file__).resolve()), "--child", json.dumps(job)]
+        if self.private:
+            mount = 'mount -t tmpfs -o size=4g,mode=1777 bench-shm /dev/shm && exec "$@"'
+            argv = ["unshare", "--mount", "--propagation", "private", "bash", "-c", mount, "bash", *argv]
+        done = subprocess.run(argv, cwd=self.scratch, env=self.env, capture_output=True, text=True,
+                              timeout=self.timeout)
+        with open(self.log, "a") as log:
+            log.write(f"$ {python} {json.dumps(job)}\n{done.stdout}{done.stderr}\n")
+        lines = done.stdout.strip().splitlines()
+        if done.returncode != 0 or not lines:
+            raise RuntimeError(f"child {job} under {python} failed with code {done.returncode}:\n"
+                               f"{done.stderr[-3000:]}")
+        return json.loads(lines[-1])
+
+
+def _environment(server: Any, tmp: Path) -> dict[str, str]:
+    env = {name: value for name, value in os.environ.items()
+           if not name.startswith(("AWS_", "S3_", "PYTHON")) and name != "STREAMING_STATE_DIR"}
+    env.update(AWS_ACCESS_KEY_ID=server.extra["key"], AWS_SECRET_ACCESS_KEY=server.extra["secret"],
+               AWS_DEFAULT_REGION="us-east-1", AWS_EC2_METADATA_DISABLED="true", S3_ENDPOINT_URL=server.endpoint,
+               TMPDIR=str(tmp))
+    return env
+
+
+def _summary(runs: list[dict[str, Any]], key: str) -> dict[str, Any]:
+    values = [run[key] for run in runs]
+    return {"median": statistics.median(values), "min": min(values), "max": max(values), "rounds": len(values),
+            "values_ok": all(run.get("values_ok", True) for run in runs)}
+
+
+def measure_reads(runner: Runner, sides: dict[str, str], samples: int, rounds: int) -> dict[str, list]:
+    """Cold, warm and (ours) local epochs; the side that goes first alternates every round."""
+    results: dict[str, list] = {}
+    for number in range(rounds):
+        order = list(sides) if number % 2 == 0 else list(reversed(sides))
+        caches = {side: runner.scratch / f"cache-{side}-{number}" for side in order}
+        for phase in ("cold", "warm"):
+            for side in order:
+                job = {"kind": "read", "remote": DATASET, "local": str(caches[side]), "samples": samples}
+                result = runner.run(sides[side], job)
+                results.setdefault(f"{phase}/{side}", []).append(result)
+                print(f"  round {number + 1} {phase:<5} {side:<4} {result['samples_per_s']:9.0f} samples/s"
+                      f"{'' if result['values_ok'] else '  WRONG VALUES'}", flush=True)
+        job = {"kind": "read", "remote": None, "local": str(caches["ours"]), "samples": samples}
+        result = runner.run(sides["ours"], job)
+        results.setdefault("local/ours", []).append(result)
+        print(f"  round {number + 1} local ours {result['samples_per_s']:9.0f} samples/s", flush=True)
+        for cache in caches.values():
+            shutil.rmtree(cache, ignore_errors=True)
+    return results
+
+
+def measure_writes(runner: Runner, python: str, samples: int, rounds: int) -> dict[str, list]:
+    """Ours writing to a local directory vs to S3 (each to a fresh location), alternating which goes first."""
+    results: dict[str, list] = {}
+    for number in range(rounds):
+        targets = {"local": str(runner.scratch / f"write-{number}"), "s3": f"s3://{BUCKET}/write-{number}"}
+        order = ["local", "s3"] if number % 2 == 0 else ["s3", "local"]
+        for target in order:
+            result = runner.run(python, {"kind": "write", "out": targets[target], "samples": samples})
+            results.setdefault(f"write/{target}", []).append(result)
+            print(f"  round {number + 1} write to {target:<5} {result['seconds']:6.2f} s "
+                  f"({result['mb_per_s']:.0f} MB/s)", flush=True)
+        shutil.rmtree(targets["local"], ignore_errors=True)
+    return results
+
+
+def report(reads: dict[str, list], writes: dict[str, list], samples: int) -> str:
+    lines = [f"Remote benchmark: {samples:,} samples of {TOKENS} int32 tokens in ~{samples // SAMPLES_PER_SHARD:,} "
+             f"shards of ~1 MiB, loopback SeaweedFS, DataLoader(num_workers={WORKERS}, batch_size={BATCH_SIZE})",
+             "", "| measurement | median | min | max | rounds |", "|---|---|---|---|---|"]
+    for name, runs in reads.items():
+        row = _summary(runs, "samples_per_s")
+        flag = "" if row["values_ok"] else " WRONG VALUES"
+        lines.append(f"| {name} samples/s | {row['median']:,.0f}{flag} | {row['min']:,.0f} | {row['max']:,.0f} "
+                     f"| {row['rounds']} |")
+    for name, runs in writes.items():
+        row = _summary(runs, "seconds")
+        lines.append(f"| {name} seconds | {row['median']:.2f} | {row['min']:.2f} | {row['max']:.2f} "
+                     f"| {row['rounds']} |")
+    lines.append("")
+    for phase in ("cold", "warm"):
+        if f"{phase}/ref" in reads:
+            ratio = (_summary(reads[f"{phase}/ours"], "samples_per_s")["median"]
+                     / _summary(reads[f"{phase}/ref"], "samples_per_s")["median"])
+            lines.append(f"{phase} epoch ours/ref: {ratio:.2f}x" + (" (target >= 2x)" if phase == "cold" else ""))
+    warm = _summary(reads["warm/ours"], "samples_per_s")["median"]
+    local = _summary(reads["local/ours"], "samples_per_s")["median"]
+    lines.append(f"ours warm/local: {warm / local:.2f}x (target ~1x)")
+    if writes:
+        ratio = _summary(writes["write/s3"], "seconds")["median"] / _summary(writes["write/local"],
+                                                                           "seconds")["median"]
+        lines.append(f"write to s3 / write to local dir: {ratio:.2f}x time (target <= 1.2x)")
+    return "\n".join(lines)
+
+
+def main() -> None:
+    sys.path.insert(0, str(REPO))
+    from tests.services import seaweedfs
+
+    scale = float(os.environ.get("BENCH_SCALE", "1"))
+    rounds = int(os.environ.get("BENCH_ROUNDS", "3"))
+    timeout = float(os.environ.get("BENCH_TIMEOUT", "600"))
+    ours = str(REPO / ".venv" / "bin" / "python")
+    ref = os.environ.get("BENCH_REF_PYTHON", str(REPO / ".bench" / "ref" / "bin" / "python"))
+    samples = max(1, round(SHARDS * scale)) * SAMPLES_PER_SHARD
+    scratch = Path(os.environ.get("BENCH_SCRATCH", REPO / ".bench" / "scratch" / f"remote-{os.getpid()}"))
+    scratch.mkdir(parents=True, exist_ok=True)
+    (scratch / "tmp").mkdir(exist_ok=True)
+    server_fixture = seaweedfs.__wrapped__(_TempPaths(scratch))
+    server = next(server_fixture)
+    try:
+        env = _environment(server, scratch / "tmp")
+        runner = Runner(scratch, env, timeout)
+        sides = {"ours": ours}
+        if not Path(ref).exists():
+            print(f"No reference interpreter at {ref}: measuring ours only.")
+        elif not runner.private:
+            print("No private mount namespace (unshare): the reference would clean other processes' shared "
+                  "memory, so it is left out.")
+        else:
+            sides = {"ref": ref, "ours": ours}
+        os.environ.update({k: v for k, v in env.items() if k.startswith(("AWS_", "S3_"))})
+        import boto3
+
+        boto3.client("s3", endpoint_url=server.endpoint).create_bucket(Bucket=BUCKET)
+        print(f"Writing {samples:,} samples to {DATASET} ...", flush=True)
+        runner.run(ours, {"kind": "write", "out": DATASET, "samples": samples})
+        print("Reads:", flush=True)
+        reads = measure_reads(runner, sides, samples, rounds)
+        print("Writes:", flush=True)
+        writes = measure_writes(runner, ours, samples, rounds)
+        table = report(reads, writes, samples)
+        print("\n" + table)
+        out = REPO / ".bench" / "results" / time.strftime("remote-%Y%m%d-%H%M%S")
+        out.mkdir(parents=True, exist_ok=True)
+        (out / "table.md").write_text(table + "\n")
+        (out / "results.json").write_text(json.dumps({"scale": scale, "samples": samples, "sides": sides,
+                                                      "reads": reads, "writes": writes}, indent=1))
+        print(f"\nSaved to {out}")
+    finally:
+        next(server_fixture, None)
+        if "BENCH_SCRATCH" not in os.environ:
+            shutil.rmtree(scratch, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    if len(sys.argv) == 3 and sys.argv[1] == "--child":
+        child_main(sys.argv[2])
+    else:
+        main()
