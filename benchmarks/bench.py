@@ -25,6 +25,7 @@ import argparse
 import json
 import os
 import shutil
+import statistics
 import sys
 import time
 from dataclasses import dataclass
@@ -105,6 +106,7 @@ class BenchRun:
         self.workspace = Workspace(config.scratch, config.inputs, os.path.join(config.out, "logs"))
         self.sides = (config.ref, config.ours)  # measured in this order every round
         self.prepared: dict[str, str | None] = {}
+        self.loads: list[float] = []
         self.count = 0
         os.makedirs(config.out, exist_ok=True)
         os.makedirs(config.scratch, exist_ok=True)
@@ -118,6 +120,7 @@ class BenchRun:
         self.count += 1
         tag = f"{self.count:04d}-{scenario}-{side.name}-{step.phase}"
         result = run_child(side, step.phase, step.args, self.workspace, tag, self.config.timeout_s)
+        self.loads.append(result["loadavg_1m"])
         self.record("child", scenario=scenario, side=side.name, round=round_no, phase=step.phase,
                     args=step.args, python=side.python, result=result)
         status = f"ERROR {result['error'][:120]}" if "error" in result else "ok"
@@ -181,8 +184,10 @@ class BenchRun:
             shutil.rmtree(self.config.scratch, ignore_errors=True)
 
 
-def run(config: Config, scenarios: list[Scenario], explicit: set[str]) -> list[report.Row]:
-    """Measure the scenarios; gated ones run only if requested by name or ours has their API."""
+def run(config: Config, scenarios: list[Scenario], explicit: set[str]
+        ) -> tuple[list[report.Row], list[float]]:
+    """Measure the scenarios; gated ones run only if requested by name or ours has their API.
+    Returns the table rows and the load average seen at the start of each child."""
     bench = BenchRun(config)
     try:
         bench.record("run", scale=config.scale, rounds=config.rounds, only=config.only,
@@ -199,7 +204,7 @@ def run(config: Config, scenarios: list[Scenario], explicit: set[str]) -> list[r
             for row in scenario_rows:
                 bench.record("row", **row.as_json())
             rows.extend(scenario_rows)
-        return rows
+        return rows, bench.loads
     finally:
         bench.close()
 
@@ -220,8 +225,11 @@ def main(argv: list[str] | None = None) -> int:
     started = time.perf_counter()
     _say(f"{len(scenarios)} scenarios, scale {config.scale}, {config.rounds} rounds; "
          f"output in {config.out}")
-    rows = run(config, scenarios, explicit)
+    rows, loads = run(config, scenarios, explicit)
     table = report.render(rows)
+    if loads:
+        table += (f"\n\n1-minute load average at child starts: {min(loads):.1f} to {max(loads):.1f}"
+                  f" (median {statistics.median(loads):.1f}) on {os.cpu_count()} CPUs")
     with open(os.path.join(config.out, "table.md"), "w") as f:
         f.write(table + "\n")
     print(table)

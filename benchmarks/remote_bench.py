@@ -12,7 +12,8 @@ measures, each run in a fresh child process and the sides alternating round by r
   batch_size=32)`, from constructing the dataset to the last batch;
 * warm: the same again in a new process over the cache the cold epoch filled;
 * local (ours only): that cache read as a plain local dataset (`remote=None`), the bar for warm;
-* write: `MDSWriter(out="s3://...")` vs `MDSWriter(out=<local dir>)`, constructor to the end of `with`.
+* write: `MDSWriter(out="s3://...")` vs `MDSWriter(out=<local dir>)`, constructor to the end of `with`;
+  then the finished local files uploaded with bare boto3 on 8 threads, the server's ingest ceiling.
 
 "ours" is `.venv/bin/python`; "ref" is MosaicML Streaming in `BENCH_REF_PYTHON` (default
 `.bench/ref/bin/python`, made by `benchmarks/setup_ref.sh`), left out when it does not exist. Both get
@@ -22,7 +23,9 @@ their own `/dev/shm` (as `benchmarks/run.sh` does) because the reference's stale
 otherwise unlink other processes' segments; without `unshare` the reference is skipped.
 
 Settings: `BENCH_SCALE` (shard and sample counts, default 1), `BENCH_ROUNDS` (default 3),
-`BENCH_REF_PYTHON`, `BENCH_SCRATCH` (default `.bench/scratch/remote-<pid>`, removed afterwards),
+`BENCH_ONLY` (`reads` or `writes`; both when unset),
+`BENCH_REF_PYTHON`, `BENCH_SCRATCH` (default `.bench/tmp/remote-<pid>`, removed afterwards; not `.bench/scratch`, which
+`benchmarks/bench.py` deletes as a whole),
 `BENCH_TIMEOUT` (seconds per child, default 600). Figures are medians over the rounds; the table and a
 JSON file go to `.bench/results/remote-<date-time>/`.
 """
@@ -93,13 +96,32 @@ def write_tokens(out: str, samples: int) -> dict[str, Any]:
             "mb_per_s": samples * TOKENS * 4 / seconds / 1e6}
 
 
+def upload_directory(directory: str, prefix: str) -> dict[str, Any]:
+    """Upload every file of `directory` with bare boto3 on 8 threads: how fast this server takes the bytes."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    import boto3
+
+    client = boto3.client("s3", endpoint_url=os.environ["S3_ENDPOINT_URL"])
+    names = sorted(os.listdir(directory))
+    total = sum(os.path.getsize(os.path.join(directory, name)) for name in names)
+    started = time.perf_counter()
+    with ThreadPoolExecutor(8) as pool:
+        list(pool.map(lambda name: client.upload_file(os.path.join(directory, name), BUCKET, f"{prefix}/{name}"),
+                      names))
+    seconds = time.perf_counter() - started
+    return {"seconds": seconds, "mb_per_s": total / seconds / 1e6}
+
+
 def child_main(request: str) -> None:
     """Run one measurement described by the JSON `request`; print the result as the last stdout line."""
     job = json.loads(request)
     if job["kind"] == "read":
         result = read_epoch(job["remote"], job["local"], job["samples"])
-    else:
+    elif job["kind"] == "write":
         result = write_tokens(job["out"], job["samples"])
+    else:
+        result = upload_directory(job["directory"], job["prefix"])
     print(json.dumps(result), flush=True)
 
 
@@ -190,6 +212,10 @@ def measure_writes(runner: Runner, python: str, samples: int, rounds: int) -> di
             results.setdefault(f"write/{target}", []).append(result)
             print(f"  round {number + 1} write to {target:<5} {result['seconds']:6.2f} s "
                   f"({result['mb_per_s']:.0f} MB/s)", flush=True)
+        result = runner.run(python, {"kind": "upload", "directory": targets["local"], "prefix": f"bare-{number}"})
+        results.setdefault("upload/bare-boto3", []).append(result)
+        print(f"  round {number + 1} bare boto3 upload of those files {result['seconds']:6.2f} s "
+              f"({result['mb_per_s']:.0f} MB/s)", flush=True)
         shutil.rmtree(targets["local"], ignore_errors=True)
     return results
 
@@ -209,17 +235,20 @@ def report(reads: dict[str, list], writes: dict[str, list], samples: int) -> str
                      f"| {row['rounds']} |")
     lines.append("")
     for phase in ("cold", "warm"):
-        if f"{phase}/ref" in reads:
+        if f"{phase}/ref" in reads and f"{phase}/ours" in reads:
             ratio = (_summary(reads[f"{phase}/ours"], "samples_per_s")["median"]
                      / _summary(reads[f"{phase}/ref"], "samples_per_s")["median"])
             lines.append(f"{phase} epoch ours/ref: {ratio:.2f}x" + (" (target >= 2x)" if phase == "cold" else ""))
-    warm = _summary(reads["warm/ours"], "samples_per_s")["median"]
-    local = _summary(reads["local/ours"], "samples_per_s")["median"]
-    lines.append(f"ours warm/local: {warm / local:.2f}x (target ~1x)")
+    if reads:
+        warm = _summary(reads["warm/ours"], "samples_per_s")["median"]
+        local = _summary(reads["local/ours"], "samples_per_s")["median"]
+        lines.append(f"ours warm/local: {warm / local:.2f}x (target ~1x)")
     if writes:
-        ratio = _summary(writes["write/s3"], "seconds")["median"] / _summary(writes["write/local"],
-                                                                           "seconds")["median"]
-        lines.append(f"write to s3 / write to local dir: {ratio:.2f}x time (target <= 1.2x)")
+        to_s3, to_local, bare = (_summary(writes[name], "seconds")["median"]
+                                 for name in ("write/s3", "write/local", "upload/bare-boto3"))
+        lines.append(f"write to s3 / write to local dir: {to_s3 / to_local:.2f}x time (target <= 1.2x)")
+        lines.append(f"write to s3 / bare boto3 upload of the finished files (the server's ceiling here): "
+                     f"{to_s3 / bare:.2f}x time")
     return "\n".join(lines)
 
 
@@ -230,10 +259,13 @@ def main() -> None:
     scale = float(os.environ.get("BENCH_SCALE", "1"))
     rounds = int(os.environ.get("BENCH_ROUNDS", "3"))
     timeout = float(os.environ.get("BENCH_TIMEOUT", "600"))
+    only = os.environ.get("BENCH_ONLY", "")
+    if only not in ("", "reads", "writes"):
+        raise SystemExit(f"BENCH_ONLY={only!r}: choose 'reads', 'writes' or leave it unset for both.")
     ours = str(REPO / ".venv" / "bin" / "python")
     ref = os.environ.get("BENCH_REF_PYTHON", str(REPO / ".bench" / "ref" / "bin" / "python"))
     samples = max(1, round(SHARDS * scale)) * SAMPLES_PER_SHARD
-    scratch = Path(os.environ.get("BENCH_SCRATCH", REPO / ".bench" / "scratch" / f"remote-{os.getpid()}"))
+    scratch = Path(os.environ.get("BENCH_SCRATCH", REPO / ".bench" / "tmp" / f"remote-{os.getpid()}"))
     scratch.mkdir(parents=True, exist_ok=True)
     (scratch / "tmp").mkdir(exist_ok=True)
     server_fixture = seaweedfs.__wrapped__(_TempPaths(scratch))
@@ -255,10 +287,14 @@ def main() -> None:
         boto3.client("s3", endpoint_url=server.endpoint).create_bucket(Bucket=BUCKET)
         print(f"Writing {samples:,} samples to {DATASET} ...", flush=True)
         runner.run(ours, {"kind": "write", "out": DATASET, "samples": samples})
-        print("Reads:", flush=True)
-        reads = measure_reads(runner, sides, samples, rounds)
-        print("Writes:", flush=True)
-        writes = measure_writes(runner, ours, samples, rounds)
+        reads: dict[str, list] = {}
+        writes: dict[str, list] = {}
+        if only in ("", "reads"):
+            print("Reads:", flush=True)
+            reads = measure_reads(runner, sides, samples, rounds)
+        if only in ("", "writes"):
+            print("Writes:", flush=True)
+            writes = measure_writes(runner, ours, samples, rounds)
         table = report(reads, writes, samples)
         print("\n" + table)
         out = REPO / ".bench" / "results" / time.strftime("remote-%Y%m%d-%H%M%S")

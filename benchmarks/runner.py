@@ -2,7 +2,8 @@
 
 A child runs in its own process group with the scratch directory as working directory; its stdout
 and stderr go to a log file. A timeout kills the whole group (DataLoader workers, a Spark JVM).
-The returned dict always has `wall_s`; a failure is an `error` string plus the log's tail.
+The returned dict always has `wall_s` and the 1-minute load average at the start (`loadavg_1m`);
+a failure is an `error` string plus the log's tail.
 """
 
 from __future__ import annotations
@@ -67,6 +68,7 @@ def run_child(side: Side, phase: str, args: dict, workspace: Workspace, tag: str
     context = {"scratch": workspace.scratch, "inputs": workspace.inputs, "side": side.name}
     command = [side.python, CHILD, phase, "--context", json.dumps(context),
                "--args", json.dumps(args), "--result", result_path]
+    load = os.getloadavg()[0]
     start = time.perf_counter()
     with open(log_path, "w") as log:
         try:
@@ -74,7 +76,8 @@ def run_child(side: Side, phase: str, args: dict, workspace: Workspace, tag: str
                                        stdin=subprocess.DEVNULL, stdout=log,
                                        stderr=subprocess.STDOUT, start_new_session=True)
         except OSError as exc:
-            return {"phase": phase, "error": f"cannot start {side.python}: {exc}", "wall_s": 0.0}
+            return {"phase": phase, "error": f"cannot start {side.python}: {exc}", "wall_s": 0.0,
+                    "loadavg_1m": load}
         try:
             exit_code = process.wait(timeout=timeout_s)
         except subprocess.TimeoutExpired:
@@ -89,7 +92,7 @@ def run_child(side: Side, phase: str, args: dict, workspace: Workspace, tag: str
         reason = f"timed out after {timeout_s:g} s" if exit_code is None else (
             f"exited with code {exit_code} before writing a result")
         result = {"phase": phase, "error": f"child {reason}"}
-    result["wall_s"] = wall_s
+    result.update(wall_s=wall_s, loadavg_1m=load)
     if exit_code != 0:
         result["exit_code"] = "timeout" if exit_code is None else exit_code
     if "error" in result:

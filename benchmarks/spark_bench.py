@@ -3,8 +3,8 @@
 Rows: ``id`` long, a 200-character string, an array<float> of 64 and an int. They are generated once and
 saved as Parquet, one file (and so one partition) per core, which is not timed. Each implementation then
 runs in its own process with its own local Spark (start-up not timed): one warm-up conversion, then
-``--repeat`` timed conversions of ``spark.read.parquet(...)`` with default settings (zstd, 64 MB shards);
-the best rate counts. Implementations:
+``--repeat`` timed conversions of ``spark.read.parquet(...)`` with the default settings (zstd, 64 MB
+shards; ``--compression`` changes it for both); the best rate counts. Implementations:
 
 * ``ours``: ``streaming.spark.dataframe_to_mds`` (this package);
 * ``upstream``: MosaicML Streaming's ``streaming.base.converters.dataframe_to_mds``, run with the Python of
@@ -13,7 +13,8 @@ the best rate counts. Implementations:
 
 Without ``--reference-python`` the ratio is taken against the published reference, 89.6k rows/s.
 
-Usage: ``python benchmarks/spark_bench.py [--rows 1000000] [--repeat 3] [--reference-python PATH]``
+Usage: ``python benchmarks/spark_bench.py [--rows 1000000] [--repeat 3] [--compression zstd|none]
+[--reference-python PATH]``
 """
 
 from __future__ import annotations
@@ -64,20 +65,22 @@ def count_rows(batches):
     yield pa.RecordBatch.from_pydict({"rows": [sum(batch.num_rows for batch in batches)]})
 
 
-def convert_once(impl: str, frame, out: str) -> None:
+def convert_once(impl: str, frame, out: str, compression: str | None) -> None:
     if impl == "ours":
         from streaming.spark import dataframe_to_mds
 
-        dataframe_to_mds(frame, out, progress=False)
+        dataframe_to_mds(frame, out, compression=compression, progress=False)
     elif impl == "upstream":
         from streaming.base.converters import dataframe_to_mds
 
-        dataframe_to_mds(frame, merge_index=True, mds_kwargs={"out": out, "columns": COLUMNS})
+        kwargs = {"out": out, "columns": COLUMNS, "compression": compression}
+        dataframe_to_mds(frame, merge_index=True, mds_kwargs=kwargs)
     else:
         frame.mapInArrow(count_rows, "rows LONG").collect()
 
 
-def child(impl: str, source: str, rows: int, cores: int, repeat: int, scratch: str) -> None:
+def child(impl: str, source: str, rows: int, cores: int, repeat: int, scratch: str,
+          compression: str | None) -> None:
     """Time one implementation in this process and print its rates as JSON on the last line."""
     spark = build_session(cores)
     frame = spark.read.parquet(source)
@@ -85,7 +88,7 @@ def child(impl: str, source: str, rows: int, cores: int, repeat: int, scratch: s
     for attempt in range(repeat + 1):
         out = os.path.join(scratch, f"{impl}-{attempt}")
         start = time.perf_counter()
-        convert_once(impl, frame, out)
+        convert_once(impl, frame, out, compression)
         elapsed = time.perf_counter() - start
         shutil.rmtree(out, ignore_errors=True)
         if attempt:  # the first run warms up the Python workers
@@ -96,7 +99,8 @@ def child(impl: str, source: str, rows: int, cores: int, repeat: int, scratch: s
 
 def run_child(python: str, impl: str, source: str, args: argparse.Namespace, scratch: str) -> list[float]:
     command = [python, os.path.abspath(__file__), "--child", impl, "--source", source, "--rows", str(args.rows),
-               "--cores", str(args.cores), "--repeat", str(args.repeat), "--scratch", scratch]
+               "--cores", str(args.cores), "--repeat", str(args.repeat), "--scratch", scratch,
+               "--compression", args.compression]
     env = {**os.environ, "PYSPARK_PYTHON": python}
     done = subprocess.run(command, capture_output=True, text=True, env=env, cwd=scratch)
     if done.returncode:
@@ -109,13 +113,15 @@ def main() -> None:
     parser.add_argument("--rows", type=int, default=1_000_000)
     parser.add_argument("--cores", type=int, default=2)
     parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--compression", default="zstd", help="shard compression for both, or 'none'")
     parser.add_argument("--reference-python", help="a Python with MosaicML Streaming and pyspark installed")
     parser.add_argument("--child", choices=["ours", "upstream", "floor"], help=argparse.SUPPRESS)
     parser.add_argument("--source", help=argparse.SUPPRESS)
     parser.add_argument("--scratch", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
-        child(args.child, args.source, args.rows, args.cores, args.repeat, args.scratch)
+        compression = None if args.compression == "none" else args.compression
+        child(args.child, args.source, args.rows, args.cores, args.repeat, args.scratch, compression)
         return
 
     scratch = tempfile.mkdtemp(prefix="mds-spark-bench-")

@@ -129,7 +129,8 @@ def test_alternating_rounds_medians_and_per_side_errors(tmp_path, monkeypatch):
     scenario = Scenario("import", "formats", (Step("import"),),
                         (Metric("import_s", "import s", "lower"),
                          Metric("notable_modules", "modules", "info")))
-    rows = run(config, [scenario], set())
+    rows, loads = run(config, [scenario], set())
+    assert len(loads) == 6 and all(load >= 0 for load in loads)  # 2 about + 4 measured children
     assert isinstance(rows[0].ref.value, float) and rows[0].ref.rounds_ok == 2
     assert rows[1].ref.value == "none"
     assert rows[0].ours.cell().startswith("n/a (error ImportError: half-written package")

@@ -10,6 +10,7 @@ Codec modules are imported on first use, so importing this module costs nothing.
 
 from __future__ import annotations
 
+import os
 import struct
 import threading
 import zlib
@@ -111,23 +112,38 @@ def _import(name: str) -> ModuleType:
 
 
 class _ZstdCodecs(threading.local):
-    """Per-thread zstandard compressors (one per level) and decompressor: they are not thread-safe."""
+    """Per-thread zstandard compressors (by level and mode) and decompressor: they are not thread-safe."""
 
     def __init__(self) -> None:
-        self.compressors: dict[int, object] = {}
+        self.compressors: dict[tuple[int, int], object] = {}
         self.decompressor: object | None = None
 
 
 _zstd_codecs = _ZstdCodecs()
 
+#: Inputs at least this large are compressed in zstd's multi-threaded mode.
+ZSTD_PARALLEL_BYTES = 8 << 20
+
+
+def _zstd_threads() -> int:
+    cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+    return max(1, min(cpus, 8))
+
 
 def _zstd_compress(data: bytes, level: int) -> bytes:
-    """One zstd frame with the content size and no checksum, as the reference `zstd.compress` writes."""
-    compressor = _zstd_codecs.compressors.get(level)
+    """One zstd frame with the content size and no checksum, as the reference `zstd.compress` writes.
+
+    Below `ZSTD_PARALLEL_BYTES` the bytes are exactly the reference's (single-threaded zstd). Larger inputs
+    use zstd's multi-threaded mode on every core: a standard frame that any zstd decoder (the reference's
+    included) reads, whose bytes are the same for any number of threads, but not the single-threaded bytes.
+    """
+    threads = _zstd_threads() if len(data) >= ZSTD_PARALLEL_BYTES else 0
+    compressor = _zstd_codecs.compressors.get((level, threads))
     if compressor is None:
         zstandard = _import("zstandard")
-        compressor = zstandard.ZstdCompressor(level=level, write_content_size=True, write_checksum=False)
-        _zstd_codecs.compressors[level] = compressor
+        compressor = zstandard.ZstdCompressor(level=level, write_content_size=True, write_checksum=False,
+                                              threads=threads)
+        _zstd_codecs.compressors[level, threads] = compressor
     return compressor.compress(data)
 
 

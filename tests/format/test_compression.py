@@ -165,3 +165,22 @@ def test_import_does_not_load_codecs():
             "print(sorted(m for m in ('zstandard', 'brotli', 'cramjam') if m in sys.modules))")
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert result.stdout.strip() == "[]"
+
+
+def test_large_zstd_inputs_use_the_thread_count_independent_parallel_frame(monkeypatch):
+    import numpy as np
+    import zstandard
+
+    from streaming.format import compression
+
+    data = np.random.default_rng(0).integers(0, 300, 3 << 20, dtype=np.int32).tobytes()
+    assert len(data) >= compression.ZSTD_PARALLEL_BYTES
+    ours = compression.compress("zstd", data)
+    assert zstandard.frame_content_size(ours) == len(data) and compression.decompress("zstd", ours) == data
+    for threads in (1, 4):
+        monkeypatch.setattr(compression, "_zstd_threads", lambda: threads)
+        compression._zstd_codecs.compressors.clear()
+        assert compression.compress("zstd", data) == ours
+    small = data[: compression.ZSTD_PARALLEL_BYTES - 1]
+    assert compression.compress("zstd", small) == zstandard.ZstdCompressor(
+        level=3, write_content_size=True, write_checksum=False).compress(small)

@@ -1,0 +1,310 @@
+"""Run a Databricks source-format notebook on this machine, unmodified, cell by cell.
+
+    python notebooks/run_local.py NOTEBOOK [--widget name=value ...]
+
+The notebook sees what a Databricks notebook sees: ``spark`` (a local SparkSession), ``dbutils`` (widgets,
+``notebook.exit``, ``library.restartPython``), ``display`` and ``displayHTML``. ``%md`` and ``%pip`` cells are
+printed, not run (the local environment already has its packages); any other magic stops the run. Widget
+values given with ``--widget`` replace the defaults the notebook declares, as job parameters do.
+
+On a cluster the executors hold the workspace's credentials; here the ``DATABRICKS_*`` variables of this
+process are handed to Spark's Python workers for the duration of the run, so tasks reach the same workspace
+as the notebook. Tests import ``run_notebook`` and pass their own session.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import os
+import sys
+import traceback
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+HEADER = "# Databricks notebook source"
+SEPARATOR = "# COMMAND ----------"
+MAGIC_PREFIX = "# MAGIC"
+PRINTED_MAGICS = ("md", "pip")
+FORWARDED_ENV_PREFIX = "DATABRICKS_"
+
+
+@dataclass(frozen=True)
+class Cell:
+    """One notebook cell: its 1-based number, first line in the file, and source (magic cells unprefixed)."""
+
+    number: int
+    line: int
+    source: str
+    magic: str | None = None
+
+
+def parse_notebook(text: str, name: str) -> list[Cell]:
+    """Split a source-format notebook into cells; ``name`` is used in errors."""
+    lines = text.splitlines()
+    if not lines or lines[0].strip() != HEADER:
+        raise ValueError(f"{name} is not a Databricks source-format notebook: its first line must be {HEADER!r}.")
+    cells: list[Cell] = []
+    start, body = 2, []
+    for number, line in enumerate(lines[1:] + [SEPARATOR], start=2):
+        if line.strip() != SEPARATOR:
+            body.append(line)
+            continue
+        cell = _make_cell(len(cells) + 1, start, body)
+        if cell is not None:
+            cells.append(cell)
+        start, body = number + 1, []
+    return cells
+
+
+def _make_cell(number: int, line: int, body: list[str]) -> Cell | None:
+    while body and not body[0].strip():
+        body, line = body[1:], line + 1
+    while body and not body[-1].strip():
+        body = body[:-1]
+    if not body:
+        return None
+    if all(text.startswith(MAGIC_PREFIX) for text in body):
+        unprefixed = [text[len(MAGIC_PREFIX):].removeprefix(" ") for text in body]
+        first = unprefixed[0].strip()
+        magic = first.split()[0].lstrip("%") if first.startswith("%") else "md"
+        return Cell(number, line, "\n".join(unprefixed), magic)
+    return Cell(number, line, "\n".join(body))
+
+
+class NotebookExit(Exception):
+    """Raised by ``dbutils.notebook.exit``: the run stops there and returns ``value``."""
+
+    def __init__(self, value: str) -> None:
+        super().__init__(value)
+        self.value = value
+
+
+class Widgets:
+    """``dbutils.widgets``: declared defaults, replaced by the values the run was given."""
+
+    def __init__(self, given: Mapping[str, str]) -> None:
+        self._given = {str(k): str(v) for k, v in given.items()}
+        self._declared: dict[str, str] = {}
+        self._choices: dict[str, list[str]] = {}
+
+    def _declare(self, name: str, default: str, choices: Sequence[str] | None = None) -> None:
+        self._declared[name] = str(default)
+        if choices is not None:
+            self._choices[name] = [str(choice) for choice in choices]
+            value = self._given.get(name, str(default))
+            if value not in self._choices[name]:
+                raise ValueError(f"Widget {name!r}: {value!r} is not one of its choices {self._choices[name]}.")
+
+    def text(self, name: str, defaultValue: str, label: str | None = None) -> None:  # noqa: N803 - dbutils' names
+        self._declare(name, defaultValue)
+
+    def dropdown(self, name: str, defaultValue: str, choices: Sequence[str],  # noqa: N803
+                 label: str | None = None) -> None:
+        self._declare(name, defaultValue, choices)
+
+    def combobox(self, name: str, defaultValue: str, choices: Sequence[str],  # noqa: N803
+                 label: str | None = None) -> None:
+        self._declare(name, defaultValue)
+
+    def get(self, name: str) -> str:
+        if name in self._given:
+            return self._given[name]
+        if name in self._declared:
+            return self._declared[name]
+        known = sorted(set(self._declared) | set(self._given))
+        raise ValueError(f"InputWidgetNotDefined: no input widget named {name!r} is defined; defined: {known}.")
+
+    def getArgument(self, name: str, default: str | None = None) -> str | None:  # noqa: N802 - dbutils' name
+        try:
+            return self.get(name)
+        except ValueError:
+            return default
+
+    def getAll(self) -> dict[str, str]:  # noqa: N802 - dbutils' name
+        return {**self._declared, **self._given}
+
+    def remove(self, name: str) -> None:
+        self._declared.pop(name, None)
+        self._choices.pop(name, None)
+
+    def removeAll(self) -> None:  # noqa: N802 - dbutils' name
+        self._declared.clear()
+        self._choices.clear()
+
+    def unused(self) -> list[str]:
+        """Values given for widgets the notebook never declared (usually a typo on the command line)."""
+        return sorted(set(self._given) - set(self._declared))
+
+
+class _NotebookUtils:
+    def exit(self, value: Any) -> None:
+        raise NotebookExit(str(value))
+
+
+class _LibraryUtils:
+    def restartPython(self) -> None:  # noqa: N802 - dbutils' name
+        print("[run_local] dbutils.library.restartPython(): nothing to restart locally")
+
+
+@dataclass
+class DBUtils:
+    """The parts of ``dbutils`` these notebooks use."""
+
+    widgets: Widgets
+    notebook: _NotebookUtils = field(default_factory=_NotebookUtils)
+    library: _LibraryUtils = field(default_factory=_LibraryUtils)
+
+
+def display(obj: Any, *args: Any, **kwargs: Any) -> None:
+    """Print a DataFrame's first rows, a pandas frame, or anything else as it prints."""
+    if hasattr(obj, "show") and hasattr(obj, "schema"):
+        obj.show(20, truncate=80)
+    elif hasattr(obj, "to_string"):
+        print(obj.to_string())
+    else:
+        print(obj)
+
+
+def display_html(html: str) -> None:
+    print(html)
+
+
+def local_spark() -> Any:
+    """The active SparkSession, or a new local one on loopback using this Python for its workers."""
+    os.environ["SPARK_LOCAL_IP"] = "127.0.0.1"
+    os.environ["PYSPARK_PYTHON"] = sys.executable
+    from pyspark.sql import SparkSession
+
+    active = SparkSession.getActiveSession()
+    if active is not None:
+        return active
+    session = (SparkSession.builder.master("local[2]").appName("run_local")
+               .config("spark.driver.host", "127.0.0.1").config("spark.driver.bindAddress", "127.0.0.1")
+               .config("spark.ui.enabled", "false").config("spark.ui.showConsoleProgress", "false")
+               .config("spark.sql.shuffle.partitions", "4").config("spark.sql.session.timeZone", "UTC")
+               .getOrCreate())
+    session.sparkContext.setLogLevel("ERROR")
+    return session
+
+
+@contextlib.contextmanager
+def executor_credentials(spark: Any) -> Iterator[None]:
+    """Give Spark's Python workers this process's ``DATABRICKS_*`` variables while the block runs."""
+    try:
+        environment = spark.sparkContext.environment
+    except Exception:  # noqa: BLE001 - Spark Connect has no SparkContext; its server has its own environment
+        yield
+        return
+    forwarded = {name: value for name, value in os.environ.items() if name.startswith(FORWARDED_ENV_PREFIX)}
+    saved = {name: environment.get(name) for name in forwarded}
+    stale = [name for name in environment if name.startswith(FORWARDED_ENV_PREFIX) and name not in forwarded]
+    removed = {name: environment.pop(name) for name in stale}
+    environment.update(forwarded)
+    try:
+        yield
+    finally:
+        for name, value in saved.items():
+            if value is None:
+                environment.pop(name, None)
+            else:
+                environment[name] = value
+        environment.update(removed)
+
+
+@dataclass
+class NotebookRun:
+    """The outcome of a run: the notebook's globals and the value passed to ``dbutils.notebook.exit``."""
+
+    namespace: dict[str, Any]
+    exit_value: str | None
+
+
+def run_notebook(path: str, widgets: Mapping[str, str] | None = None, spark: Any = None,
+                 quiet: bool = False) -> NotebookRun:
+    """Execute the notebook at ``path`` cell by cell in one namespace and return the run's outcome.
+
+    Args:
+        path: a Databricks source-format ``.py`` notebook.
+        widgets: widget values, replacing the notebook's defaults.
+        spark: the session to provide as ``spark`` (default: ``local_spark()``).
+        quiet: do not print cell banners and ``%md`` text.
+    """
+    with open(path, encoding="utf-8") as file:
+        cells = parse_notebook(file.read(), path)
+    session = spark if spark is not None else local_spark()
+    given = Widgets(widgets or {})
+    namespace: dict[str, Any] = {"__name__": "__main__", "__file__": os.path.abspath(path), "spark": session,
+                                 "dbutils": DBUtils(given), "display": display, "displayHTML": display_html}
+    exit_value = None
+    with executor_credentials(session):
+        for cell in cells:
+            if not quiet:
+                print(f"\n── {os.path.basename(path)} · cell {cell.number}/{len(cells)} (line {cell.line}) ──")
+            if cell.magic is not None:
+                _show_magic(cell, path, quiet)
+                continue
+            code = compile("\n" * (cell.line - 1) + cell.source, path, "exec")
+            try:
+                exec(code, namespace)  # noqa: S102 - running the notebook is this tool's job
+            except NotebookExit as stop:
+                exit_value = stop.value
+                break
+    if given.unused():
+        print(f"[run_local] warning: widget values given but never declared: {given.unused()}", file=sys.stderr)
+    return NotebookRun(namespace, exit_value)
+
+
+def _show_magic(cell: Cell, path: str, quiet: bool) -> None:
+    if cell.magic not in PRINTED_MAGICS:
+        raise ValueError(f"{path}, cell {cell.number} (line {cell.line}): the %{cell.magic} magic cannot run "
+                         f"locally; supported: {', '.join('%' + m for m in PRINTED_MAGICS)} (printed, not run).")
+    if cell.magic == "pip":
+        print(f"[run_local] skipped: {cell.source.strip()}")
+    elif not quiet:
+        print(cell.source.removeprefix("%md").strip())
+
+
+def parse_widget_arguments(pairs: Sequence[str]) -> dict[str, str]:
+    """``["name=value", ...]`` → ``{name: value}`` (the value may contain ``=`` and be empty)."""
+    values = {}
+    for pair in pairs:
+        name, sep, value = pair.partition("=")
+        if not sep or not name:
+            raise ValueError(f"--widget expects name=value, got {pair!r}.")
+        values[name] = value
+    return values
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description="Run a Databricks source-format notebook locally, cell by cell.")
+    parser.add_argument("notebook", help="path of the notebook (.py, Databricks source format)")
+    parser.add_argument("--widget", action="append", default=[], metavar="NAME=VALUE",
+                        help="a widget value (repeatable); replaces the notebook's default")
+    args = parser.parse_args(argv)
+    try:
+        widgets = parse_widget_arguments(args.widget)
+    except ValueError as err:
+        parser.error(str(err))
+    from pyspark.sql import SparkSession
+
+    owned = SparkSession.getActiveSession() is None
+    spark = local_spark()
+    try:
+        run = run_notebook(args.notebook, widgets, spark)
+    except Exception:  # noqa: BLE001 - report the failing cell's traceback, then fail the command
+        traceback.print_exc()
+        print(f"[run_local] {args.notebook} failed.", file=sys.stderr)
+        return 1
+    finally:
+        if owned:
+            spark.stop()
+    if run.exit_value is not None:
+        print(f"[run_local] dbutils.notebook.exit: {run.exit_value}")
+    print(f"[run_local] {args.notebook} ran to completion.")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

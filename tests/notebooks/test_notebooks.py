@@ -1,0 +1,84 @@
+"""The three notebooks, unmodified, through the local runner: once with `/Volumes/...` served by the fake
+Databricks server (Files API), once with `/Volumes/...` as a mounted local path; and without credentials."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from streaming.storage.errors import CredentialsError
+from tests.notebooks.conftest import NOTEBOOKS
+from tests.notebooks.helpers import dataset_ids, files_below, write_events
+
+CONVERT = str(NOTEBOOKS / "01_convert_to_mds.py")
+TRAIN = str(NOTEBOOKS / "02_train_from_volume.py")
+JOB = str(NOTEBOOKS / "03_incremental_job.py")
+ROWS = 1200
+BATCH = 50
+
+
+def test_convert_then_train_from_the_volume(runner, spark, volume, tmp_path):
+    out = volume.path("demo")
+    converted = runner.run_notebook(CONVERT, {"out": out, "rows": str(ROWS), "size_limit": "16kb"}, spark, quiet=True)
+    summary = json.loads(converted.exit_value)
+    assert summary["samples"] == summary["dataset_samples"] == ROWS and summary["shards"] > 2
+    index = json.loads(volume.disk("demo/index.json").read_text())
+    written = files_below(volume.disk("demo"))
+    for shard in index["shards"]:
+        assert written[shard["zip_data"]["basename"]] == shard["zip_data"]["bytes"]
+
+    checkpoints = tmp_path / "checkpoints"
+    trained = runner.run_notebook(TRAIN, {"data": out, "cache": str(tmp_path / "cache"),
+                                          "checkpoints": str(checkpoints), "batch_size": str(BATCH)}, spark, quiet=True)
+    result = json.loads(trained.exit_value)
+    steps = ROWS // BATCH
+    assert result["single_steps"] == steps
+    assert result["resumed_at"] == steps // 2 * BATCH
+    assert result["resumed_samples"] == ROWS - steps // 2 * BATCH
+    distributed = result["distributed"]
+    assert distributed["world_size"] == 2 and distributed["ranks_resumed_ok"] == [True, True]
+    half = ROWS // 2
+    assert distributed["sample_in_epoch"] == (half // BATCH) // 2 * BATCH * 2
+    assert distributed["ids_seen_by_every_rank"] == 0
+    assert sorted(path.name for path in checkpoints.iterdir()) == ["distributed.pt", "single.pt"]
+
+
+def test_incremental_job_appends_each_version_once(runner, spark, volume, tmp_path):
+    table = tmp_path / "events"
+    change_data_feed = volume.kind == "files_api"
+    write_events(table, 0, 100, change_data_feed=change_data_feed)
+    widgets = {"table": str(table), "out": volume.path("events")}
+
+    def run_job() -> dict:
+        return json.loads(runner.run_notebook(JOB, widgets, spark, quiet=True).exit_value)
+
+    first = run_job()
+    assert (first["method"], first["previous_version"], first["version"], first["samples"]) == ("snapshot", None, 0,
+                                                                                               100)
+    before = files_below(volume.disk("events"))
+    index_before = volume.disk("events/index.json").read_bytes()
+    again = run_job()
+    assert (again["method"], again["version"], again["samples"]) == ("up_to_date", 0, 0)
+    assert files_below(volume.disk("events")) == before
+    assert volume.disk("events/index.json").read_bytes() == index_before
+
+    assert write_events(table, 100, 130) == 1
+    added = run_job()
+    method = "change_data_feed" if change_data_feed else "snapshot_diff"
+    assert (added["method"], added["previous_version"], added["version"], added["samples"]) == (method, 0, 1, 30)
+    assert run_job()["method"] == "up_to_date"
+    assert dataset_ids(volume.path("events"), tmp_path / "cache") == list(range(130))
+
+
+def test_missing_credentials_say_what_to_set(runner, spark, tmp_path, no_databricks_credentials, capsys):
+    widgets = {"out": "/Volumes/main/default/vol/no-credentials/demo", "rows": "10"}
+    with pytest.raises(CredentialsError, match="default auth: cannot configure default credentials; set "
+                                               "DATABRICKS_HOST and DATABRICKS_TOKEN, or DATABRICKS_CONFIG_PROFILE"):
+        runner.run_notebook(CONVERT, widgets, spark, quiet=True)
+
+    argv = [CONVERT] + [f"--widget={name}={value}" for name, value in widgets.items()]
+    assert runner.main(argv) == 1
+    err = capsys.readouterr().err
+    assert "set DATABRICKS_HOST and DATABRICKS_TOKEN" in err and "01_convert_to_mds.py failed" in err
+    assert spark.sparkContext._jsc is not None, "the CLI must not stop a session it did not start"
