@@ -81,6 +81,20 @@ else:
 # COMMAND ----------
 
 # MAGIC %md
+# MAGIC ## Check access
+# MAGIC Reach the volume from the driver first: missing credentials or privileges then fail here, in seconds, with
+# MAGIC what to set, rather than in every Spark task.
+
+# COMMAND ----------
+
+from streaming.storage import join_url, storage_for
+
+exists = storage_for(out).exists(join_url(out, "index.json"))
+print(f"{out}: {'a dataset is there' if exists else 'no dataset yet'}")
+
+# COMMAND ----------
+
+# MAGIC %md
 # MAGIC ## Convert
 # MAGIC Each task writes its partition's shards straight into the volume (through the FUSE mount on a cluster,
 # MAGIC through the Files API elsewhere); the driver then publishes the merged `index.json`.

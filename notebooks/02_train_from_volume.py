@@ -8,8 +8,9 @@
 # MAGIC    halfway through; then a fresh model, dataset and loader resume from the checkpoint, and the notebook
 # MAGIC    checks that they see exactly the samples the uninterrupted run saw after the checkpoint, in the same
 # MAGIC    order, and end with the same weights;
-# MAGIC 2. with `TorchDistributor` (2 processes on the driver, CPU): the same, each rank reading its own part of
-# MAGIC    every epoch. Set `local_mode=False` and `num_processes` to the worker count to train across the cluster.
+# MAGIC 2. with `TorchDistributor` (2 processes on the driver, CPU): the same checkpoint and resume check on every
+# MAGIC    rank, each reading its own part of every epoch. Set `local_mode=False` and `num_processes` to the number
+# MAGIC    of workers to train across the cluster.
 # MAGIC
 # MAGIC **Widgets**: `data` (the dataset folder; the default matches notebook 1), `cache` (a local folder for
 # MAGIC downloaded shards, one per machine), `checkpoints` (where checkpoints go: a volume folder on a cluster),

@@ -17,6 +17,7 @@ import time
 import warnings
 from array import array
 from bisect import bisect_right
+from collections import deque
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any, Iterator, Sequence
 
@@ -328,31 +329,57 @@ class StreamingDataset(Array, IterableDataset):
             yield readers[shard_id].get_item(index)
 
     def _iter_prefetching(self, shard_ids: list[int], indices: list[int]) -> Iterator[dict[str, Any]]:
-        """Yield samples while a few threads prepare the shards of the next ``predownload`` samples."""
+        """Yield samples while a few threads prepare, in order of first use, the shards not yet on local disk.
+
+        Shards already present cost one ``stat`` per epoch; when all are, this is the plain read loop.
+        """
         ready = self._ready_flags()
-        pending: dict[int, Future] = {}
-        ahead = 0
-        total = len(shard_ids)
+        needed = np.asarray(shard_ids, np.int64)
+        unique, first = np.unique(needed, return_index=True)
+        missing = [(position, shard) for position, shard in zip(first.tolist(), unique.tolist())
+                   if not ready[shard] and not self._present_on_disk(shard)]
+        if not missing:
+            for shard_id, index in zip(shard_ids, indices):
+                yield self._read(shard_id, index)
+            return
+        missing.sort()
+        queue = deque(missing)
         lookahead = max(self.predownload, 1)
-        threads = _PREPARE_THREADS
-        if self.cache_limit is not None:
-            largest = int(max(t.raw_bytes.max() + t.zip_bytes.max() for t in self._tables))
-            threads = max(1, min(threads, self.cache_limit // largest // 2))
-        with ThreadPoolExecutor(threads, thread_name_prefix="shard-prepare") as pool:
+        pending: dict[int, Future] = {}
+        with ThreadPoolExecutor(self._prepare_threads(), thread_name_prefix="shard-prepare") as pool:
             try:
                 for position, (shard_id, index) in enumerate(zip(shard_ids, indices)):
-                    while ahead < total and ahead < position + lookahead:
-                        upcoming = shard_ids[ahead]
-                        if not ready[upcoming] and upcoming not in pending:
-                            pending[upcoming] = pool.submit(self.prepare_shard, upcoming)
-                        ahead += 1
-                    future = pending.pop(shard_id, None)
-                    if future is not None:
-                        future.result()
+                    while queue and queue[0][0] < position + lookahead:
+                        upcoming = queue.popleft()[1]
+                        pending[upcoming] = pool.submit(self.prepare_shard, upcoming)
+                    if not ready[shard_id]:
+                        future = pending.pop(shard_id, None)
+                        if future is not None:
+                            future.result()
                     yield self._read(shard_id, index)
             finally:
                 for future in pending.values():
                     future.cancel()
+
+    def _prepare_threads(self) -> int:
+        if self.cache_limit is None:
+            return _PREPARE_THREADS
+        largest = int(max(t.raw_bytes.max() + t.zip_bytes.max() for t in self._tables))
+        return max(1, min(_PREPARE_THREADS, self.cache_limit // largest // 2))
+
+    def _present_on_disk(self, shard_id: int) -> bool:
+        """Whether a shard's raw files are all on local disk; remembered for this process when they are.
+
+        Under ``cache_limit`` every shard goes through `prepare_shard`, which also keeps the accounting.
+        """
+        if self.cache_limit is not None:
+            return False
+        stream_id, local_id = self.shards.locate(shard_id)
+        stream = self.streams[stream_id]
+        if all(os.path.exists(stream.local_path(name)) for name in self._tables[stream_id].raw_names(local_id)):
+            self._ready_flags()[shard_id] = 1
+            return True
+        return False
 
     # ------------------------------------------------------------------ shards and random access
 

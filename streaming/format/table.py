@@ -225,7 +225,8 @@ class ShardTable:
         """Build the reader of one shard."""
         return reader_from_json(dirname, split, self.entry(shard_id))
 
-    def basenames(self, shard_id: int) -> list[str]:
-        """Every file name (raw and compressed) one shard may have on disk."""
-        names = (column.names[shard_id] for column in self.files.values() if column is not None)
+    def raw_names(self, shard_id: int) -> list[str]:
+        """The uncompressed file names of one shard (data, and meta for split formats)."""
+        names = (column.names[shard_id] for kind in ("raw_data", "raw_meta")
+                 if (column := self.files[kind]) is not None)
         return [str(name) for name in names if name]

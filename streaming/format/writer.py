@@ -259,7 +259,7 @@ class Writer(ABC):
                     future.cancel()
             write_index(self.local, self.shards)
             if failure is not None:
-                self.cloud_writer.abort()
+                self.cloud_writer.abort(failure)
                 raise failure
             self.cloud_writer.finish(get_index_basename())
         finally:

@@ -162,32 +162,33 @@ def publish(destination: Destination, run: str, attempts: list[Attempt], mode: s
             metadata: dict[str, Any] | None = None) -> list[dict[str, Any]]:
     """Commit a run: write the metadata and the merged index (last), then delete what is not part of it.
 
-    Returns the shard entries this run added.
+    Without ``merge_index`` only the attempts' own indexes describe the data, and ``overwrite`` also
+    removes a previous merged index. Returns the shard entries this run added.
     """
     kept = {attempt.directory for attempt in first_per_partition(attempts) if attempt.directory}
     added = committed_shards(attempts)
+    top_level: set[str] = set()
     if merge_index:
         previous = read_index(destination) if mode == "append" else []
         if metadata is not None:
             destination.write_text(METADATA_BASENAME, _metadata_text(destination, mode, metadata))
         destination.write_text(get_index_basename(), dumps_index(previous + added))
-    delete_leftovers(destination, run, kept, everything_else=mode == "overwrite")
+        top_level = {get_index_basename(), METADATA_BASENAME}
+    delete_leftovers(destination, run, kept | top_level, everything_else=mode == "overwrite")
     return added
 
 
 def delete_leftovers(destination: Destination, run: str, kept: set[str], *, everything_else: bool) -> int:
-    """Delete files of this run outside the kept attempt folders; with ``everything_else``, every other file too.
-
-    The published index and the metadata file always stay.
-    """
-    keep_top = {get_index_basename(), METADATA_BASENAME}
+    """Delete this run's files outside the ``kept`` attempt folders (and top-level files); with
+    ``everything_else``, every other file below the root too. Returns how many files were deleted."""
     listing = destination.list_relative() if everything_else else destination.list_relative(run)
-    doomed = []
-    for relative in listing:
-        folder = relative.rsplit("/", 1)[0] if "/" in relative else ""
-        if relative not in keep_top and not any(folder == k or folder.startswith(k + "/") for k in kept):
-            doomed.append(relative)
+    doomed = [relative for relative in listing if relative not in kept and _attempt_of(relative) not in kept]
     return destination.delete(doomed)
+
+
+def _attempt_of(relative: str) -> str:
+    """The ``<run>/<attempt>`` folder a root-relative path lies in (attempt folders are two levels deep)."""
+    return "/".join(relative.split("/", 2)[:2])
 
 
 def discard_run(destination: Destination, run: str) -> None:

@@ -68,8 +68,9 @@ def dataframe_to_mds(data: Any, out: str, *, columns: Mapping[str, str] | Sequen
 
     Args:
         data: a DataFrame (classic or Spark Connect), a table name, or a Delta table path.
-        out: the dataset root: a local path, a mounted ``/Volumes/...`` path, or any URL the storage layer
-            supports (``s3://``, ``gs://``, ``abfss://``, ``dbfs:/``, ...).
+        out: the dataset root: any URL the storage layer supports (``s3://``, ``gs://``, ``abfss://``,
+            ``dbfs:/``, ``/Volumes/...``, ...) or a local path. Tasks write a local path directly, so on a
+            cluster it must be a filesystem every executor sees (a mounted volume, ``/dbfs/...``).
         columns: ``{name: encoding}`` to choose encodings, a list of names to pick columns with their
             default encodings, or None for every column (see ``streaming.spark.schema`` for the rules).
         compression: shard compression, e.g. ``"zstd"``, ``"zstd:7"``, or None.

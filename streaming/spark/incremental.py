@@ -110,9 +110,9 @@ def incremental_to_mds(table: str, out: str, *, version: int | None = None, spar
         logger.info("incremental_to_mds: %s already holds version %d of %s", destination.url, target, table)
         return IncrementResult(destination.url, table, held, target, "up_to_date", 0, 0, 0)
 
-    rows, method, unapplied = _new_rows(session, table, source, current, held, change_data_feed)
-    plan = resolve_columns(rows.schema, columns)
+    plan = resolve_columns(current.schema, columns)
     commit.check_append_columns(existing, plan, destination.url)
+    rows, method, unapplied = _new_rows(session, table, source, current, held, change_data_feed)
     folder = increment_folder(target)
     staged = dataframe_to_mds(rows, destination.child(folder), columns=plan, compression=compression,
                               hashes=hashes, size_limit=size_limit, mode="overwrite", spark=session,
@@ -148,7 +148,8 @@ def held_version(destination: commit.Destination, table: str, shards: list[dict[
         return None
     converted = _converted_version(destination, table, shards)
     if converted is None:
-        raise ValueError(f"{destination.url} holds {len(shards)} shards but no record of which version of "
+        count = f"{len(shards)} shard" + ("s" if len(shards) != 1 else "")
+        raise ValueError(f"{destination.url} holds {count} but no record of which version of "
                          f"{table!r} they came from (it was written neither by incremental_to_mds nor by "
                          f"dataframe_to_mds from this table). Choices: another `out`, or rebuild it with "
                          f"dataframe_to_mds({table!r}, out, mode='overwrite') and run again.")

@@ -122,7 +122,7 @@ class OCIStorage(Storage):
                 return self._not_found(url)
             if exc.status == 401:
                 return CredentialsError(url, f"the server rejected the request signature ({exc.code}); check the "
-                                        f"user, fingerprint, tenancy and key_file in {CONFIG_HINT}")
+                                        f"credentials: user, fingerprint, tenancy and key_file in {CONFIG_HINT}")
             if exc.status == 403:
                 return StoragePermissionError(url, f"access denied ({exc.code}); check the user's policies for "
                                               f"bucket {bucket!r}")

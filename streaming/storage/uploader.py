@@ -149,18 +149,26 @@ class ShardUploader:
             self._put(index_basename)
             if not self.keep_local:
                 shutil.rmtree(self.local, ignore_errors=True)
+        except Exception as err:
+            self._note_kept_copy(err)
+            raise
         finally:
             self._shutdown()
 
-    def abort(self) -> None:
-        """Stop background work after a failure; the remote is left without an index."""
+    def _note_kept_copy(self, err: BaseException) -> None:
+        if self.remote is not None:
+            err.add_note(f"Nothing written is lost: the files are kept in {self.local}. {self.remote} has no "
+                         f"index.json, so no reader sees a partial dataset there.")
+
+    def abort(self, error: BaseException | None = None) -> None:
+        """Stop background work after a failure; the remote is left without an index, the local copy is kept."""
         with self._lock:
             futures, self._futures = self._futures, []
         for future in futures:
             future.cancel()
         self._shutdown()
-        if self._owns_local and not self.keep_local:
-            shutil.rmtree(self.local, ignore_errors=True)
+        if error is not None:
+            self._note_kept_copy(error)
 
     def _shutdown(self) -> None:
         if self._pool is not None:

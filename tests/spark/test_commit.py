@@ -104,3 +104,14 @@ def test_check_destination_and_append_columns(tmp_path):
     check_append_columns([shard("a", 1)], {"id": "int64"}, root)
     with pytest.raises(ValueError, match=r"Cannot append .* \{'id': 'int64'\} .* \{'id': 'str'\}"):
         check_append_columns([shard("a", 1)], {"id": "str"}, root)
+
+
+def test_overwrite_without_a_merged_index_removes_the_old_one(tmp_path):
+    root = str(tmp_path / "ds")
+    old = attempt(0, 1, run="old")
+    write_attempt_files(root, old)
+    publish(Destination(root), "old", [old], "error", metadata={"run": "old"})
+    new = attempt(0, 2, run="new", shards=1)
+    write_attempt_files(root, new)
+    publish(Destination(root), "new", [new], "overwrite", merge_index=False)
+    assert files_under(root) == {"new/part-00000-attempt-2/index.json", "new/part-00000-attempt-2/shard.00000.mds"}

@@ -19,7 +19,9 @@ from tests.services import azurite, fake_databricks, fake_gcs, seaweedfs  # noqa
 from tests.storage.conftest import (CREDENTIAL_PREFIXES, azure_container, gcs_bucket,  # noqa: F401 (fixtures)
                                     isolated_environment, remote_factory, s3_bucket)
 
-SCHEMES = ["s3", "gs", "azure", "dbfs", "volumes"]
+# Every scheme on the classic session; on Spark Connect (same executor code) the S3 and Volumes ones.
+CASES = [("classic", scheme) for scheme in ("s3", "gs", "azure", "dbfs", "volumes")] + \
+        [("connect", "s3"), ("connect", "volumes")]
 SIZE_LIMIT = 8 * 1024
 
 
@@ -29,8 +31,9 @@ def storage_env() -> dict[str, str]:
     return {name: value for name, value in os.environ.items() if name.startswith(CREDENTIAL_PREFIXES) or name in extra}
 
 
-@pytest.mark.parametrize("scheme", SCHEMES)
-def test_conversion_into_remote_storage(session, scheme, remote_factory, tmp_path, monkeypatch):
+@pytest.mark.parametrize("mode, scheme", CASES)
+def test_conversion_into_remote_storage(mode, scheme, request, remote_factory, tmp_path, monkeypatch):
+    session = request.getfixturevalue("spark" if mode == "classic" else "connect")
     remote = remote_factory(scheme)
     monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
     frame = session.range(0, 400, 1, 2).selectExpr("id", "sha2(CAST(id AS STRING), 256) AS digest",

@@ -91,14 +91,15 @@ def test_failed_shard_blocks_the_index(remote_factory):
     assert storage.exists(join_url(s3.root, "shard.00000.mds"))
 
 
-def test_abort_publishes_no_index(remote_factory):
+def test_abort_publishes_no_index_and_keeps_the_local_copy(remote_factory):
     s3 = remote_factory("s3")
     uploader = ShardUploader(s3.root)
     local = uploader.local
     _write_dataset(uploader)
-    uploader.abort()
+    error = OSError("disk full")
+    uploader.abort(error)
     assert not storage_for(s3.root).exists(join_url(s3.root, "index.json"))
-    assert not os.path.exists(local)
+    assert sorted(os.listdir(local)) and local in error.__notes__[0]
 
 
 def test_local_only_output(tmp_path):
