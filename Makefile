@@ -17,6 +17,8 @@ $(NODE_DIR)/.installed:
 	touch $@
 
 demo: $(VENV)/.installed
+	SPARK_LOCAL_IP=127.0.0.1 PYSPARK_PYTHON=$(abspath $(PY)) $(PY) notebooks/run_local.py notebooks/01_convert_to_mds.py
+	SPARK_LOCAL_IP=127.0.0.1 PYSPARK_PYTHON=$(abspath $(PY)) $(PY) notebooks/run_local.py notebooks/02_train_from_volume.py
 	$(PY) notebooks/formats_demo.py
 
 test: $(VENV)/.installed $(NODE_DIR)/.installed

@@ -117,12 +117,14 @@ print(f"columns: {result.columns}; table version: {result.table_version}")
 
 from streaming import StreamingDataset
 
-dataset = StreamingDataset(remote=out, local=tempfile.mkdtemp(prefix="mds-cache-"))
-print(f"{len(dataset)} samples; the first: {dataset[0]}")
-if mode != "append" and len(dataset) != result.samples:
-    raise AssertionError(f"read back {len(dataset)} samples, but the conversion wrote {result.samples}")
+with tempfile.TemporaryDirectory(prefix="mds-cache-") as cache:
+    dataset = StreamingDataset(remote=out, local=cache)
+    dataset_samples = len(dataset)
+    print(f"{dataset_samples} samples; the first: {dataset[0]}")
+if mode != "append" and dataset_samples != result.samples:
+    raise AssertionError(f"read back {dataset_samples} samples, but the conversion wrote {result.samples}")
 
 # COMMAND ----------
 
 dbutils.notebook.exit(json.dumps({"out": result.path, "samples": result.samples, "shards": result.shards,
-                                  "table_version": result.table_version, "dataset_samples": len(dataset)}))
+                                  "table_version": result.table_version, "dataset_samples": dataset_samples}))

@@ -199,8 +199,6 @@ def executor_credentials(spark: Any) -> Iterator[None]:
         return
     forwarded = {name: value for name, value in os.environ.items() if name.startswith(FORWARDED_ENV_PREFIX)}
     saved = {name: environment.get(name) for name in forwarded}
-    stale = [name for name in environment if name.startswith(FORWARDED_ENV_PREFIX) and name not in forwarded]
-    removed = {name: environment.pop(name) for name in stale}
     environment.update(forwarded)
     try:
         yield
@@ -210,7 +208,6 @@ def executor_credentials(spark: Any) -> Iterator[None]:
                 environment.pop(name, None)
             else:
                 environment[name] = value
-        environment.update(removed)
 
 
 @dataclass

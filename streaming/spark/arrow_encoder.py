@@ -134,7 +134,7 @@ class BatchEncoder:
         if encoding == "json":
             return _binary_piece(pa.array(json_payloads(array), pa.large_binary()))
         if array.null_count:
-            self._null_error(name, encoding, array, first_row, "a NULL")
+            self._null_error(name, encoding, array, first_row)
         rows = len(array)
         if encoding in _INTEGER_DTYPES:
             values = self._to_dtype(name, encoding, _numbers(array), np.dtype(_INTEGER_DTYPES[encoding]), first_row)
@@ -152,10 +152,10 @@ class BatchEncoder:
         raise ValueError(f"{self.where}column {name!r}: encoding {encoding!r} cannot be written from Arrow type "
                          f"{array.type}.")
 
-    def _null_error(self, name: str, encoding: str, array: pa.Array, first_row: int, what: str) -> None:
+    def _null_error(self, name: str, encoding: str, array: pa.Array, first_row: int) -> None:
         row = first_row + int(np.argmax(np.asarray(array.is_null())))
         raise ColumnValueError(
-            f"{self.where}row {row}: column {name!r} (encoding {encoding!r}) holds {what}, and MDS has no NULL. "
+            f"{self.where}row {row}: column {name!r} (encoding {encoding!r}) holds a NULL, and MDS has no NULL. "
             f"Choices: fill or filter the NULLs first (df.na.fill, df.dropna, coalesce), or declare the column "
             f"as 'json' (columns={{{name!r}: 'json'}}), which stores NULL as JSON null.")
 

@@ -5,7 +5,9 @@ Each run converts the rows added to the table between the version the dataset ho
 dataset's ``index.json`` with those shards appended: one atomic write. The dataset's state is therefore the
 index itself: the newest ``increments/v<version>/`` named by a shard path is the version it holds, committed
 together with its rows, so a run that dies anywhere before the index write leaves the dataset as it was and
-the next run simply redoes the work. A run at the version the dataset already holds changes nothing.
+the next run simply redoes the work. A run at the version the dataset already holds changes nothing. Every
+run also leaves ``increments/v<version>/increment.json`` (what it found and how); for versions that bring no
+new rows (an OPTIMIZE, a delete) it is what tells the next run there is nothing to do.
 
 New rows come from the table's Change Data Feed when it is enabled (inserted rows only), otherwise from the
 difference of the two table snapshots (``exceptAll``, which also tells rows rewritten by OPTIMIZE from new
@@ -119,7 +121,7 @@ def incremental_to_mds(table: str, out: str, *, version: int | None = None, spar
                               progress=progress, executor_env=executor_env)
     result = IncrementResult(destination.url, table, held, target, method, staged.samples, staged.shards, unapplied)
     destination.write_text(f"{folder}/{RECORD_BASENAME}", json.dumps(
-        {**result.to_json(), "run": staged.run, "committed_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())},
+        {**result.to_json(), "run": staged.run, "written_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())},
         indent=2, sort_keys=True))
     if staged.shards:
         _publish(destination, table, held, folder)

@@ -14,6 +14,7 @@ import importlib.util
 import os
 import shutil
 import sys
+import tempfile
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -40,6 +41,14 @@ def runner() -> ModuleType:
     sys.modules["run_local"] = module
     spec.loader.exec_module(module)
     return module
+
+
+@pytest.fixture(autouse=True)
+def private_tempdir(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """Temporary folders the notebooks and writers make in this process go into the test's own directory."""
+    folder = tmp_path / "tempdir"
+    folder.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(folder))
 
 
 @pytest.fixture(scope="session")
