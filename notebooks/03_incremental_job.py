@@ -60,7 +60,7 @@ compression = dbutils.widgets.get("compression").strip() or None
 
 # COMMAND ----------
 
-from streaming.spark.incremental import incremental_to_mds
+from streaming.spark import incremental_to_mds
 
 result = incremental_to_mds(table, out, version=version, change_data_feed=change_data_feed, compression=compression)
 if result.method == "up_to_date":

@@ -109,7 +109,8 @@ def check_destination(destination: Destination, mode: str) -> list[dict[str, Any
             raise FileExistsError(f"Destination {destination.url} is not empty ({len(existing)} files, e.g. "
                                   f"{existing[0]!r}). Choices: mode='overwrite' to replace it, mode='append' to "
                                   f"add to the dataset there, or another path.")
-    return read_index(destination) if mode == "append" else []
+    published = read_index(destination)  # reached from the driver: bad credentials fail here, not in every task
+    return published if mode == "append" else []
 
 
 def read_index(destination: Destination) -> list[dict[str, Any]]:
