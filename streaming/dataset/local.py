@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 from array import array
 from bisect import bisect_right
+from itertools import chain
 from typing import Any, Iterator
 
 from streaming.dataset.array import Array
@@ -50,5 +51,4 @@ class LocalDataset(Array):
         return super().__getitem__(at)
 
     def __iter__(self) -> Iterator[dict[str, Any]]:
-        for shard_id in range(len(self.shards)):
-            yield from self.shards[shard_id]
+        return chain.from_iterable(map(iter, map(self.shards.__getitem__, range(len(self.shards)))))

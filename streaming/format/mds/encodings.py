@@ -651,7 +651,7 @@ class NDArray(Encoding):
             shape = layout.unpack_from(data, offset + 1)
             offset += 1 + layout.size
         array = np.ndarray(shape, dtype, data, offset)
-        if type(data) is not bytes and array.flags.writeable:
+        if type(data) is not bytes and not getattr(data, "readonly", False):
             array.flags.writeable = False
         return array
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import struct
 import sys
 from functools import lru_cache
+from itertools import repeat
 from typing import Any, Callable, Iterator
 
 from streaming.format.errors import ShardCorruptError
@@ -137,6 +138,4 @@ class MDSReader(JointReader):
     def __iter__(self) -> Iterator[dict[str, Any]]:
         if self._buffer is None:
             self.open()
-        decode, buffer = self._decode, self._buffer
-        for begin in self._offsets[:self.samples]:
-            yield decode(buffer, begin)
+        return map(self._decode, repeat(self._buffer, self.samples), self._offsets[:self.samples])
