@@ -33,6 +33,7 @@ class LocalDataset(Array):
         self.samples_per_shard = table.samples
         self.num_samples = int(table.samples.sum())
         self._shard_starts = array("q", (table.samples.cumsum() - table.samples).tolist())
+        self._last = (0, 0, None)
 
     def __len__(self) -> int:
         return self.num_samples
@@ -42,13 +43,22 @@ class LocalDataset(Array):
         return self.num_samples
 
     def get_item(self, index: int) -> dict[str, Any]:
-        shard_id = bisect_right(self._shard_starts, index) - 1
-        return self.shards[shard_id].get_item(index - self._shard_starts[shard_id])
+        """Read one sample; consecutive reads from one shard skip the shard lookup."""
+        start, end, reader = self._last
+        if not start <= index < end:
+            shard_id = bisect_right(self._shard_starts, index) - 1
+            start = self._shard_starts[shard_id]
+            reader = self.shards[shard_id]
+            self._last = (start, start + reader.samples, reader)
+        return reader.get_item(index - start)
 
     def __getitem__(self, at: Any) -> Any:
         if type(at) is int and 0 <= at < self.num_samples:
             return self.get_item(at)
         return super().__getitem__(at)
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {**self.__dict__, "_last": (0, 0, None)}
 
     def __iter__(self) -> Iterator[dict[str, Any]]:
         return chain.from_iterable(map(iter, map(self.shards.__getitem__, range(len(self.shards)))))
