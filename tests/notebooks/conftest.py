@@ -25,7 +25,7 @@ import pytest
 
 from streaming.storage.base import volume_mount
 from tests.services import Service, fake_databricks  # noqa: F401 (fixture)
-from tests.spark.conftest import MASTER, SESSION_CONF
+from tests.spark.conftest import local_session
 from tests.storage.conftest import isolated_environment  # noqa: F401 (autouse fixture)
 
 REPO = Path(__file__).resolve().parents[2]
@@ -60,14 +60,7 @@ def spark(tmp_path_factory: pytest.TempPathFactory) -> Iterator[object]:
     if active is not None:
         yield active
         return
-    builder = (SparkSession.builder.master(MASTER).appName("mds-streaming-tests")
-               .config("spark.driver.host", "127.0.0.1").config("spark.driver.bindAddress", "127.0.0.1")
-               .config("spark.driver.memory", "1g")
-               .config("spark.sql.warehouse.dir", str(tmp_path_factory.mktemp("warehouse"))))
-    for key, value in SESSION_CONF.items():
-        builder = builder.config(key, value)
-    session = builder.getOrCreate()
-    session.sparkContext.setLogLevel("ERROR")
+    session = local_session(str(tmp_path_factory.mktemp("warehouse")))
     yield session
     session.stop()
 

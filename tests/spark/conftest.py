@@ -121,18 +121,23 @@ def connect_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Connect
 @pytest.fixture(scope="session")
 def spark(connect_server: ConnectServer, tmp_path_factory: pytest.TempPathFactory) -> Iterator[object]:
     """The classic local SparkSession (py4j); requesting the Connect server first overlaps both start-ups."""
+    session = local_session(str(tmp_path_factory.mktemp("warehouse")))
+    yield session
+    session.stop()
+
+
+def local_session(warehouse_dir: str) -> object:
+    """The suite's one classic local SparkSession (created, or the running one)."""
     from pyspark.sql import SparkSession
 
     builder = (SparkSession.builder.master(MASTER).appName("mds-streaming-tests")
                .config("spark.driver.host", "127.0.0.1").config("spark.driver.bindAddress", "127.0.0.1")
-               .config("spark.driver.memory", "1g")
-               .config("spark.sql.warehouse.dir", str(tmp_path_factory.mktemp("warehouse"))))
+               .config("spark.driver.memory", "1g").config("spark.sql.warehouse.dir", warehouse_dir))
     for key, value in SESSION_CONF.items():
         builder = builder.config(key, value)
     session = builder.getOrCreate()
     session.sparkContext.setLogLevel("ERROR")
-    yield session
-    session.stop()
+    return session
 
 
 @pytest.fixture(scope="session")
