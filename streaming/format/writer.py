@@ -164,24 +164,37 @@ class Writer(ABC):
     def write_encoded_batch(self, buffer: bytes | memoryview, sizes: Sequence[int]) -> None:
         """Add samples already encoded in this writer's sample layout, stored back to back in ``buffer``.
 
-        For converters that encode whole columns at once (Spark/Arrow); shards are cut exactly as by ``write``.
+        For converters that encode whole columns at once (Spark/Arrow). Shards are cut exactly as by ``write``
+        (a sample that does not fit closes the shard first, even an empty one), with numpy rather than a Python
+        loop per sample; each run of samples that fits in a shard is kept as one slice of ``buffer``.
         """
         if self._finished:
             raise RuntimeError("This writer is finished; create a new writer to write more samples.")
         view = memoryview(buffer)
+        sizes = np.asarray(sizes, np.int64)
+        if int(sizes.sum()) != len(view):
+            raise ValueError(f"write_encoded_batch: sizes add up to {int(sizes.sum())} bytes but the buffer has "
+                             f"{len(view)}.")
+        ends = np.cumsum(sizes)
+        costs = np.cumsum(sizes + self.extra_bytes_per_sample)
         position = 0
-        extra = self.extra_bytes_per_sample
-        for size in sizes:
-            size = int(size)
-            if self.size_limit and self.size_limit < self.new_shard_size + size + extra:
-                self.flush_shard()
-            self._chunks.append(view[position:position + size])
-            self._sample_sizes.append(size)
-            self.new_shard_size += size + extra
-            self.samples_written += 1
-            position += size
-        if position != len(view):
-            raise ValueError(f"write_encoded_batch: sizes add up to {position} bytes but the buffer has {len(view)}.")
+        while position < len(sizes):
+            spent = int(costs[position - 1]) if position else 0
+            if self.size_limit:
+                room = self.size_limit - self.new_shard_size + spent
+                count = int(np.searchsorted(costs, room, "right")) - position
+                if count <= 0:
+                    self.flush_shard()
+                    count = 1
+            else:
+                count = len(sizes) - position
+            stop = position + count
+            first = int(ends[position - 1]) if position else 0
+            self._chunks.append(view[first:int(ends[stop - 1])])
+            self._sample_sizes.extend(sizes[position:stop].tolist())
+            self.new_shard_size += int(costs[stop - 1]) - spent
+            self.samples_written += count
+            position = stop
 
     def flush_shard(self) -> None:
         """Close the current shard (even an empty one, as upstream does) and store it in the background."""

@@ -168,3 +168,19 @@ def test_write_encoded_batch_matches_write(tmp_path):
         w2.write_encoded_batch(b"".join(encoded[200:]), [len(e) for e in encoded[200:]])
     for name in os.listdir(tmp_path / "a"):
         assert (tmp_path / "a" / name).read_bytes() == (tmp_path / "b" / name).read_bytes(), name
+
+
+@pytest.mark.parametrize("size_limit", [120, 1000, None])
+def test_write_encoded_batch_cuts_like_write_with_oversized_samples(tmp_path, size_limit):
+    samples = [{"text": "y" * (i * 37 % 150)} for i in range(300)]
+    with MDSWriter(out=str(tmp_path / "a"), columns={"text": "str"}, size_limit=size_limit) as w:
+        for sample in samples:
+            w.write(sample)
+    encoded = [MDSWriter.encode_sample(w, sample) for sample in samples]
+    with MDSWriter(out=str(tmp_path / "b"), columns={"text": "str"}, size_limit=size_limit) as w2:
+        for start in range(0, 300, 64):
+            part = encoded[start:start + 64]
+            w2.write_encoded_batch(b"".join(part), [len(e) for e in part])
+    assert sorted(os.listdir(tmp_path / "a")) == sorted(os.listdir(tmp_path / "b"))
+    for name in os.listdir(tmp_path / "a"):
+        assert (tmp_path / "a" / name).read_bytes() == (tmp_path / "b" / name).read_bytes(), name
