@@ -1,0 +1,70 @@
+"""Upstream's public import paths keep working, and importing the formats pulls in no heavy dependency."""
+
+from __future__ import annotations
+
+import importlib
+import subprocess
+import sys
+
+import pytest
+
+PATHS = {
+    "streaming": ["MDSWriter", "JSONWriter", "CSVWriter", "TSVWriter", "XSVWriter", "LocalDataset", "Stream",
+                  "StreamingDataset", "StreamingDataLoader"],
+    "streaming.base": ["MDSWriter", "StreamingDataset", "LocalDataset"],
+    "streaming.base.format": ["MDSWriter", "reader_from_json", "get_index_basename", "FileInfo", "Reader"],
+    "streaming.base.format.mds.encodings": ["Encoding", "_encodings", "mds_encode", "mds_decode",
+                                            "get_mds_encodings", "is_mds_encoding", "get_mds_encoded_size"],
+    "streaming.base.format.json.encodings": ["is_json_encoded", "is_json_encoding"],
+    "streaming.base.format.xsv.encodings": ["is_xsv_encoding", "xsv_decode", "xsv_encode"],
+    "streaming.base.compression": ["compress", "decompress", "get_compressions", "is_compression"],
+    "streaming.base.hashing": ["get_hash", "get_hashes", "is_hash"],
+    "streaming.base.util": ["bytes_to_int", "number_abbrev_to_int", "get_list_arg", "merge_index", "retry",
+                            "clean_stale_shared_memory", "wait_for_file_to_exist"],
+    "streaming.base.partition": ["get_partitions"],
+    "streaming.base.shuffle": ["get_shuffle"],
+    "streaming.base.sampling": ["get_sampling"],
+    "streaming.base.batching": ["generate_work"],
+    "streaming.base.world": ["World"],
+    "streaming.base.stream": ["Stream", "streams_registry"],
+    "streaming.base.dataset": ["StreamingDataset"],
+    "streaming.base.dataloader": ["StreamingDataLoader"],
+    "streaming.base.local": ["LocalDataset"],
+    "streaming.base.array": ["Array"],
+    "streaming.base.spanner": ["Spanner"],
+    "streaming.base.distributed": ["get_rank", "get_world_size", "get_local_rank", "get_local_world_size",
+                                   "barrier"],
+    "streaming.base.storage": ["CloudUploader", "CloudDownloader", "LocalUploader"],
+    "streaming.base.converters": ["dataframe_to_mds", "SPARK_TO_MDS", "infer_dataframe_schema",
+                                  "is_json_compatible"],
+}
+
+
+@pytest.mark.parametrize("module", sorted(PATHS))
+def test_upstream_names_import(module):
+    loaded = importlib.import_module(module)
+    for name in PATHS[module]:
+        assert hasattr(loaded, name), f"{module}.{name}"
+
+
+def test_writing_and_reading_import_no_heavy_dependency(tmp_path):
+    script = (
+        "import sys\n"
+        "from streaming import MDSWriter, LocalDataset\n"
+        f"w = MDSWriter(out={str(tmp_path / 'd')!r}, columns={{'x': 'int'}}, compression='zstd')\n"
+        "w.write({'x': 1}); w.finish()\n"
+        f"assert LocalDataset({str(tmp_path / 'd')!r})[0] == {{'x': 1}}\n"
+        "heavy = [m for m in ('torch', 'pyspark', 'boto3', 'google.cloud', 'azure', 'oci', 'databricks', 'pandas',"
+        " 'pyarrow') if m in sys.modules]\n"
+        "print(heavy)\n")
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "[]"
+
+
+def test_distributed_helpers_read_the_torchrun_environment(monkeypatch):
+    from streaming.base.distributed import get_local_world_size, get_rank, get_world_size
+
+    monkeypatch.setenv("RANK", "3")
+    monkeypatch.setenv("WORLD_SIZE", "8")
+    monkeypatch.setenv("LOCAL_WORLD_SIZE", "4")
+    assert (get_rank(), get_world_size(), get_local_world_size()) == (3, 8, 4)
