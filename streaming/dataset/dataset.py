@@ -404,8 +404,13 @@ class StreamingDataset(Array, IterableDataset):
         return self._cache
 
     def _scan_cache(self) -> tuple[np.ndarray, int]:
-        present = np.array([self.streams[self.shards.locate(i)[0]].present_bytes(self.shards[i])
-                            for i in range(self.num_shards)], np.int64)
+        """Bytes each shard has on local disk now (from the index's file list, one ``stat`` per file)."""
+        present = np.zeros(self.num_shards, np.int64)
+        for stream_id, (stream, table) in enumerate(zip(self.streams, self._tables)):
+            offset = int(self.shard_offset_per_stream[stream_id])
+            for local_id in range(len(table)):
+                present[offset + local_id] = sum(size for name, size in table.file_sizes(local_id)
+                                                 if os.path.exists(stream.local_path(name)))
         index_bytes = sum(stream.get_index_size() for stream in self.streams)
         return present, index_bytes
 

@@ -225,6 +225,11 @@ class ShardTable:
         """Build the reader of one shard."""
         return reader_from_json(dirname, split, self.entry(shard_id))
 
+    def file_sizes(self, shard_id: int) -> list[tuple[str, int]]:
+        """``(basename, bytes)`` of every file (raw and compressed) of one shard."""
+        return [(str(column.names[shard_id]), int(column.sizes[shard_id])) for column in self.files.values()
+                if column is not None and column.names[shard_id]]
+
     def raw_names(self, shard_id: int) -> list[str]:
         """The uncompressed file names of one shard (data, and meta for split formats)."""
         names = (column.names[shard_id] for kind in ("raw_data", "raw_meta")
