@@ -59,7 +59,6 @@ class Stream:
         self.remote = remote
         self._local = local
         self.split = split or ""
-        self._proportion, self._repeat, self._choose = proportion, repeat, choose
         self.proportion: float | None = proportion
         self.repeat: float | None = repeat
         self.choose: int | None = choose
