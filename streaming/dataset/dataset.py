@@ -33,6 +33,7 @@ from streaming.dataset.shuffle import default_shuffle_block_size
 from streaming.dataset.stream import Stream
 from streaming.dataset.weighting import resolve_weights
 from streaming.dataset.world import World
+from streaming.format.mds.reader import check_safe_columns
 from streaming.format.reader import Reader
 from streaming.format.table import ShardTable
 from streaming.util import bytes_to_int, number_abbrev_to_int
@@ -153,15 +154,10 @@ class StreamingDataset(Array, IterableDataset):
                              f"{locals_seen}.")
 
         tables = [stream.load_table() for stream in self.streams]
-        for stream, table in zip(self.streams, tables):
-            if not allow_unsafe_types:
+        if not allow_unsafe_types:
+            for table in tables:
                 for config in table.configs:
-                    for name, encoding in zip(config.get("column_names") or [], config.get("column_encodings") or []):
-                        from streaming.format.mds.encodings import is_mds_encoding_safe
-
-                        if not is_mds_encoding_safe(encoding):
-                            raise ValueError(f"Column {name} contains an unsafe type: {encoding}. To proceed anyway, "
-                                             f"set allow_unsafe_types=True.")
+                    check_safe_columns(config.get("column_names") or [], config.get("column_encodings") or [])
         self._tables = tables
         self.shards_per_stream = np.array([len(t) for t in tables], np.int64)
         self.shard_offset_per_stream = np.concatenate([[0], np.cumsum(self.shards_per_stream)[:-1]]).astype(np.int64)
@@ -187,6 +183,7 @@ class StreamingDataset(Array, IterableDataset):
         self.epoch_size = weights.epoch_size
         self.length = math.ceil(self.epoch_size / self._parallel_world.num_ranks)
 
+        self._largest_shard = int(max((t.raw_bytes + t.zip_bytes).max(initial=0) for t in tables))
         self._remote_shards = np.repeat([s.has_remote for s in self.streams], self.shards_per_stream).astype(bool)
         self.cache_limit = None if cache_limit is None else bytes_to_int(cache_limit)
         if self.cache_limit is not None:
@@ -222,7 +219,7 @@ class StreamingDataset(Array, IterableDataset):
         if self.cache_limit <= index_bytes:
             raise ValueError(f"cache_limit ({self.cache_limit} bytes) must be larger than the index files "
                              f"({index_bytes} bytes).")
-        largest = int((np.concatenate([t.raw_bytes + t.zip_bytes for t in self._tables])).max())
+        largest = self._largest_shard
         if self.cache_limit < 4 * largest:
             raise ValueError(f"cache_limit ({self.cache_limit} bytes) must be at least 4x the largest shard "
                              f"(raw + compressed: {largest} bytes), i.e. {4 * largest} bytes. Your cache limit "
@@ -367,8 +364,7 @@ class StreamingDataset(Array, IterableDataset):
     def _prepare_threads(self) -> int:
         if self.cache_limit is None:
             return _PREPARE_THREADS
-        largest = int(max(t.raw_bytes.max() + t.zip_bytes.max() for t in self._tables))
-        return max(1, min(_PREPARE_THREADS, self.cache_limit // largest // 2))
+        return max(1, min(_PREPARE_THREADS, self.cache_limit // max(self._largest_shard, 1) // 2))
 
     def _present_on_disk(self, shard_id: int) -> bool:
         """Whether a shard's raw files are all on local disk; remembered for this process when they are.
@@ -377,12 +373,16 @@ class StreamingDataset(Array, IterableDataset):
         """
         if self.cache_limit is not None:
             return False
-        stream_id, local_id = self.shards.locate(shard_id)
-        stream = self.streams[stream_id]
-        if all(os.path.exists(stream.local_path(name)) for name in self._tables[stream_id].raw_names(local_id)):
+        if self._raw_present(shard_id):
             self._ready_flags()[shard_id] = 1
             return True
         return False
+
+    def _raw_present(self, shard_id: int) -> bool:
+        """Whether every uncompressed file of a shard is on local disk (one ``stat`` each)."""
+        stream_id, local_id = self.shards.locate(shard_id)
+        stream = self.streams[stream_id]
+        return all(os.path.exists(stream.local_path(name)) for name in self._tables[stream_id].raw_names(local_id))
 
     # ------------------------------------------------------------------ shards and random access
 
@@ -420,8 +420,7 @@ class StreamingDataset(Array, IterableDataset):
         stream = self.streams[stream_id]
         reader = self.shards[shard_id]
         with self._shard_locks(stream_id).hold(local_id):
-            raw_present = all(os.path.exists(stream.local_path(raw.basename)) for raw, _ in reader.file_pairs)
-            if raw_present:
+            if self._raw_present(shard_id):
                 if self.cache_limit is not None:
                     cache = self._cache_state()
                     if not cache.is_present(shard_id):

@@ -8,12 +8,13 @@ from __future__ import annotations
 
 import mmap
 import os
+import struct
+import sys
 import uuid
-from typing import Any, Iterator
+from typing import Any, Iterator, Sequence
 
 from streaming.format.compression import decompress
 from streaming.format.errors import ShardCorruptError
-from streaming.format.hashing import get_hash
 from streaming.format.index import FileInfo
 
 
@@ -26,6 +27,16 @@ def _map_file(path: str, expected_bytes: int) -> mmap.mmap | bytes:
         if size == 0:
             return b""
         return mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
+
+
+def read_offsets(buffer: memoryview, samples: int, path: str) -> Sequence[int]:
+    """The ``samples + 1`` sample offsets after the leading sample count, checked against the index's count."""
+    count = int.from_bytes(buffer[:4], "little") if len(buffer) >= 4 else -1
+    if count != samples or len(buffer) < 4 * (count + 2):
+        raise ShardCorruptError(f"Shard file {path} says it holds {count} samples but the index says {samples}: "
+                                f"it is corrupt or belongs to another dataset.")
+    table = buffer[4:4 * (count + 2)]
+    return table.cast("I") if sys.byteorder == "little" else struct.unpack(f"<{count + 1}I", table)
 
 
 class Reader:
@@ -71,7 +82,7 @@ class Reader:
     def validate(self, allow_unsafe_types: bool) -> None:
         """Raise if the shard uses an encoding the caller did not allow."""
 
-    def ensure_raw(self, validate_hash: str | None = None) -> None:
+    def ensure_raw(self) -> None:
         """Make every raw file present, decompressing from its compressed copy when needed.
 
         Concurrent processes may race here: each decompresses into its own temp file and renames it into
@@ -91,8 +102,6 @@ class Reader:
             if len(data) != zipped.bytes:
                 raise ShardCorruptError(f"Shard file {zip_path} is {len(data)} bytes but the index says "
                                         f"{zipped.bytes}: it is truncated or was replaced.")
-            if validate_hash:
-                self._check_hash(zip_path, data, zipped, validate_hash)
             try:
                 data = decompress(self.compression, data)
             except Exception as err:  # noqa: BLE001 - any codec failure means a corrupt file
@@ -105,14 +114,6 @@ class Reader:
             with open(tmp, "wb") as out:
                 out.write(data)
             os.replace(tmp, raw_path)
-
-    @staticmethod
-    def _check_hash(path: str, data: bytes | memoryview, info: FileInfo, algo: str) -> None:
-        expected = info.hashes.get(algo)
-        if expected is None:
-            raise ValueError(f"validate_hash={algo!r} but the index records only {sorted(info.hashes)} for {path}.")
-        if get_hash(algo, data) != expected:
-            raise ShardCorruptError(f"Checksum failure: {path} does not match its {algo} hash in the index.")
 
     def get_item(self, index: int) -> dict[str, Any]:
         raise NotImplementedError
@@ -155,14 +156,7 @@ class SplitReader(Reader):
     def _open(self) -> None:
         self.ensure_raw()
         meta_path = self.local_path(self.raw_meta.basename)
-        meta = _map_file(meta_path, self.raw_meta.bytes)
-        count = int.from_bytes(meta[:4], "little") if len(meta) >= 4 else -1
-        if count != self.samples or len(meta) < 4 * (count + 2):
-            raise ShardCorruptError(f"Shard file {meta_path} says it holds {count} samples but the index says "
-                                    f"{self.samples}.")
-        import numpy as np
-
-        self._offsets = np.frombuffer(meta, "<u4", count + 1, 4).tolist()
+        self._offsets = read_offsets(memoryview(_map_file(meta_path, self.raw_meta.bytes)), self.samples, meta_path)
         data_path = self.local_path(self.raw_data.basename)
         self._data = _map_file(data_path, self.raw_data.bytes)
         if self._offsets[-1] != len(self._data):

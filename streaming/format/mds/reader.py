@@ -3,14 +3,13 @@
 from __future__ import annotations
 
 import struct
-import sys
 from functools import lru_cache
 from itertools import repeat
 from typing import Any, Callable, Iterator
 
 from streaming.format.errors import ShardCorruptError
 from streaming.format.mds.encodings import get_mds_coder, is_mds_encoding_safe
-from streaming.format.reader import JointReader, _map_file
+from streaming.format.reader import JointReader, _map_file, read_offsets
 
 Decoder = Callable[[memoryview, int], dict[str, Any]]
 
@@ -63,6 +62,14 @@ def build_decoder(names: tuple[str, ...], encodings: tuple[str, ...], sizes: tup
     return decode_sample
 
 
+def check_safe_columns(names: list[str], encodings: list[str]) -> None:
+    """Refuse columns whose encoding can run code when decoded (``pkl``) unless the caller opted in."""
+    for name, encoding in zip(names, encodings):
+        if not is_mds_encoding_safe(encoding):
+            raise ValueError(f"Column {name} contains an unsafe type: {encoding}. "
+                             f"To proceed anyway, set allow_unsafe_types=True.")
+
+
 class MDSReader(JointReader):
     """One MDS shard: a data file with a sample count, sample offsets, a JSON header and packed samples."""
 
@@ -84,25 +91,17 @@ class MDSReader(JointReader):
         return state
 
     def validate(self, allow_unsafe_types: bool) -> None:
-        if allow_unsafe_types:
-            return
-        for name, encoding in zip(self.column_names, self.column_encodings):
-            if not is_mds_encoding_safe(encoding):
-                raise ValueError(f"Column {name} contains an unsafe type: {encoding}. "
-                                 f"To proceed anyway, set allow_unsafe_types=True.")
+        if not allow_unsafe_types:
+            check_safe_columns(self.column_names, self.column_encodings)
 
     def open(self) -> None:
         """Map the shard file (decompressing it first if only the compressed copy is present) and check it."""
         self.ensure_raw()
         path = self.local_path(self.raw_data.basename)
         mapped = _map_file(path, self.raw_data.bytes)
-        count = int.from_bytes(mapped[:4], "little") if len(mapped) >= 4 else -1
-        if count != self.samples or len(mapped) < 4 * (count + 2):
-            raise ShardCorruptError(f"Shard file {path} says it holds {count} samples but the index says "
-                                    f"{self.samples}: it is corrupt or belongs to another dataset.")
         buffer = memoryview(mapped)
-        table = buffer[4:4 * (count + 2)]
-        offsets = table.cast("I") if sys.byteorder == "little" else struct.unpack(f"<{count + 1}I", table)
+        offsets = read_offsets(buffer, self.samples, path)
+        count = self.samples
         if offsets[count] != len(mapped) or (count and offsets[0] > len(mapped)):
             raise ShardCorruptError(f"Shard file {path} has sample offsets that point outside the file: "
                                     f"it is corrupt.")
