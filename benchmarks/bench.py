@@ -63,34 +63,41 @@ def _search_path(value: str) -> str:
 
 def parse_config(argv: list[str], environ: dict[str, str]) -> tuple[Config, bool]:
     """Config from flags and BENCH_* variables; the flag `--list` is returned separately."""
-    parser = argparse.ArgumentParser(description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--scale", type=float, default=float(environ.get("BENCH_SCALE", "1")))
     parser.add_argument("--only", default=environ.get("BENCH_ONLY", ""))
     parser.add_argument("--rounds", type=int, default=int(environ.get("BENCH_ROUNDS", "3")))
     parser.add_argument("--ours-python", default=environ.get("BENCH_OURS_PYTHON", ""))
-    parser.add_argument("--ref-python", default=environ.get(
-        "BENCH_REF_PYTHON", os.path.join(BENCH_DIR, "ref", "bin", "python")))
-    parser.add_argument("--out", default=environ.get("BENCH_OUT", os.path.join(
-        BENCH_DIR, "results", time.strftime("%Y%m%d-%H%M%S"))))
+    parser.add_argument(
+        "--ref-python", default=environ.get("BENCH_REF_PYTHON", os.path.join(BENCH_DIR, "ref", "bin", "python"))
+    )
+    parser.add_argument(
+        "--out", default=environ.get("BENCH_OUT", os.path.join(BENCH_DIR, "results", time.strftime("%Y%m%d-%H%M%S")))
+    )
     parser.add_argument("--list", action="store_true")
     options = parser.parse_args(argv)
     if options.scale <= 0 or options.rounds < 1:
         parser.error(f"need scale > 0 and rounds >= 1 (got {options.scale}, {options.rounds})")
     if options.ours_python:
-        ours = Side("ours", _interpreter(options.ours_python),
-                    _search_path(environ.get("BENCH_OURS_PYTHONPATH", "")))
+        ours = Side("ours", _interpreter(options.ours_python), _search_path(environ.get("BENCH_OURS_PYTHONPATH", "")))
     else:
-        ours = Side("ours", os.path.join(ROOT, ".venv", "bin", "python"),
-                    _search_path(environ.get("BENCH_OURS_PYTHONPATH", ROOT)))
+        ours = Side(
+            "ours",
+            os.path.join(ROOT, ".venv", "bin", "python"),
+            _search_path(environ.get("BENCH_OURS_PYTHONPATH", ROOT)),
+        )
     config = Config(
-        scale=options.scale, rounds=options.rounds, only=options.only.split(),
-        ref=Side("ref", _interpreter(options.ref_python)), ours=ours,
+        scale=options.scale,
+        rounds=options.rounds,
+        only=options.only.split(),
+        ref=Side("ref", _interpreter(options.ref_python)),
+        ours=ours,
         out=os.path.abspath(options.out),
         scratch=os.path.abspath(environ.get("BENCH_SCRATCH", os.path.join(BENCH_DIR, "scratch"))),
         inputs=os.path.join(BENCH_DIR, "inputs"),
         timeout_s=float(environ.get("BENCH_TIMEOUT", "600")),
-        keep_scratch=environ.get("BENCH_KEEP_SCRATCH", "") not in ("", "0"))
+        keep_scratch=environ.get("BENCH_KEEP_SCRATCH", "") not in ("", "0"),
+    )
     return config, options.list
 
 
@@ -121,8 +128,16 @@ class BenchRun:
         tag = f"{self.count:04d}-{scenario}-{side.name}-{step.phase}"
         result = run_child(side, step.phase, step.args, self.workspace, tag, self.config.timeout_s)
         self.loads.append(result["loadavg_1m"])
-        self.record("child", scenario=scenario, side=side.name, round=round_no, phase=step.phase,
-                    args=step.args, python=side.python, result=result)
+        self.record(
+            "child",
+            scenario=scenario,
+            side=side.name,
+            round=round_no,
+            phase=step.phase,
+            args=step.args,
+            python=side.python,
+            result=result,
+        )
         status = f"ERROR {result['error'][:120]}" if "error" in result else "ok"
         where = f"round {round_no}" if round_no else "prep"
         _say(f"{scenario} {where} {side.name:4} {step.phase}: {result['wall_s']:.1f}s {status}")
@@ -133,8 +148,9 @@ class BenchRun:
         for side in self.sides:
             result = self.child(side, Step("about"), "about", None)
             found[side.name] = result
-            detail = result.get("error") or (f"streaming {result.get('streaming_version')} from "
-                                             f"{result.get('streaming_path')}")
+            detail = result.get("error") or (
+                f"streaming {result.get('streaming_version')} from {result.get('streaming_path')}"
+            )
             _say(f"{side.name}: {side.python} (PYTHONPATH={side.pythonpath or '-'}): {detail}")
         return found
 
@@ -184,14 +200,19 @@ class BenchRun:
             shutil.rmtree(self.config.scratch, ignore_errors=True)
 
 
-def run(config: Config, scenarios: list[Scenario], explicit: set[str]
-        ) -> tuple[list[report.Row], list[float]]:
+def run(config: Config, scenarios: list[Scenario], explicit: set[str]) -> tuple[list[report.Row], list[float]]:
     """Measure the scenarios; gated ones run only if requested by name or ours has their API.
     Returns the table rows and the load average seen at the start of each child."""
     bench = BenchRun(config)
     try:
-        bench.record("run", scale=config.scale, rounds=config.rounds, only=config.only,
-                     scenarios=[s.name for s in scenarios], about=bench.about())
+        bench.record(
+            "run",
+            scale=config.scale,
+            rounds=config.rounds,
+            only=config.only,
+            scenarios=[s.name for s in scenarios],
+            about=bench.about(),
+        )
         gated = [s for s in scenarios if s.gated and s.name not in explicit]
         missing = bench.missing_in_ours(gated)
         rows = []
@@ -223,13 +244,14 @@ def main(argv: list[str] | None = None) -> int:
         print(exc, file=sys.stderr)
         return 2
     started = time.perf_counter()
-    _say(f"{len(scenarios)} scenarios, scale {config.scale}, {config.rounds} rounds; "
-         f"output in {config.out}")
+    _say(f"{len(scenarios)} scenarios, scale {config.scale}, {config.rounds} rounds; output in {config.out}")
     rows, loads = run(config, scenarios, explicit)
     table = report.render(rows)
     if loads:
-        table += (f"\n\n1-minute load average at child starts: {min(loads):.1f} to {max(loads):.1f}"
-                  f" (median {statistics.median(loads):.1f}) on {os.cpu_count()} CPUs")
+        table += (
+            f"\n\n1-minute load average at child starts: {min(loads):.1f} to {max(loads):.1f}"
+            f" (median {statistics.median(loads):.1f}) on {os.cpu_count()} CPUs"
+        )
     with open(os.path.join(config.out, "table.md"), "w") as f:
         f.write(table + "\n")
     print(table)

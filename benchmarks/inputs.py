@@ -69,8 +69,7 @@ def _jpegs(n: int) -> list[bytes]:
     bases = []
     for k in range(32):
         fx, fy, fd = rng.uniform(0.02, 0.3, size=3)
-        bases.append(np.stack([np.sin(xx * fx + k), np.cos(yy * fy - k), np.sin((xx + yy) * fd)],
-                              axis=-1) * 60 + 128)
+        bases.append(np.stack([np.sin(xx * fx + k), np.cos(yy * fy - k), np.sin((xx + yy) * fd)], axis=-1) * 60 + 128)
     encoded = []
     for i in range(n):
         noise = rng.integers(-20, 21, size=(IMAGE_SIDE, IMAGE_SIDE, 3))
@@ -87,7 +86,7 @@ def _save(path: str, schema: str, n: int) -> None:
         if schema == "tokens":
             np.save(f, _tokens(n))
         else:
-            items = ([t.encode() for t in _texts(n)] if schema == "text" else _jpegs(n))
+            items = [t.encode() for t in _texts(n)] if schema == "text" else _jpegs(n)
             offsets = np.cumsum([0] + [len(b) for b in items], dtype=np.int64)
             np.savez(f, blob=np.frombuffer(b"".join(items), np.uint8), offsets=offsets)
     os.replace(tmp, path)

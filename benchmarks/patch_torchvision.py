@@ -18,14 +18,14 @@ import sys
 
 MARKER = "_bench_register_fake_if_ops"
 CALL = '@torch.library.register_fake("torchvision::'
-HELPER = f'''
+HELPER = f"""
 
 def {MARKER}(op_name):
     # Added by benchmarks/patch_torchvision.py: no fake kernels when torchvision's C ops are absent.
     if torchvision.extension._has_ops():
         return torch.library.register_fake(op_name)
     return lambda kernel: kernel
-'''
+"""
 
 
 def patch(path: pathlib.Path) -> int:
@@ -52,8 +52,7 @@ def main() -> None:
     if not target.exists():
         sys.exit(f"unexpected torchvision layout: {target} is missing")
     count = patch(target)
-    print(f"patched {count} register_fake decorators in {target}" if count
-          else f"nothing to patch in {target}")
+    print(f"patched {count} register_fake decorators in {target}" if count else f"nothing to patch in {target}")
 
 
 if __name__ == "__main__":

@@ -21,8 +21,11 @@ def startup(context, shards: int, dataset: str) -> dict:
     constructed = time.perf_counter()
     sample = next(iter(ds))
     first = time.perf_counter()
-    return {"construct_s": constructed - start, "first_sample_s": first - constructed,
-            "values_ok": len(ds) == shards and int(sample["id"]) == 7}
+    return {
+        "construct_s": constructed - start,
+        "first_sample_s": first - constructed,
+        "values_ok": len(ds) == shards and int(sample["id"]) == 7,
+    }
 
 
 def remote_cold_warm(context, schema: str, n: int, remote: str, batch_size: int = 32) -> dict:
@@ -32,8 +35,9 @@ def remote_cold_warm(context, schema: str, n: int, remote: str, batch_size: int 
     expected = inputs.expected_keys(context.inputs, schema, n)
     cache = os.path.join(context.scratch, f"cache-{context.side}-{os.getpid()}")
     shutil.rmtree(cache, ignore_errors=True)
-    ds = StreamingDataset(remote=os.path.join(context.scratch, remote), local=cache,
-                          shuffle=False, batch_size=batch_size)
+    ds = StreamingDataset(
+        remote=os.path.join(context.scratch, remote), local=cache, shuffle=False, batch_size=batch_size
+    )
     result, ok = {}, True
     for epoch in ("cold", "warm"):
         start = time.perf_counter()

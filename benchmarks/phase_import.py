@@ -12,12 +12,38 @@ import time
 from importlib import metadata
 
 # Modules worth knowing about after `import streaming` (torch and the cloud SDKs should be absent).
-NOTABLE_MODULES = ("torch", "torchvision", "transformers", "pyspark", "pandas", "pyarrow",
-                   "boto3", "botocore", "google.cloud", "azure", "oci", "paramiko", "matplotlib",
-                   "fsspec", "databricks", "huggingface_hub", "numpy", "PIL")
+NOTABLE_MODULES = (
+    "torch",
+    "torchvision",
+    "transformers",
+    "pyspark",
+    "pandas",
+    "pyarrow",
+    "boto3",
+    "botocore",
+    "google.cloud",
+    "azure",
+    "oci",
+    "paramiko",
+    "matplotlib",
+    "fsspec",
+    "databricks",
+    "huggingface_hub",
+    "numpy",
+    "PIL",
+)
 PUBLIC_CLASSES = ("MDSWriter", "LocalDataset", "StreamingDataset")
-DISTRIBUTIONS = ("streaming-community", "mosaicml-streaming", "mds-streaming", "numpy", "torch",
-                 "pyspark", "pillow", "zstd", "zstandard")
+DISTRIBUTIONS = (
+    "streaming-community",
+    "mosaicml-streaming",
+    "mds-streaming",
+    "numpy",
+    "torch",
+    "pyspark",
+    "pillow",
+    "zstd",
+    "zstandard",
+)
 
 
 def _rss_mb() -> float:
@@ -38,8 +64,12 @@ def import_streaming(context) -> dict:
     start = time.perf_counter()
     import streaming  # noqa: F401
 
-    return {"import_s": time.perf_counter() - start, "notable_modules": _notable(),
-            "modules_loaded": len(set(sys.modules) - before), "rss_mb": _rss_mb()}
+    return {
+        "import_s": time.perf_counter() - start,
+        "notable_modules": _notable(),
+        "modules_loaded": len(set(sys.modules) - before),
+        "rss_mb": _rss_mb(),
+    }
 
 
 def import_api(context) -> dict:
@@ -53,8 +83,12 @@ def import_api(context) -> dict:
             getattr(streaming, name)
         except Exception as exc:  # a class the implementation does not have (yet)
             missing.append(f"{name}: {type(exc).__name__}")
-    return {"import_api_s": time.perf_counter() - start, "notable_modules": _notable(),
-            "rss_mb": _rss_mb(), "missing_classes": missing}
+    return {
+        "import_api_s": time.perf_counter() - start,
+        "notable_modules": _notable(),
+        "rss_mb": _rss_mb(),
+        "missing_classes": missing,
+    }
 
 
 def about(context) -> dict:
@@ -67,9 +101,13 @@ def about(context) -> dict:
             versions[dist] = metadata.version(dist)
         except metadata.PackageNotFoundError:
             continue
-    return {"python": platform.python_version(), "executable": sys.executable,
-            "streaming_version": getattr(streaming, "__version__", "?"),
-            "streaming_path": streaming.__file__, "distributions": versions}
+    return {
+        "python": platform.python_version(),
+        "executable": sys.executable,
+        "streaming_version": getattr(streaming, "__version__", "?"),
+        "streaming_path": streaming.__file__,
+        "distributions": versions,
+    }
 
 
 def probe(context, names: list[str]) -> dict:

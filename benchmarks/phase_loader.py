@@ -25,16 +25,17 @@ def _batch_keys(schema: str, batch: dict) -> list[int]:
     return [len(image) * 1000 + int(label) for image, label in pairs]
 
 
-def dataloader(context, schema: str, n: int, dataset: str, workers: int = 2,
-               batch_size: int = 32) -> dict:
+def dataloader(context, schema: str, n: int, dataset: str, workers: int = 2, batch_size: int = 32) -> dict:
     """One epoch of DataLoader(StreamingDataset(local=...), num_workers=workers, batch_size=...)."""
-    from streaming import StreamingDataset
     from torch.utils.data import DataLoader
+
+    from streaming import StreamingDataset
 
     expected = inputs.expected_keys(context.inputs, schema, n)
     start = time.perf_counter()
-    ds = StreamingDataset(local=os.path.join(context.scratch, dataset), remote=None,
-                          shuffle=False, batch_size=batch_size)
+    ds = StreamingDataset(
+        local=os.path.join(context.scratch, dataset), remote=None, shuffle=False, batch_size=batch_size
+    )
     loader = DataLoader(ds, batch_size=batch_size, num_workers=workers)
     constructed = time.perf_counter()
     batches = iter(loader)
@@ -43,15 +44,20 @@ def dataloader(context, schema: str, n: int, dataset: str, workers: int = 2,
     for batch in batches:
         keys.extend(_batch_keys(schema, batch))
     seconds = time.perf_counter() - constructed
-    return {"time_to_first_batch_s": first - start, "seconds": seconds,
-            "samples_per_s": len(keys) / seconds, "values_ok": sorted(keys) == sorted(expected)}
+    return {
+        "time_to_first_batch_s": first - start,
+        "seconds": seconds,
+        "samples_per_s": len(keys) / seconds,
+        "values_ok": sorted(keys) == sorted(expected),
+    }
 
 
 def _loader(context, dataset: str, workers: int, batch_size: int):
     import streaming
 
-    ds = streaming.StreamingDataset(local=os.path.join(context.scratch, dataset), remote=None,
-                                    shuffle=True, batch_size=batch_size)
+    ds = streaming.StreamingDataset(
+        local=os.path.join(context.scratch, dataset), remote=None, shuffle=True, batch_size=batch_size
+    )
     return streaming.StreamingDataLoader(ds, batch_size=batch_size, num_workers=workers)
 
 
@@ -92,5 +98,4 @@ def resume(context, dataset: str, workers: int = 2, batch_size: int = 32) -> dic
     first = time.perf_counter()
     for batch in batches:
         rest.extend(int(i) for i in batch["id"])
-    return {"time_to_first_batch_s": first - start,
-            "values_ok": rest == saved["reference"][saved["seen"]:]}
+    return {"time_to_first_batch_s": first - start, "values_ok": rest == saved["reference"][saved["seen"] :]}

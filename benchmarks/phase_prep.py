@@ -31,8 +31,9 @@ def make_inputs(context, schema: str, n: int) -> dict:
     return {"path": path, "seconds": time.perf_counter() - start}
 
 
-def write_dataset(context, schema: str, n: int, out: str, compression: str | None = None,
-                  size_limit: int | None = None) -> dict:
+def write_dataset(
+    context, schema: str, n: int, out: str, compression: str | None = None, size_limit: int | None = None
+) -> dict:
     """Write n samples of a schema to context.scratch/out with this interpreter's MDSWriter."""
     from streaming import MDSWriter
 
@@ -41,8 +42,7 @@ def write_dataset(context, schema: str, n: int, out: str, compression: str | Non
     shutil.rmtree(path, ignore_errors=True)
     options = {"size_limit": size_limit} if size_limit else {}
     start = time.perf_counter()
-    with MDSWriter(out=path, columns=inputs.COLUMNS[schema], compression=compression,
-                   **options) as writer:
+    with MDSWriter(out=path, columns=inputs.COLUMNS[schema], compression=compression, **options) as writer:
         for row in rows:
             writer.write(row)
     return {"path": path, "seconds": time.perf_counter() - start, **dir_stats(path)}

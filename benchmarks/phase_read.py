@@ -9,9 +9,8 @@ from __future__ import annotations
 import os
 import time
 
-import numpy as np
-
 import inputs
+import numpy as np
 
 RANDOM_READS = 2000
 
@@ -34,8 +33,12 @@ def local_sequential(context, schema: str, n: int, dataset: str, passes: int = 3
         keys = [inputs.key_of(schema, ds[i]) for i in range(len(ds))]
         times.append(time.perf_counter() - start)
         ok = ok and keys == expected
-    return {"construct_s": construct_s, "seconds_each": times,
-            "samples_per_s": len(expected) / min(times), "values_ok": ok}
+    return {
+        "construct_s": construct_s,
+        "seconds_each": times,
+        "samples_per_s": len(expected) / min(times),
+        "values_ok": ok,
+    }
 
 
 def local_random(context, schema: str, n: int, dataset: str) -> dict:
@@ -53,21 +56,22 @@ def local_random(context, schema: str, n: int, dataset: str) -> dict:
         latencies_ns.append(clock() - start)
         ok = ok and inputs.key_of(schema, sample) == expected[i]
     latencies_us = np.asarray(latencies_ns[1:], dtype=np.float64) / 1e3
-    return {"first_access_us": latencies_ns[0] / 1e3,
-            "p50_us": float(np.percentile(latencies_us, 50)),
-            "p99_us": float(np.percentile(latencies_us, 99)), "values_ok": ok}
+    return {
+        "first_access_us": latencies_ns[0] / 1e3,
+        "p50_us": float(np.percentile(latencies_us, 50)),
+        "p99_us": float(np.percentile(latencies_us, 99)),
+        "values_ok": ok,
+    }
 
 
-def streaming_iteration(context, schema: str, n: int, dataset: str, batch_size: int = 32,
-                        epochs: int = 2) -> dict:
+def streaming_iteration(context, schema: str, n: int, dataset: str, batch_size: int = 32, epochs: int = 2) -> dict:
     """StreamingDataset(local=..., batch_size=...) in this process, shuffle off: construction and
     first sample of epoch 1; throughput of the fastest of `epochs` epochs."""
     from streaming import StreamingDataset
 
     expected = inputs.expected_keys(context.inputs, schema, n)
     start = time.perf_counter()
-    ds = StreamingDataset(local=_path(context, dataset), remote=None, shuffle=False,
-                          batch_size=batch_size)
+    ds = StreamingDataset(local=_path(context, dataset), remote=None, shuffle=False, batch_size=batch_size)
     construct_s = time.perf_counter() - start
     times, first_sample_s, ok = [], None, True
     for _ in range(epochs):
@@ -79,5 +83,10 @@ def streaming_iteration(context, schema: str, n: int, dataset: str, batch_size: 
         keys.extend(inputs.key_of(schema, sample) for sample in iterator)
         times.append(time.perf_counter() - start)
         ok = ok and keys == expected
-    return {"construct_s": construct_s, "first_sample_s": first_sample_s, "seconds_each": times,
-            "samples_per_s": n / min(times), "values_ok": ok}
+    return {
+        "construct_s": construct_s,
+        "first_sample_s": first_sample_s,
+        "seconds_each": times,
+        "samples_per_s": n / min(times),
+        "values_ok": ok,
+    }

@@ -21,15 +21,19 @@ def _session(scratch: str):
 
     spark_tmp = os.path.join(scratch, "spark-tmp")
     os.makedirs(spark_tmp, exist_ok=True)
-    os.environ.update({"PYSPARK_PYTHON": sys.executable, "PYSPARK_DRIVER_PYTHON": sys.executable,
-                       "SPARK_LOCAL_IP": "127.0.0.1"})
-    builder = (SparkSession.builder.master("local[2]").appName("mds-bench")
-               .config("spark.ui.enabled", "false")
-               .config("spark.driver.host", "127.0.0.1")
-               .config("spark.driver.bindAddress", "127.0.0.1")
-               .config("spark.driver.memory", "4g")
-               .config("spark.local.dir", spark_tmp)
-               .config("spark.driver.extraJavaOptions", f"-Djava.io.tmpdir={spark_tmp}"))
+    os.environ.update(
+        {"PYSPARK_PYTHON": sys.executable, "PYSPARK_DRIVER_PYTHON": sys.executable, "SPARK_LOCAL_IP": "127.0.0.1"}
+    )
+    builder = (
+        SparkSession.builder.master("local[2]")
+        .appName("mds-bench")
+        .config("spark.ui.enabled", "false")
+        .config("spark.driver.host", "127.0.0.1")
+        .config("spark.driver.bindAddress", "127.0.0.1")
+        .config("spark.driver.memory", "4g")
+        .config("spark.local.dir", spark_tmp)
+        .config("spark.driver.extraJavaOptions", f"-Djava.io.tmpdir={spark_tmp}")
+    )
     spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("ERROR")
     return spark
@@ -53,13 +57,16 @@ def spark_convert(context, n: int) -> dict:
     spark = _session(context.scratch)
     session_s = time.perf_counter() - start
     try:
-        df = spark.range(0, n, numPartitions=2).select(
-            F.col("id"),
-            F.expr("substring(repeat(concat(sha2(cast(id as string), 256), ' '), 4), 1, 200)")
-            .alias("text"),
-            F.expr("transform(sequence(0, 63), i -> cast(sin(id * 0.001 + i) as float))")
-            .alias("emb"),
-            F.expr("cast(id % 1000 as int)").alias("label")).cache()
+        df = (
+            spark.range(0, n, numPartitions=2)
+            .select(
+                F.col("id"),
+                F.expr("substring(repeat(concat(sha2(cast(id as string), 256), ' '), 4), 1, 200)").alias("text"),
+                F.expr("transform(sequence(0, 63), i -> cast(sin(id * 0.001 + i) as float))").alias("emb"),
+                F.expr("cast(id % 1000 as int)").alias("label"),
+            )
+            .cache()
+        )
         df.count()
         out = os.path.join(context.scratch, f"spark-{context.side}-{n}")
         shutil.rmtree(out, ignore_errors=True)
@@ -70,5 +77,4 @@ def spark_convert(context, n: int) -> dict:
         spark.stop()
     rows = _samples_in_index(out)
     shutil.rmtree(out, ignore_errors=True)
-    return {"session_s": session_s, "convert_s": convert_s, "rows_per_s": n / convert_s,
-            "values_ok": rows == n}
+    return {"session_s": session_s, "convert_s": convert_s, "rows_per_s": n / convert_s, "values_ok": rows == n}

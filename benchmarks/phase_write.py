@@ -36,5 +36,4 @@ def write(context, schema: str, n: int, compression: str | None, repeats: int = 
     stats = dir_stats(out)
     shutil.rmtree(out, ignore_errors=True)
     best = min(times)
-    return {"seconds_each": times, "samples_per_s": n / best,
-            "payload_mb_per_s": payload / 1e6 / best, **stats}
+    return {"seconds_each": times, "samples_per_s": n / best, "payload_mb_per_s": payload / 1e6 / best, **stats}

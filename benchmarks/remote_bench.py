@@ -58,11 +58,13 @@ DATASET = f"s3://{BUCKET}/tokens"
 # ---------------------------------------------------------------------------------------------- children
 # These run under either interpreter; they import only `streaming` (whichever one is installed), numpy, torch.
 
+
 def read_epoch(remote: str | None, local: str, samples: int) -> dict[str, Any]:
     """One epoch through a 2-worker DataLoader; checks every sample id arrives once with its tokens."""
     import numpy as np
-    from streaming import StreamingDataset
     from torch.utils.data import DataLoader
+
+    from streaming import StreamingDataset
 
     started = time.perf_counter()
     dataset = StreamingDataset(remote=remote, local=local, batch_size=BATCH_SIZE, shuffle=False)
@@ -77,13 +79,18 @@ def read_epoch(remote: str | None, local: str, samples: int) -> dict[str, Any]:
     seconds = time.perf_counter() - started
     seen = np.sort(np.concatenate(ids)) if ids else np.zeros(0, np.int64)
     values_ok = tokens_ok and seen.size == samples and bool(np.array_equal(seen, np.arange(samples)))
-    return {"seconds": seconds, "samples_per_s": seen.size / seconds, "first_batch_s": first_batch,
-            "values_ok": values_ok}
+    return {
+        "seconds": seconds,
+        "samples_per_s": seen.size / seconds,
+        "first_batch_s": first_batch,
+        "values_ok": values_ok,
+    }
 
 
 def write_tokens(out: str, samples: int) -> dict[str, Any]:
     """Write `samples` token samples (uncompressed, ~1 MiB shards) to `out`; time constructor to finish."""
     import numpy as np
+
     from streaming import MDSWriter
 
     base = np.arange(TOKENS, dtype=np.int32)
@@ -92,8 +99,7 @@ def write_tokens(out: str, samples: int) -> dict[str, Any]:
         for sample_id in range(samples):
             writer.write({"tokens": base + sample_id})
     seconds = time.perf_counter() - started
-    return {"seconds": seconds, "samples_per_s": samples / seconds,
-            "mb_per_s": samples * TOKENS * 4 / seconds / 1e6}
+    return {"seconds": seconds, "samples_per_s": samples / seconds, "mb_per_s": samples * TOKENS * 4 / seconds / 1e6}
 
 
 def upload_directory(directory: str, prefix: str) -> dict[str, Any]:
@@ -107,8 +113,9 @@ def upload_directory(directory: str, prefix: str) -> dict[str, Any]:
     total = sum(os.path.getsize(os.path.join(directory, name)) for name in names)
     started = time.perf_counter()
     with ThreadPoolExecutor(8) as pool:
-        list(pool.map(lambda name: client.upload_file(os.path.join(directory, name), BUCKET, f"{prefix}/{name}"),
-                      names))
+        list(
+            pool.map(lambda name: client.upload_file(os.path.join(directory, name), BUCKET, f"{prefix}/{name}"), names)
+        )
     seconds = time.perf_counter() - started
     return {"seconds": seconds, "mb_per_s": total / seconds / 1e6}
 
@@ -127,6 +134,7 @@ def child_main(request: str) -> None:
 
 # ------------------------------------------------------------------------------------------ orchestrator
 
+
 class _TempPaths:
     """The one method of pytest's TempPathFactory that the service fixtures use."""
 
@@ -144,8 +152,12 @@ class Runner:
         self.scratch = scratch
         self.env = env
         self.timeout = timeout
-        self.private = subprocess.run(["unshare", "--mount", "--propagation", "private", "true"],
-                                      capture_output=True).returncode == 0 if shutil.which("unshare") else False
+        self.private = (
+            subprocess.run(["unshare", "--mount", "--propagation", "private", "true"], capture_output=True).returncode
+            == 0
+            if shutil.which("unshare")
+            else False
+        )
         self.log = scratch / "children.log"
 
     def run(self, python: str, job: dict[str, Any]) -> dict[str, Any]:
@@ -153,30 +165,43 @@ class Runner:
         if self.private:
             mount = 'mount -t tmpfs -o size=4g,mode=1777 bench-shm /dev/shm && exec "$@"'
             argv = ["unshare", "--mount", "--propagation", "private", "bash", "-c", mount, "bash", *argv]
-        done = subprocess.run(argv, cwd=self.scratch, env=self.env, capture_output=True, text=True,
-                              timeout=self.timeout)
+        done = subprocess.run(
+            argv, cwd=self.scratch, env=self.env, capture_output=True, text=True, timeout=self.timeout
+        )
         with open(self.log, "a") as log:
             log.write(f"$ {python} {json.dumps(job)}\n{done.stdout}{done.stderr}\n")
         lines = done.stdout.strip().splitlines()
         if done.returncode != 0 or not lines:
-            raise RuntimeError(f"child {job} under {python} failed with code {done.returncode}:\n"
-                               f"{done.stderr[-3000:]}")
+            raise RuntimeError(f"child {job} under {python} failed with code {done.returncode}:\n{done.stderr[-3000:]}")
         return json.loads(lines[-1])
 
 
 def _environment(server: Any, tmp: Path) -> dict[str, str]:
-    env = {name: value for name, value in os.environ.items()
-           if not name.startswith(("AWS_", "S3_", "PYTHON")) and name != "STREAMING_STATE_DIR"}
-    env.update(AWS_ACCESS_KEY_ID=server.extra["key"], AWS_SECRET_ACCESS_KEY=server.extra["secret"],
-               AWS_DEFAULT_REGION="us-east-1", AWS_EC2_METADATA_DISABLED="true", S3_ENDPOINT_URL=server.endpoint,
-               TMPDIR=str(tmp))
+    env = {
+        name: value
+        for name, value in os.environ.items()
+        if not name.startswith(("AWS_", "S3_", "PYTHON")) and name != "STREAMING_STATE_DIR"
+    }
+    env.update(
+        AWS_ACCESS_KEY_ID=server.extra["key"],
+        AWS_SECRET_ACCESS_KEY=server.extra["secret"],
+        AWS_DEFAULT_REGION="us-east-1",
+        AWS_EC2_METADATA_DISABLED="true",
+        S3_ENDPOINT_URL=server.endpoint,
+        TMPDIR=str(tmp),
+    )
     return env
 
 
 def _summary(runs: list[dict[str, Any]], key: str) -> dict[str, Any]:
     values = [run[key] for run in runs]
-    return {"median": statistics.median(values), "min": min(values), "max": max(values), "rounds": len(values),
-            "values_ok": all(run.get("values_ok", True) for run in runs)}
+    return {
+        "median": statistics.median(values),
+        "min": min(values),
+        "max": max(values),
+        "rounds": len(values),
+        "values_ok": all(run.get("values_ok", True) for run in runs),
+    }
 
 
 def measure_reads(runner: Runner, sides: dict[str, str], samples: int, rounds: int) -> dict[str, list]:
@@ -190,8 +215,11 @@ def measure_reads(runner: Runner, sides: dict[str, str], samples: int, rounds: i
                 job = {"kind": "read", "remote": DATASET, "local": str(caches[side]), "samples": samples}
                 result = runner.run(sides[side], job)
                 results.setdefault(f"{phase}/{side}", []).append(result)
-                print(f"  round {number + 1} {phase:<5} {side:<4} {result['samples_per_s']:9.0f} samples/s"
-                      f"{'' if result['values_ok'] else '  WRONG VALUES'}", flush=True)
+                print(
+                    f"  round {number + 1} {phase:<5} {side:<4} {result['samples_per_s']:9.0f} samples/s"
+                    f"{'' if result['values_ok'] else '  WRONG VALUES'}",
+                    flush=True,
+                )
         job = {"kind": "read", "remote": None, "local": str(caches["ours"]), "samples": samples}
         result = runner.run(sides["ours"], job)
         results.setdefault("local/ours", []).append(result)
@@ -210,45 +238,62 @@ def measure_writes(runner: Runner, python: str, samples: int, rounds: int) -> di
         for target in order:
             result = runner.run(python, {"kind": "write", "out": targets[target], "samples": samples})
             results.setdefault(f"write/{target}", []).append(result)
-            print(f"  round {number + 1} write to {target:<5} {result['seconds']:6.2f} s "
-                  f"({result['mb_per_s']:.0f} MB/s)", flush=True)
+            print(
+                f"  round {number + 1} write to {target:<5} {result['seconds']:6.2f} s ({result['mb_per_s']:.0f} MB/s)",
+                flush=True,
+            )
         result = runner.run(python, {"kind": "upload", "directory": targets["local"], "prefix": f"bare-{number}"})
         results.setdefault("upload/bare-boto3", []).append(result)
-        print(f"  round {number + 1} bare boto3 upload of those files {result['seconds']:6.2f} s "
-              f"({result['mb_per_s']:.0f} MB/s)", flush=True)
+        print(
+            f"  round {number + 1} bare boto3 upload of those files {result['seconds']:6.2f} s "
+            f"({result['mb_per_s']:.0f} MB/s)",
+            flush=True,
+        )
         shutil.rmtree(targets["local"], ignore_errors=True)
     return results
 
 
 def report(reads: dict[str, list], writes: dict[str, list], samples: int) -> str:
-    lines = [f"Remote benchmark: {samples:,} samples of {TOKENS} int32 tokens in ~{samples // SAMPLES_PER_SHARD:,} "
-             f"shards of ~1 MiB, loopback SeaweedFS, DataLoader(num_workers={WORKERS}, batch_size={BATCH_SIZE})",
-             "", "| measurement | median | min | max | rounds |", "|---|---|---|---|---|"]
+    lines = [
+        f"Remote benchmark: {samples:,} samples of {TOKENS} int32 tokens in ~{samples // SAMPLES_PER_SHARD:,} "
+        f"shards of ~1 MiB, loopback SeaweedFS, DataLoader(num_workers={WORKERS}, batch_size={BATCH_SIZE})",
+        "",
+        "| measurement | median | min | max | rounds |",
+        "|---|---|---|---|---|",
+    ]
     for name, runs in reads.items():
         row = _summary(runs, "samples_per_s")
         flag = "" if row["values_ok"] else " WRONG VALUES"
-        lines.append(f"| {name} samples/s | {row['median']:,.0f}{flag} | {row['min']:,.0f} | {row['max']:,.0f} "
-                     f"| {row['rounds']} |")
+        lines.append(
+            f"| {name} samples/s | {row['median']:,.0f}{flag} | {row['min']:,.0f} | {row['max']:,.0f} "
+            f"| {row['rounds']} |"
+        )
     for name, runs in writes.items():
         row = _summary(runs, "seconds")
-        lines.append(f"| {name} seconds | {row['median']:.2f} | {row['min']:.2f} | {row['max']:.2f} "
-                     f"| {row['rounds']} |")
+        lines.append(
+            f"| {name} seconds | {row['median']:.2f} | {row['min']:.2f} | {row['max']:.2f} | {row['rounds']} |"
+        )
     lines.append("")
     for phase in ("cold", "warm"):
         if f"{phase}/ref" in reads and f"{phase}/ours" in reads:
-            ratio = (_summary(reads[f"{phase}/ours"], "samples_per_s")["median"]
-                     / _summary(reads[f"{phase}/ref"], "samples_per_s")["median"])
+            ratio = (
+                _summary(reads[f"{phase}/ours"], "samples_per_s")["median"]
+                / _summary(reads[f"{phase}/ref"], "samples_per_s")["median"]
+            )
             lines.append(f"{phase} epoch ours/ref: {ratio:.2f}x" + (" (target >= 2x)" if phase == "cold" else ""))
     if reads:
         warm = _summary(reads["warm/ours"], "samples_per_s")["median"]
         local = _summary(reads["local/ours"], "samples_per_s")["median"]
         lines.append(f"ours warm/local: {warm / local:.2f}x (target ~1x)")
     if writes:
-        to_s3, to_local, bare = (_summary(writes[name], "seconds")["median"]
-                                 for name in ("write/s3", "write/local", "upload/bare-boto3"))
+        to_s3, to_local, bare = (
+            _summary(writes[name], "seconds")["median"] for name in ("write/s3", "write/local", "upload/bare-boto3")
+        )
         lines.append(f"write to s3 / write to local dir: {to_s3 / to_local:.2f}x time (target <= 1.2x)")
-        lines.append(f"write to s3 / bare boto3 upload of the finished files (the server's ceiling here): "
-                     f"{to_s3 / bare:.2f}x time")
+        lines.append(
+            f"write to s3 / bare boto3 upload of the finished files (the server's ceiling here): "
+            f"{to_s3 / bare:.2f}x time"
+        )
     return "\n".join(lines)
 
 
@@ -277,8 +322,10 @@ def main() -> None:
         if not Path(ref).exists():
             print(f"No reference interpreter at {ref}: measuring ours only.")
         elif not runner.private:
-            print("No private mount namespace (unshare): the reference would clean other processes' shared "
-                  "memory, so it is left out.")
+            print(
+                "No private mount namespace (unshare): the reference would clean other processes' shared "
+                "memory, so it is left out."
+            )
         else:
             sides = {"ref": ref, "ours": ours}
         os.environ.update({k: v for k, v in env.items() if k.startswith(("AWS_", "S3_"))})
@@ -300,8 +347,9 @@ def main() -> None:
         out = REPO / ".bench" / "results" / time.strftime("remote-%Y%m%d-%H%M%S")
         out.mkdir(parents=True, exist_ok=True)
         (out / "table.md").write_text(table + "\n")
-        (out / "results.json").write_text(json.dumps({"scale": scale, "samples": samples, "sides": sides,
-                                                      "reads": reads, "writes": writes}, indent=1))
+        (out / "results.json").write_text(
+            json.dumps({"scale": scale, "samples": samples, "sides": sides, "reads": reads, "writes": writes}, indent=1)
+        )
         print(f"\nSaved to {out}")
     finally:
         next(server_fixture, None)

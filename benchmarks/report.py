@@ -69,9 +69,15 @@ class Row:
         return f"{format_ratio(1 / gain)}x worse"
 
     def as_json(self) -> dict:
-        return {"scenario": self.scenario, "metric": self.metric, "goal": self.goal,
-                "ref": asdict(self.ref), "ours": asdict(self.ours), "ratio_ours_over_ref":
-                self.ratio, "verdict": self.verdict()}
+        return {
+            "scenario": self.scenario,
+            "metric": self.metric,
+            "goal": self.goal,
+            "ref": asdict(self.ref),
+            "ours": asdict(self.ours),
+            "ratio_ours_over_ref": self.ratio,
+            "verdict": self.verdict(),
+        }
 
 
 def format_ratio(value: float) -> str:
@@ -116,9 +122,16 @@ def figure(metric: Metric, results: list[dict]) -> Figure:
 
 def summarize(scenario: Scenario, results: dict[str, list[dict]]) -> list[Row]:
     """One row per metric; results maps side name -> the measured step's result of each round."""
-    return [Row(scenario.name, metric.label, metric.goal,
-                figure(metric, results.get("ref", [])), figure(metric, results.get("ours", [])))
-            for metric in scenario.metrics]
+    return [
+        Row(
+            scenario.name,
+            metric.label,
+            metric.goal,
+            figure(metric, results.get("ref", [])),
+            figure(metric, results.get("ours", [])),
+        )
+        for metric in scenario.metrics
+    ]
 
 
 def skipped(scenario: Scenario, reason: str) -> list[Row]:
@@ -133,8 +146,7 @@ def _table_safe(text: str) -> str:
 
 def render(rows: list[Row]) -> str:
     """A Markdown table of every row, then the distinct errors per scenario and side."""
-    lines = ["| scenario | metric | ref | ours | ours/ref | ours is |",
-             "|---|---|---|---|---|---|"]
+    lines = ["| scenario | metric | ref | ours | ours/ref | ours is |", "|---|---|---|---|---|---|"]
     for row in rows:
         ratio = "" if row.ratio is None else format_ratio(row.ratio)
         cells = [row.scenario, row.metric, row.ref.cell(), row.ours.cell(), ratio, row.verdict()]

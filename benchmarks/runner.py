@@ -59,25 +59,38 @@ def _kill_group(pid: int) -> None:
         pass
 
 
-def run_child(side: Side, phase: str, args: dict, workspace: Workspace, tag: str,
-              timeout_s: float) -> dict:
+def run_child(side: Side, phase: str, args: dict, workspace: Workspace, tag: str, timeout_s: float) -> dict:
     """Run `child.py phase` for one side; return its result dict (child failures do not raise)."""
     os.makedirs(workspace.logs, exist_ok=True)
     log_path = os.path.join(workspace.logs, f"{tag}.log")
     result_path = os.path.join(workspace.logs, f"{tag}.json")
     context = {"scratch": workspace.scratch, "inputs": workspace.inputs, "side": side.name}
-    command = [side.python, CHILD, phase, "--context", json.dumps(context),
-               "--args", json.dumps(args), "--result", result_path]
+    command = [
+        side.python,
+        CHILD,
+        phase,
+        "--context",
+        json.dumps(context),
+        "--args",
+        json.dumps(args),
+        "--result",
+        result_path,
+    ]
     load = os.getloadavg()[0]
     start = time.perf_counter()
     with open(log_path, "w") as log:
         try:
-            process = subprocess.Popen(command, cwd=workspace.scratch, env=side.environment(),
-                                       stdin=subprocess.DEVNULL, stdout=log,
-                                       stderr=subprocess.STDOUT, start_new_session=True)
+            process = subprocess.Popen(
+                command,
+                cwd=workspace.scratch,
+                env=side.environment(),
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+            )
         except OSError as exc:
-            return {"phase": phase, "error": f"cannot start {side.python}: {exc}", "wall_s": 0.0,
-                    "loadavg_1m": load}
+            return {"phase": phase, "error": f"cannot start {side.python}: {exc}", "wall_s": 0.0, "loadavg_1m": load}
         try:
             exit_code = process.wait(timeout=timeout_s)
         except subprocess.TimeoutExpired:
@@ -89,8 +102,11 @@ def run_child(side: Side, phase: str, args: dict, workspace: Workspace, tag: str
         with open(result_path) as f:
             result = json.load(f)
     except (OSError, ValueError):
-        reason = f"timed out after {timeout_s:g} s" if exit_code is None else (
-            f"exited with code {exit_code} before writing a result")
+        reason = (
+            f"timed out after {timeout_s:g} s"
+            if exit_code is None
+            else (f"exited with code {exit_code} before writing a result")
+        )
         result = {"phase": phase, "error": f"child {reason}"}
     result.update(wall_s=wall_s, loadavg_1m=load)
     if exit_code != 0:

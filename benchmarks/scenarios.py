@@ -70,8 +70,10 @@ def _n(schema: str, scale: float) -> int:
 
 
 def _dataset_prep(schema: str, n: int, out: str, **writer_args) -> tuple[Step, ...]:
-    return (Step("inputs", {"schema": schema, "n": n}),
-            Step("dataset", {"schema": schema, "n": n, "out": out, **writer_args}))
+    return (
+        Step("inputs", {"schema": schema, "n": n}),
+        Step("dataset", {"schema": schema, "n": n, "out": out, **writer_args}),
+    )
 
 
 def _formats(scale: float) -> list[Scenario]:
@@ -79,38 +81,79 @@ def _formats(scale: float) -> list[Scenario]:
     for schema in SAMPLES:
         n = _n(schema, scale)
         for compression in COMPRESSIONS:
-            found.append(Scenario(
-                f"write-{schema}-{compression or 'none'}", "formats",
-                (Step("write", {"schema": schema, "n": n, "compression": compression}),),
-                (THROUGHPUT, Metric("payload_mb_per_s", "payload MB/s", "higher"),
-                 Metric("out_mb", "output MB", "info")),
-                prep=(Step("inputs", {"schema": schema, "n": n}),)))
+            found.append(
+                Scenario(
+                    f"write-{schema}-{compression or 'none'}",
+                    "formats",
+                    (Step("write", {"schema": schema, "n": n, "compression": compression}),),
+                    (
+                        THROUGHPUT,
+                        Metric("payload_mb_per_s", "payload MB/s", "higher"),
+                        Metric("out_mb", "output MB", "info"),
+                    ),
+                    prep=(Step("inputs", {"schema": schema, "n": n}),),
+                )
+            )
     for schema in SAMPLES:
         n = _n(schema, scale)
         read = {"schema": schema, "n": n, "dataset": f"ds-{schema}"}
         prep = _dataset_prep(schema, n, f"ds-{schema}")
-        found.append(Scenario(
-            f"local-seq-{schema}", "formats", (Step("local_seq", read),),
-            (THROUGHPUT, Metric("construct_s", "construct s", "lower")), prep=prep))
-        found.append(Scenario(
-            f"local-random-{schema}", "formats", (Step("local_random", read),),
-            (Metric("p50_us", "ds[i] p50 us", "lower"), Metric("p99_us", "ds[i] p99 us", "lower")),
-            prep=prep))
-        found.append(Scenario(
-            f"sd-iter-{schema}", "formats", (Step("sd_iter", read),),
-            (THROUGHPUT, Metric("construct_s", "construct s", "lower"),
-             Metric("first_sample_s", "first sample s", "lower")), prep=prep))
-    found.append(Scenario(
-        "import", "formats", (Step("import"),),
-        (Metric("import_s", "import streaming s", "lower"),
-         Metric("wall_s", "fresh python + import s", "lower"),
-         Metric("rss_mb", "RSS after import MB", "lower"),
-         Metric("notable_modules", "modules imported", "info"))))
-    found.append(Scenario(
-        "import-api", "formats", (Step("import_api"),),
-        (Metric("import_api_s", "import + MDSWriter, LocalDataset, StreamingDataset s", "lower"),
-         Metric("rss_mb", "RSS after that MB", "lower"),
-         Metric("notable_modules", "modules imported", "info"))))
+        found.append(
+            Scenario(
+                f"local-seq-{schema}",
+                "formats",
+                (Step("local_seq", read),),
+                (THROUGHPUT, Metric("construct_s", "construct s", "lower")),
+                prep=prep,
+            )
+        )
+        found.append(
+            Scenario(
+                f"local-random-{schema}",
+                "formats",
+                (Step("local_random", read),),
+                (Metric("p50_us", "ds[i] p50 us", "lower"), Metric("p99_us", "ds[i] p99 us", "lower")),
+                prep=prep,
+            )
+        )
+        found.append(
+            Scenario(
+                f"sd-iter-{schema}",
+                "formats",
+                (Step("sd_iter", read),),
+                (
+                    THROUGHPUT,
+                    Metric("construct_s", "construct s", "lower"),
+                    Metric("first_sample_s", "first sample s", "lower"),
+                ),
+                prep=prep,
+            )
+        )
+    found.append(
+        Scenario(
+            "import",
+            "formats",
+            (Step("import"),),
+            (
+                Metric("import_s", "import streaming s", "lower"),
+                Metric("wall_s", "fresh python + import s", "lower"),
+                Metric("rss_mb", "RSS after import MB", "lower"),
+                Metric("notable_modules", "modules imported", "info"),
+            ),
+        )
+    )
+    found.append(
+        Scenario(
+            "import-api",
+            "formats",
+            (Step("import_api"),),
+            (
+                Metric("import_api_s", "import + MDSWriter, LocalDataset, StreamingDataset s", "lower"),
+                Metric("rss_mb", "RSS after that MB", "lower"),
+                Metric("notable_modules", "modules imported", "info"),
+            ),
+        )
+    )
     return found
 
 
@@ -120,37 +163,64 @@ def _later(scale: float) -> list[Scenario]:
     resume_n = max(2048, int(RESUME_SAMPLES * scale))
     spark_rows = max(10_000, int(SPARK_ROWS * scale))
     return [
-        Scenario("dataloader-w2", "later",
-                 (Step("dataloader", {"schema": "tokens", "n": tokens, "dataset": "ds-tokens",
-                                      "workers": 2, "batch_size": 32}),),
-                 (THROUGHPUT, Metric("time_to_first_batch_s", "time to first batch s", "lower")),
-                 prep=_dataset_prep("tokens", tokens, "ds-tokens"),
-                 requires=("StreamingDataset",)),
-        Scenario(f"startup-{_count_label(shards)}-shards", "later",
-                 (Step("startup", {"shards": shards, "dataset": f"shards-{shards}"}),),
-                 (Metric("construct_s", "construct s", "lower"),
-                  Metric("first_sample_s", "first sample s", "lower"),
-                  Metric("peak_rss_mb", "peak RSS MB", "lower")),
-                 prep=(Step("many_shards", {"shards": shards, "out": f"shards-{shards}"}),),
-                 requires=("StreamingDataset",)),
-        Scenario("resume", "later",
-                 (Step("resume_record", {"dataset": "resume-text", "workers": 2}),
-                  Step("resume", {"dataset": "resume-text", "workers": 2})),
-                 (Metric("time_to_first_batch_s", "resume: time to first batch s", "lower"),),
-                 prep=_dataset_prep("text", resume_n, "resume-text", size_limit=1 << 20),
-                 requires=("StreamingDataset", "StreamingDataLoader")),
-        Scenario("remote-cold-warm", "later",
-                 (Step("remote", {"schema": "tokens", "n": tokens, "remote": "remote-tokens"}),),
-                 (Metric("cold_samples_per_s", "cold epoch samples/s", "higher"),
-                  Metric("warm_samples_per_s", "warm epoch samples/s", "higher")),
-                 prep=_dataset_prep("tokens", tokens, "remote-tokens", compression="zstd",
-                                    size_limit=1 << 22),
-                 requires=("StreamingDataset",)),
-        Scenario(f"spark-{_count_label(spark_rows)}-rows", "later",
-                 (Step("spark", {"n": spark_rows}),),
-                 (Metric("rows_per_s", "dataframe_to_mds rows/s", "higher"),
-                  Metric("session_s", "Spark session start s", "info")),
-                 requires=("streaming.base.converters:dataframe_to_mds",), max_rounds=1),
+        Scenario(
+            "dataloader-w2",
+            "later",
+            (
+                Step(
+                    "dataloader",
+                    {"schema": "tokens", "n": tokens, "dataset": "ds-tokens", "workers": 2, "batch_size": 32},
+                ),
+            ),
+            (THROUGHPUT, Metric("time_to_first_batch_s", "time to first batch s", "lower")),
+            prep=_dataset_prep("tokens", tokens, "ds-tokens"),
+            requires=("StreamingDataset",),
+        ),
+        Scenario(
+            f"startup-{_count_label(shards)}-shards",
+            "later",
+            (Step("startup", {"shards": shards, "dataset": f"shards-{shards}"}),),
+            (
+                Metric("construct_s", "construct s", "lower"),
+                Metric("first_sample_s", "first sample s", "lower"),
+                Metric("peak_rss_mb", "peak RSS MB", "lower"),
+            ),
+            prep=(Step("many_shards", {"shards": shards, "out": f"shards-{shards}"}),),
+            requires=("StreamingDataset",),
+        ),
+        Scenario(
+            "resume",
+            "later",
+            (
+                Step("resume_record", {"dataset": "resume-text", "workers": 2}),
+                Step("resume", {"dataset": "resume-text", "workers": 2}),
+            ),
+            (Metric("time_to_first_batch_s", "resume: time to first batch s", "lower"),),
+            prep=_dataset_prep("text", resume_n, "resume-text", size_limit=1 << 20),
+            requires=("StreamingDataset", "StreamingDataLoader"),
+        ),
+        Scenario(
+            "remote-cold-warm",
+            "later",
+            (Step("remote", {"schema": "tokens", "n": tokens, "remote": "remote-tokens"}),),
+            (
+                Metric("cold_samples_per_s", "cold epoch samples/s", "higher"),
+                Metric("warm_samples_per_s", "warm epoch samples/s", "higher"),
+            ),
+            prep=_dataset_prep("tokens", tokens, "remote-tokens", compression="zstd", size_limit=1 << 22),
+            requires=("StreamingDataset",),
+        ),
+        Scenario(
+            f"spark-{_count_label(spark_rows)}-rows",
+            "later",
+            (Step("spark", {"n": spark_rows}),),
+            (
+                Metric("rows_per_s", "dataframe_to_mds rows/s", "higher"),
+                Metric("session_s", "Spark session start s", "info"),
+            ),
+            requires=("streaming.base.converters:dataframe_to_mds",),
+            max_rounds=1,
+        ),
     ]
 
 
@@ -170,8 +240,7 @@ def select(scenarios: list[Scenario], only: list[str]) -> tuple[list[Scenario], 
     groups = {s.group for s in scenarios}
     chosen, explicit, unknown = [], set(), []
     for word in only:
-        hits = [s for s in scenarios
-                if word in (s.name, s.group) or s.name.startswith(word.rstrip("-") + "-")]
+        hits = [s for s in scenarios if word in (s.name, s.group) or s.name.startswith(word.rstrip("-") + "-")]
         if not hits:
             unknown.append(word)
         if word not in groups:
@@ -179,7 +248,9 @@ def select(scenarios: list[Scenario], only: list[str]) -> tuple[list[Scenario], 
         chosen.extend(s for s in hits if s not in chosen)
     if unknown:
         valid = sorted(groups) + [s.name for s in scenarios]
-        raise ValueError(f"BENCH_ONLY: unknown scenario(s) {', '.join(unknown)}; "
-                         f"valid: {', '.join(valid)} (or a name prefix such as 'write')")
+        raise ValueError(
+            f"BENCH_ONLY: unknown scenario(s) {', '.join(unknown)}; "
+            f"valid: {', '.join(valid)} (or a name prefix such as 'write')"
+        )
     order = {s.name: i for i, s in enumerate(scenarios)}
     return sorted(chosen, key=lambda s: order[s.name]), explicit

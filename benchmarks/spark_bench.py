@@ -38,11 +38,18 @@ def build_session(cores: int):
     os.environ["PYSPARK_PYTHON"] = sys.executable
     from pyspark.sql import SparkSession
 
-    spark = (SparkSession.builder.master(f"local[{cores}]").appName("mds-spark-bench")
-             .config("spark.ui.enabled", "false").config("spark.ui.showConsoleProgress", "false")
-             .config("spark.driver.host", "127.0.0.1").config("spark.driver.bindAddress", "127.0.0.1")
-             .config("spark.driver.memory", "2g").config("spark.sql.shuffle.partitions", str(cores))
-             .config("spark.sql.files.maxPartitionBytes", str(1 << 30)).getOrCreate())
+    spark = (
+        SparkSession.builder.master(f"local[{cores}]")
+        .appName("mds-spark-bench")
+        .config("spark.ui.enabled", "false")
+        .config("spark.ui.showConsoleProgress", "false")
+        .config("spark.driver.host", "127.0.0.1")
+        .config("spark.driver.bindAddress", "127.0.0.1")
+        .config("spark.driver.memory", "2g")
+        .config("spark.sql.shuffle.partitions", str(cores))
+        .config("spark.sql.files.maxPartitionBytes", str(1 << 30))
+        .getOrCreate()
+    )
     spark.sparkContext.setLogLevel("ERROR")
     return spark
 
@@ -54,7 +61,8 @@ def write_input(spark, rows: int, cores: int, path: str) -> None:
         "substring(repeat(sha2(CAST(id AS STRING), 256), 4), 1, 200) AS text",
         "transform(sequence(0, 63), i -> CAST(((id * 2654435761 + i * 40503) % 1000003) / 1000003.0 AS FLOAT))"
         " AS embedding",
-        "CAST(id % 1000 AS INT) AS label")
+        "CAST(id % 1000 AS INT) AS label",
+    )
     frame.write.mode("overwrite").parquet(path)
 
 
@@ -79,8 +87,7 @@ def convert_once(impl: str, frame, out: str, compression: str | None) -> None:
         frame.mapInArrow(count_rows, "rows LONG").collect()
 
 
-def child(impl: str, source: str, rows: int, cores: int, repeat: int, scratch: str,
-          compression: str | None) -> None:
+def child(impl: str, source: str, rows: int, cores: int, repeat: int, scratch: str, compression: str | None) -> None:
     """Time one implementation in this process and print its rates as JSON on the last line."""
     spark = build_session(cores)
     frame = spark.read.parquet(source)
@@ -98,9 +105,24 @@ def child(impl: str, source: str, rows: int, cores: int, repeat: int, scratch: s
 
 
 def run_child(python: str, impl: str, source: str, args: argparse.Namespace, scratch: str) -> list[float]:
-    command = [python, os.path.abspath(__file__), "--child", impl, "--source", source, "--rows", str(args.rows),
-               "--cores", str(args.cores), "--repeat", str(args.repeat), "--scratch", scratch,
-               "--compression", args.compression]
+    command = [
+        python,
+        os.path.abspath(__file__),
+        "--child",
+        impl,
+        "--source",
+        source,
+        "--rows",
+        str(args.rows),
+        "--cores",
+        str(args.cores),
+        "--repeat",
+        str(args.repeat),
+        "--scratch",
+        scratch,
+        "--compression",
+        args.compression,
+    ]
     env = {**os.environ, "PYSPARK_PYTHON": python}
     done = subprocess.run(command, capture_output=True, text=True, env=env, cwd=scratch)
     if done.returncode:
@@ -141,8 +163,10 @@ def main() -> None:
         reference, label = best.get("upstream", REFERENCE_ROWS_PER_S), "measured side by side"
         if "upstream" not in best:
             label = "published reference"
-        print(f"ours {best['ours'] / 1000:.1f}k rows/s vs MosaicML Streaming {reference / 1000:.1f}k rows/s "
-              f"({label}): {best['ours'] / reference:.2f}x; Spark-to-Python floor {best['floor'] / 1000:.1f}k rows/s")
+        print(
+            f"ours {best['ours'] / 1000:.1f}k rows/s vs MosaicML Streaming {reference / 1000:.1f}k rows/s "
+            f"({label}): {best['ours'] / reference:.2f}x; Spark-to-Python floor {best['floor'] / 1000:.1f}k rows/s"
+        )
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
 

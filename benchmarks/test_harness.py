@@ -13,10 +13,9 @@ import sys
 import textwrap
 from dataclasses import replace
 
-import pytest
-
 import inputs
 import patch_torchvision
+import pytest
 import report
 from bench import BenchRun, parse_config, run
 from runner import Side, Workspace, run_child
@@ -47,8 +46,12 @@ def test_scale_shrinks_sample_counts_with_a_floor():
 
 def test_figure_is_median_of_successful_rounds_and_flags_wrong_values():
     metric = Metric("samples_per_s", "samples/s", "higher")
-    results = [{"samples_per_s": 10}, {"error": "boom"}, {"samples_per_s": 30, "values_ok": False},
-               {"samples_per_s": 20}]
+    results = [
+        {"samples_per_s": 10},
+        {"error": "boom"},
+        {"samples_per_s": 30, "values_ok": False},
+        {"samples_per_s": 20},
+    ]
     found = report.figure(metric, results)
     assert found.value == 20.0 and found.rounds == 4 and found.rounds_ok == 3
     assert found.errors == ["boom"] and found.wrong_values == 1
@@ -72,10 +75,10 @@ def test_ratio_and_verdict_follow_the_goal():
 
 
 def test_render_lists_each_error_once():
-    rows = [report.Row("a", "m1", "higher", report.Figure(1.0),
-                       report.Figure(None, 1, 0, errors=["E1"])),
-            report.Row("a", "m2", "higher", report.Figure(1.0),
-                       report.Figure(None, 1, 0, errors=["E1"]))]
+    rows = [
+        report.Row("a", "m1", "higher", report.Figure(1.0), report.Figure(None, 1, 0, errors=["E1"])),
+        report.Row("a", "m2", "higher", report.Figure(1.0), report.Figure(None, 1, 0, errors=["E1"])),
+    ]
     table = report.render(rows)
     assert table.count("- a [ours]: E1") == 1
     assert "| a | m1 | 1.00 | n/a (error E1) |  |  |" in table
@@ -116,19 +119,36 @@ def _fake_package(root, body: str) -> str:
 
 
 def test_alternating_rounds_medians_and_per_side_errors(tmp_path, monkeypatch):
-    good = _fake_package(tmp_path / "good", """
+    good = _fake_package(
+        tmp_path / "good",
+        """
         __version__ = "fake"
         MDSWriter = LocalDataset = StreamingDataset = object
-    """)
+    """,
+    )
     broken = _fake_package(tmp_path / "broken", "raise ImportError('half-written package')\n")
     monkeypatch.setenv("BENCH_SCRATCH", str(tmp_path / "scratch"))
     monkeypatch.setenv("BENCH_OURS_PYTHONPATH", broken)
-    config, _ = parse_config(["--ours-python", sys.executable, "--ref-python", sys.executable,
-                              "--rounds", "2", "--out", str(tmp_path / "out")], dict(os.environ))
+    config, _ = parse_config(
+        [
+            "--ours-python",
+            sys.executable,
+            "--ref-python",
+            sys.executable,
+            "--rounds",
+            "2",
+            "--out",
+            str(tmp_path / "out"),
+        ],
+        dict(os.environ),
+    )
     config = replace(config, ref=Side("ref", sys.executable, good))
-    scenario = Scenario("import", "formats", (Step("import"),),
-                        (Metric("import_s", "import s", "lower"),
-                         Metric("notable_modules", "modules", "info")))
+    scenario = Scenario(
+        "import",
+        "formats",
+        (Step("import"),),
+        (Metric("import_s", "import s", "lower"), Metric("notable_modules", "modules", "info")),
+    )
     rows, loads = run(config, [scenario], set())
     assert len(loads) == 6 and all(load >= 0 for load in loads)  # 2 about + 4 measured children
     assert isinstance(rows[0].ref.value, float) and rows[0].ref.rounds_ok == 2
@@ -136,8 +156,7 @@ def test_alternating_rounds_medians_and_per_side_errors(tmp_path, monkeypatch):
     assert rows[0].ours.cell().startswith("n/a (error ImportError: half-written package")
     with open(tmp_path / "out" / "results.jsonl") as f:
         records = [json.loads(line) for line in f]
-    children = [(r["side"], r["round"]) for r in records
-                if r["kind"] == "child" and r["phase"] == "import"]
+    children = [(r["side"], r["round"]) for r in records if r["kind"] == "child" and r["phase"] == "import"]
     assert children == [("ref", 1), ("ours", 1), ("ref", 2), ("ours", 2)]
     assert [r["metric"] for r in records if r["kind"] == "row"] == ["import s", "modules"]
     assert not (tmp_path / "scratch").exists()
@@ -145,10 +164,26 @@ def test_alternating_rounds_medians_and_per_side_errors(tmp_path, monkeypatch):
 
 def test_failed_prep_marks_both_sides(tmp_path, monkeypatch):
     monkeypatch.setenv("BENCH_SCRATCH", str(tmp_path / "scratch"))
-    config, _ = parse_config(["--ours-python", sys.executable, "--ref-python", sys.executable,
-                              "--rounds", "1", "--out", str(tmp_path / "out")], dict(os.environ))
-    scenario = Scenario("x", "formats", (Step("import"),), (Metric("import_s", "s", "lower"),),
-                        prep=(Step("inputs", {"schema": "nope", "n": 1}),))
+    config, _ = parse_config(
+        [
+            "--ours-python",
+            sys.executable,
+            "--ref-python",
+            sys.executable,
+            "--rounds",
+            "1",
+            "--out",
+            str(tmp_path / "out"),
+        ],
+        dict(os.environ),
+    )
+    scenario = Scenario(
+        "x",
+        "formats",
+        (Step("import"),),
+        (Metric("import_s", "s", "lower"),),
+        prep=(Step("inputs", {"schema": "nope", "n": 1}),),
+    )
     bench = BenchRun(config)
     try:
         rows = bench.measure(scenario)
@@ -170,10 +205,12 @@ def test_inputs_are_deterministic_and_keys_match(tmp_path, schema):
 
 def test_patch_guards_register_fake_once(tmp_path):
     target = tmp_path / "_meta_registrations.py"
-    target.write_text('import torch\n\n\n@torch.library.register_fake("torchvision::nms")\n'
-                      'def meta_nms():\n    pass\n\n\n'
-                      '@torch.library.register_fake("torchvision::roi_align")\n'
-                      'def meta_roi():\n    pass\n')
+    target.write_text(
+        'import torch\n\n\n@torch.library.register_fake("torchvision::nms")\n'
+        "def meta_nms():\n    pass\n\n\n"
+        '@torch.library.register_fake("torchvision::roi_align")\n'
+        "def meta_roi():\n    pass\n"
+    )
     assert patch_torchvision.patch(target) == 2
     patched = target.read_text()
     assert "@torch.library.register_fake(" not in patched

@@ -32,8 +32,10 @@ import tempfile
 import streaming
 
 if importlib.util.find_spec("streaming.spark") is None:
-    raise ImportError(f"`streaming` at {streaming.__file__} is MosaicML Streaming, not mds-streaming: run the %pip "
-                      f"cell above (it shadows the copy Databricks Runtime ML ships) and restart Python.")
+    raise ImportError(
+        f"`streaming` at {streaming.__file__} is MosaicML Streaming, not mds-streaming: run the %pip "
+        f"cell above (it shadows the copy Databricks Runtime ML ships) and restart Python."
+    )
 print(f"mds-streaming {streaming.__version__} from {os.path.dirname(streaming.__file__)}")
 
 # COMMAND ----------
@@ -73,9 +75,14 @@ if source_table:
     data = source_table
     print(f"converting {source_table}")
 else:
-    data = spark.range(rows, numPartitions=4).selectExpr(
-        "id", "transform(sequence(1, 8), k -> CAST(sin(id * k + k) AS FLOAT)) AS features",
-    ).selectExpr("id", "features", "CAST(aggregate(features, 0D, (acc, x) -> acc + x) > 0 AS INT) AS label")
+    data = (
+        spark.range(rows, numPartitions=4)
+        .selectExpr(
+            "id",
+            "transform(sequence(1, 8), k -> CAST(sin(id * k + k) AS FLOAT)) AS features",
+        )
+        .selectExpr("id", "features", "CAST(aggregate(features, 0D, (acc, x) -> acc + x) > 0 AS INT) AS label")
+    )
     display(data.limit(5))
 
 # COMMAND ----------
@@ -126,5 +133,14 @@ if mode != "append" and dataset_samples != result.samples:
 
 # COMMAND ----------
 
-dbutils.notebook.exit(json.dumps({"out": result.path, "samples": result.samples, "shards": result.shards,
-                                  "table_version": result.table_version, "dataset_samples": dataset_samples}))
+dbutils.notebook.exit(
+    json.dumps(
+        {
+            "out": result.path,
+            "samples": result.samples,
+            "shards": result.shards,
+            "table_version": result.table_version,
+            "dataset_samples": dataset_samples,
+        }
+    )
+)

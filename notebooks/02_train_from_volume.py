@@ -90,8 +90,15 @@ def train_with_checkpoint(model, optimizer, loader, checkpoint_path: str, checkp
     for step, batch in enumerate(loader, start=1):
         losses.append(train_step(model, optimizer, batch))
         if step == checkpoint_step and save:
-            torch.save({"model": model.state_dict(), "optimizer": optimizer.state_dict(),
-                        "loader": loader.state_dict(), "step": step}, checkpoint_path)
+            torch.save(
+                {
+                    "model": model.state_dict(),
+                    "optimizer": optimizer.state_dict(),
+                    "loader": loader.state_dict(),
+                    "step": step,
+                },
+                checkpoint_path,
+            )
         elif step > checkpoint_step:
             seen_after.extend(batch["id"].tolist())
     return seen_after, losses
@@ -123,22 +130,27 @@ loader = make_loader(os.path.join(cache, "single"))
 steps = math.ceil(len(loader.dataset) / batch_size)
 checkpoint_path = os.path.join(checkpoints, "single.pt")
 expected_after, losses = train_with_checkpoint(model, optimizer, loader, checkpoint_path, steps // 2, save=True)
-print(f"epoch of {steps} steps: loss {losses[0]:.3f} -> {sum(losses[-10:]) / len(losses[-10:]):.3f}; "
-      f"checkpoint after step {steps // 2}")
+print(
+    f"epoch of {steps} steps: loss {losses[0]:.3f} -> {sum(losses[-10:]) / len(losses[-10:]):.3f}; "
+    f"checkpoint after step {steps // 2}"
+)
 
 fresh_model = make_model()
 fresh_optimizer = torch.optim.SGD(fresh_model.parameters(), lr=0.1)
 del loader
-resumed_after, state = resume(fresh_model, fresh_optimizer, make_loader(os.path.join(cache, "single")),
-                              checkpoint_path)
+resumed_after, state = resume(fresh_model, fresh_optimizer, make_loader(os.path.join(cache, "single")), checkpoint_path)
 if resumed_after != expected_after:
-    raise AssertionError(f"resumed run saw {len(resumed_after)} samples starting {resumed_after[:5]}, expected "
-                         f"{len(expected_after)} starting {expected_after[:5]}")
+    raise AssertionError(
+        f"resumed run saw {len(resumed_after)} samples starting {resumed_after[:5]}, expected "
+        f"{len(expected_after)} starting {expected_after[:5]}"
+    )
 for name, value in model.state_dict().items():
     if not torch.allclose(value, fresh_model.state_dict()[name]):
         raise AssertionError(f"after resuming, parameter {name} differs from the uninterrupted run")
-print(f"resumed at sample {state['loader']['sample_in_epoch']} of epoch {state['loader']['epoch']}: the "
-      f"{len(resumed_after)} remaining samples came in the same order and the weights match")
+print(
+    f"resumed at sample {state['loader']['sample_in_epoch']} of epoch {state['loader']['epoch']}: the "
+    f"{len(resumed_after)} remaining samples came in the same order and the weights match"
+)
 
 # COMMAND ----------
 
@@ -162,25 +174,37 @@ def train_distributed(cache_dir: str, checkpoint_path: str) -> dict:
         optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
         loader = make_loader(cache_dir)
         rank_steps = math.ceil(len(loader.dataset) / batch_size)
-        expected, losses = train_with_checkpoint(model, optimizer, loader, checkpoint_path, rank_steps // 2,
-                                                 save=rank == 0)
+        expected, losses = train_with_checkpoint(
+            model, optimizer, loader, checkpoint_path, rank_steps // 2, save=rank == 0
+        )
         dist.barrier()
         del loader
         fresh = DistributedDataParallel(make_model())
         fresh_optimizer = torch.optim.SGD(fresh.parameters(), lr=0.1)
         resumed, state = resume(fresh, fresh_optimizer, make_loader(cache_dir), checkpoint_path)
         per_rank = [None] * world
-        dist.all_gather_object(per_rank, {"rank": rank, "samples": len(expected), "ids": expected,
-                                          "resumed_ok": resumed == expected, "final_loss": losses[-1]})
+        dist.all_gather_object(
+            per_rank,
+            {
+                "rank": rank,
+                "samples": len(expected),
+                "ids": expected,
+                "resumed_ok": resumed == expected,
+                "final_loss": losses[-1],
+            },
+        )
     finally:
         dist.destroy_process_group()
     shared = set.intersection(*(set(r["ids"]) for r in per_rank))
-    return {"world_size": world, "steps_per_rank": rank_steps,
-            "sample_in_epoch": state["loader"]["sample_in_epoch"],
-            "samples_after_checkpoint": [r["samples"] for r in per_rank],
-            "ranks_resumed_ok": [r["resumed_ok"] for r in per_rank],
-            "ids_seen_by_every_rank": len(shared),
-            "final_loss": [round(r["final_loss"], 4) for r in per_rank]}
+    return {
+        "world_size": world,
+        "steps_per_rank": rank_steps,
+        "sample_in_epoch": state["loader"]["sample_in_epoch"],
+        "samples_after_checkpoint": [r["samples"] for r in per_rank],
+        "ranks_resumed_ok": [r["resumed_ok"] for r in per_rank],
+        "ids_seen_by_every_rank": len(shared),
+        "final_loss": [round(r["final_loss"], 4) for r in per_rank],
+    }
 
 
 # COMMAND ----------
@@ -188,7 +212,8 @@ def train_distributed(cache_dir: str, checkpoint_path: str) -> dict:
 from pyspark.ml.torch.distributor import TorchDistributor
 
 summary = TorchDistributor(num_processes=2, local_mode=True, use_gpu=False).run(
-    train_distributed, os.path.join(cache, "distributed"), os.path.join(checkpoints, "distributed.pt"))
+    train_distributed, os.path.join(cache, "distributed"), os.path.join(checkpoints, "distributed.pt")
+)
 print(summary)
 if not all(summary["ranks_resumed_ok"]):
     raise AssertionError(f"distributed resume did not continue where the checkpoint left off: {summary}")
@@ -197,5 +222,13 @@ if not all(summary["ranks_resumed_ok"]):
 
 import json
 
-dbutils.notebook.exit(json.dumps({"single_steps": steps, "resumed_samples": len(resumed_after),
-                                  "resumed_at": state["loader"]["sample_in_epoch"], "distributed": summary}))
+dbutils.notebook.exit(
+    json.dumps(
+        {
+            "single_steps": steps,
+            "resumed_samples": len(resumed_after),
+            "resumed_at": state["loader"]["sample_in_epoch"],
+            "distributed": summary,
+        }
+    )
+)

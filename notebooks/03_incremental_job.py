@@ -66,11 +66,15 @@ result = incremental_to_mds(table, out, version=version, change_data_feed=change
 if result.method == "up_to_date":
     print(f"{result.path} already holds version {result.version} of {table}: nothing to do")
 else:
-    print(f"{table} v{result.previous_version} -> v{result.version} ({result.method}): appended {result.samples} rows "
-          f"in {result.shards} shards to {result.path}")
+    print(
+        f"{table} v{result.previous_version} -> v{result.version} ({result.method}): appended {result.samples} rows "
+        f"in {result.shards} shards to {result.path}"
+    )
 if result.unapplied_changes:
-    print(f"note: {result.unapplied_changes} rows were deleted or updated in the table; the dataset keeps them as "
-          f"they were")
+    print(
+        f"note: {result.unapplied_changes} rows were deleted or updated in the table; the dataset keeps them as "
+        f"they were"
+    )
 
 # COMMAND ----------
 

@@ -66,7 +66,7 @@ def _make_cell(number: int, line: int, body: list[str]) -> Cell | None:
     if not body:
         return None
     if all(text.startswith(MAGIC_PREFIX) for text in body):
-        unprefixed = [text[len(MAGIC_PREFIX):].removeprefix(" ") for text in body]
+        unprefixed = [text[len(MAGIC_PREFIX) :].removeprefix(" ") for text in body]
         first = unprefixed[0].strip()
         magic = first.split()[0].lstrip("%") if first.startswith("%") else "md"
         return Cell(number, line, "\n".join(unprefixed), magic)
@@ -97,15 +97,25 @@ class Widgets:
             if value not in self._choices[name]:
                 raise ValueError(f"Widget {name!r}: {value!r} is not one of its choices {self._choices[name]}.")
 
-    def text(self, name: str, defaultValue: str, label: str | None = None) -> None:  # noqa: N803 - dbutils' names
+    def text(self, name: str, defaultValue: str, label: str | None = None) -> None:
         self._declare(name, defaultValue)
 
-    def dropdown(self, name: str, defaultValue: str, choices: Sequence[str],  # noqa: N803
-                 label: str | None = None) -> None:
+    def dropdown(
+        self,
+        name: str,
+        defaultValue: str,
+        choices: Sequence[str],
+        label: str | None = None,
+    ) -> None:
         self._declare(name, defaultValue, choices)
 
-    def combobox(self, name: str, defaultValue: str, choices: Sequence[str],  # noqa: N803
-                 label: str | None = None) -> None:
+    def combobox(
+        self,
+        name: str,
+        defaultValue: str,
+        choices: Sequence[str],
+        label: str | None = None,
+    ) -> None:
         self._declare(name, defaultValue)
 
     def get(self, name: str) -> str:
@@ -116,20 +126,20 @@ class Widgets:
         known = sorted(set(self._declared) | set(self._given))
         raise ValueError(f"InputWidgetNotDefined: no input widget named {name!r} is defined; defined: {known}.")
 
-    def getArgument(self, name: str, default: str | None = None) -> str | None:  # noqa: N802 - dbutils' name
+    def getArgument(self, name: str, default: str | None = None) -> str | None:
         try:
             return self.get(name)
         except ValueError:
             return default
 
-    def getAll(self) -> dict[str, str]:  # noqa: N802 - dbutils' name
+    def getAll(self) -> dict[str, str]:
         return {**self._declared, **self._given}
 
     def remove(self, name: str) -> None:
         self._declared.pop(name, None)
         self._choices.pop(name, None)
 
-    def removeAll(self) -> None:  # noqa: N802 - dbutils' name
+    def removeAll(self) -> None:
         self._declared.clear()
         self._choices.clear()
 
@@ -144,7 +154,7 @@ class _NotebookUtils:
 
 
 class _LibraryUtils:
-    def restartPython(self) -> None:  # noqa: N802 - dbutils' name
+    def restartPython(self) -> None:
         print("[run_local] dbutils.library.restartPython(): nothing to restart locally")
 
 
@@ -180,11 +190,17 @@ def local_spark() -> Any:
     active = SparkSession.getActiveSession()
     if active is not None:
         return active
-    session = (SparkSession.builder.master("local[2]").appName("run_local")
-               .config("spark.driver.host", "127.0.0.1").config("spark.driver.bindAddress", "127.0.0.1")
-               .config("spark.ui.enabled", "false").config("spark.ui.showConsoleProgress", "false")
-               .config("spark.sql.shuffle.partitions", "4").config("spark.sql.session.timeZone", "UTC")
-               .getOrCreate())
+    session = (
+        SparkSession.builder.master("local[2]")
+        .appName("run_local")
+        .config("spark.driver.host", "127.0.0.1")
+        .config("spark.driver.bindAddress", "127.0.0.1")
+        .config("spark.ui.enabled", "false")
+        .config("spark.ui.showConsoleProgress", "false")
+        .config("spark.sql.shuffle.partitions", "4")
+        .config("spark.sql.session.timeZone", "UTC")
+        .getOrCreate()
+    )
     session.sparkContext.setLogLevel("ERROR")
     return session
 
@@ -218,8 +234,9 @@ class NotebookRun:
     exit_value: str | None
 
 
-def run_notebook(path: str, widgets: Mapping[str, str] | None = None, spark: Any = None,
-                 quiet: bool = False) -> NotebookRun:
+def run_notebook(
+    path: str, widgets: Mapping[str, str] | None = None, spark: Any = None, quiet: bool = False
+) -> NotebookRun:
     """Execute the notebook at ``path`` cell by cell in one namespace and return the run's outcome.
 
     Args:
@@ -232,8 +249,14 @@ def run_notebook(path: str, widgets: Mapping[str, str] | None = None, spark: Any
         cells = parse_notebook(file.read(), path)
     session = spark if spark is not None else local_spark()
     given = Widgets(widgets or {})
-    namespace: dict[str, Any] = {"__name__": "__main__", "__file__": os.path.abspath(path), "spark": session,
-                                 "dbutils": DBUtils(given), "display": display, "displayHTML": display_html}
+    namespace: dict[str, Any] = {
+        "__name__": "__main__",
+        "__file__": os.path.abspath(path),
+        "spark": session,
+        "dbutils": DBUtils(given),
+        "display": display,
+        "displayHTML": display_html,
+    }
     exit_value = None
     with executor_credentials(session):
         for cell in cells:
@@ -255,8 +278,10 @@ def run_notebook(path: str, widgets: Mapping[str, str] | None = None, spark: Any
 
 def _show_magic(cell: Cell, path: str, quiet: bool) -> None:
     if cell.magic not in PRINTED_MAGICS:
-        raise ValueError(f"{path}, cell {cell.number} (line {cell.line}): the %{cell.magic} magic cannot run "
-                         f"locally; supported: {', '.join('%' + m for m in PRINTED_MAGICS)} (printed, not run).")
+        raise ValueError(
+            f"{path}, cell {cell.number} (line {cell.line}): the %{cell.magic} magic cannot run "
+            f"locally; supported: {', '.join('%' + m for m in PRINTED_MAGICS)} (printed, not run)."
+        )
     if cell.magic == "pip":
         print(f"[run_local] skipped: {cell.source.strip()}")
     elif not quiet:
@@ -277,8 +302,13 @@ def parse_widget_arguments(pairs: Sequence[str]) -> dict[str, str]:
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description="Run a Databricks source-format notebook locally, cell by cell.")
     parser.add_argument("notebook", help="path of the notebook (.py, Databricks source format)")
-    parser.add_argument("--widget", action="append", default=[], metavar="NAME=VALUE",
-                        help="a widget value (repeatable); replaces the notebook's default")
+    parser.add_argument(
+        "--widget",
+        action="append",
+        default=[],
+        metavar="NAME=VALUE",
+        help="a widget value (repeatable); replaces the notebook's default",
+    )
     args = parser.parse_args(argv)
     try:
         widgets = parse_widget_arguments(args.widget)

@@ -19,8 +19,10 @@ def bytes_to_int(size: int | float | str) -> int:
         return int(size)
     match = _NUMBER_WITH_SUFFIX.match(str(size).lower())
     if match is None or match.group(2) not in _BYTE_UNITS and match.group(2) != "":
-        raise ValueError(f"Invalid byte size {size!r}: expected a number with an optional unit, one of "
-                         f"{', '.join(_BYTE_UNITS)} (powers of 1024), e.g. '64mb'.")
+        raise ValueError(
+            f"Invalid byte size {size!r}: expected a number with an optional unit, one of "
+            f"{', '.join(_BYTE_UNITS)} (powers of 1024), e.g. '64mb'."
+        )
     number, unit = match.groups()
     return int(float(number) * 1024 ** _BYTE_UNITS.get(unit, 0))
 
@@ -33,8 +35,10 @@ def number_abbrev_to_int(number: int | float | str) -> int:
         return int(number)
     match = _NUMBER_WITH_SUFFIX.match(str(number).lower())
     if match is None or (match.group(2) and match.group(2) not in _COUNT_UNITS):
-        raise ValueError(f"Invalid count {number!r}: expected a number with an optional suffix, one of "
-                         f"k, m, b, t (powers of 1000), e.g. '100k'.")
+        raise ValueError(
+            f"Invalid count {number!r}: expected a number with an optional suffix, one of "
+            f"k, m, b, t (powers of 1000), e.g. '100k'."
+        )
     digits, unit = match.groups()
     return int(float(digits) * _COUNT_UNITS.get(unit, 1))
 
@@ -59,5 +63,7 @@ def wait_for_file_to_exist(filename: str, poll_interval: float, timeout: float, 
 
 def get_import_exception_message(package_name: str, extra_deps: str) -> str:
     """Say which extra to install when an optional dependency is missing."""
-    return (f"mds-streaming was installed without {package_name} support. To use {package_name}-related "
-            f'packages with mds-streaming, run `pip install "mds-streaming[{extra_deps}]"`.')
+    return (
+        f"mds-streaming was installed without {package_name} support. To use {package_name}-related "
+        f'packages with mds-streaming, run `pip install "mds-streaming[{extra_deps}]"`.'
+    )

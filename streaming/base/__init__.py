@@ -9,8 +9,17 @@ from typing import Any
 
 import streaming
 
-__all__ = ["StreamingDataLoader", "Stream", "StreamingDataset", "CSVWriter", "JSONWriter",
-           "LocalDataset", "MDSWriter", "TSVWriter", "XSVWriter"]
+__all__ = [
+    "StreamingDataLoader",
+    "Stream",
+    "StreamingDataset",
+    "CSVWriter",
+    "JSONWriter",
+    "LocalDataset",
+    "MDSWriter",
+    "TSVWriter",
+    "XSVWriter",
+]
 
 
 def __getattr__(name: str) -> Any:

@@ -34,5 +34,6 @@ class Array:
             return [self.get_item(index) for index in range(*at.indices(self.size))]
         if isinstance(at, (list, tuple, np.ndarray)):
             return [self[sub] for sub in at]
-        raise ValueError(f"Unsupported index type {type(at).__name__}: use an int, a slice, a list or an ndarray "
-                         f"of ints.")
+        raise ValueError(
+            f"Unsupported index type {type(at).__name__}: use an int, a slice, a list or an ndarray of ints."
+        )

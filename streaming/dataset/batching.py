@@ -62,39 +62,47 @@ class PlanInputs:
     epoch_size: int
     batch_size: int
     num_canonical_nodes: int
-    partition_algo: str = 'relaxed'
+    partition_algo: str = "relaxed"
     shuffle: bool = False
-    shuffle_algo: str = 'py1e'
+    shuffle_algo: str = "py1e"
     shuffle_seed: int = 9176
     shuffle_block_size: int | None = None
-    sampling_method: str = 'balanced'
+    sampling_method: str = "balanced"
     sampling_granularity: int = 1
     initial_physical_nodes: int | None = None
-    batching_method: str = 'random'
+    batching_method: str = "random"
 
     def __post_init__(self) -> None:
-        for name, dtype in (('samples_per_shard', np.int64), ('shards_per_stream', np.int64),
-                            ('choose_per_stream', np.int64),
-                            ('proportion_per_stream', np.float64)):
+        for name, dtype in (
+            ("samples_per_shard", np.int64),
+            ("shards_per_stream", np.int64),
+            ("choose_per_stream", np.int64),
+            ("proportion_per_stream", np.float64),
+        ):
             object.__setattr__(self, name, np.asarray(getattr(self, name), dtype).reshape(-1))
         if not isinstance(self.batch_size, (int, np.integer)) or self.batch_size < 1:
-            raise ValueError(f'Please pass `batch_size` (a positive int, got {self.batch_size!r}) '
-                             f'to StreamingDataset, the same as the DataLoader\'s per-device '
-                             f'batch size: it is needed for deterministic resumption.')
+            raise ValueError(
+                f"Please pass `batch_size` (a positive int, got {self.batch_size!r}) "
+                f"to StreamingDataset, the same as the DataLoader's per-device "
+                f"batch size: it is needed for deterministic resumption."
+            )
         if self.num_canonical_nodes is None:
-            raise RuntimeError('`num_canonical_nodes` can never be None. Provide a positive '
-                               'integer.')
+            raise RuntimeError("`num_canonical_nodes` can never be None. Provide a positive integer.")
         if self.shuffle and not isinstance(self.shuffle_block_size, (int, np.integer)):
-            raise TypeError(f'`shuffle_block_size` must be an int when shuffling, got '
-                            f'{type(self.shuffle_block_size).__name__}.')
+            raise TypeError(
+                f"`shuffle_block_size` must be an int when shuffling, got {type(self.shuffle_block_size).__name__}."
+            )
         num_streams = len(self.shards_per_stream)
-        for name in ('choose_per_stream', 'proportion_per_stream'):
+        for name in ("choose_per_stream", "proportion_per_stream"):
             if len(getattr(self, name)) != num_streams:
-                raise ValueError(f'`{name}` has {len(getattr(self, name))} entries but there are '
-                                 f'{num_streams} streams.')
+                raise ValueError(
+                    f"`{name}` has {len(getattr(self, name))} entries but there are {num_streams} streams."
+                )
         if int(self.shards_per_stream.sum()) != len(self.samples_per_shard):
-            raise ValueError(f'`shards_per_stream` adds up to {int(self.shards_per_stream.sum())} '
-                             f'shards but `samples_per_shard` has {len(self.samples_per_shard)}.')
+            raise ValueError(
+                f"`shards_per_stream` adds up to {int(self.shards_per_stream.sum())} "
+                f"shards but `samples_per_shard` has {len(self.samples_per_shard)}."
+            )
 
     @property
     def num_streams(self) -> int:
@@ -104,7 +112,7 @@ class PlanInputs:
     @property
     def epoch_seed_change(self) -> bool:
         """Whether the order of stream origins (per_stream, device_per_stream) changes per epoch."""
-        return self.shuffle and self.sampling_method == 'balanced'
+        return self.shuffle and self.sampling_method == "balanced"
 
     @classmethod
     def from_dataset(cls, dataset: Any) -> PlanInputs:
@@ -125,39 +133,53 @@ class PlanInputs:
         for field in fields(cls):
             if hasattr(dataset, field.name):
                 values[field.name] = getattr(dataset, field.name)
-            elif field.name in ('choose_per_stream', 'proportion_per_stream') and \
-                    hasattr(dataset, 'streams'):
-                attribute = field.name.removesuffix('_per_stream')
+            elif field.name in ("choose_per_stream", "proportion_per_stream") and hasattr(dataset, "streams"):
+                attribute = field.name.removesuffix("_per_stream")
                 values[field.name] = [getattr(stream, attribute) for stream in dataset.streams]
-            elif field.name != 'batching_method':
+            elif field.name != "batching_method":
                 missing.append(field.name)
         if missing:
-            raise TypeError(f'{type(dataset).__name__} lacks the epoch-plan attributes {missing}.')
+            raise TypeError(f"{type(dataset).__name__} lacks the epoch-plan attributes {missing}.")
         return cls(**values)
 
-    def resample(self, epoch: int, stream_id: int | None = None) \
-            -> tuple[NDArray[np.int64], NDArray[np.int64]]:
+    def resample(self, epoch: int, stream_id: int | None = None) -> tuple[NDArray[np.int64], NDArray[np.int64]]:
         """``(shuffle_units, sample_ids)`` of this epoch, for all streams or just ``stream_id``."""
-        return resample_streams(self.samples_per_shard, self.shards_per_stream,
-                                self.choose_per_stream, self.shuffle_seed, epoch,
-                                self.sampling_method, self.sampling_granularity, self.shuffle,
-                                stream_id)
+        return resample_streams(
+            self.samples_per_shard,
+            self.shards_per_stream,
+            self.choose_per_stream,
+            self.shuffle_seed,
+            epoch,
+            self.sampling_method,
+            self.sampling_granularity,
+            self.shuffle,
+            stream_id,
+        )
 
-    def stream_positions(self, epoch: int, stream_id: int, num_physical_nodes: int,
-                         world: World, batch_size: int) -> NDArray[np.int64]:
+    def stream_positions(
+        self, epoch: int, stream_id: int, num_physical_nodes: int, world: World, batch_size: int
+    ) -> NDArray[np.int64]:
         """Partition one stream on its own and map positions to global sample ids.
 
         The stream's shuffle window is the dataset's scaled by the stream's proportion.
         """
         units, sample_ids = self.resample(epoch, stream_id)
-        partition = get_partitions(self.partition_algo, len(sample_ids), self.num_canonical_nodes,
-                                   num_physical_nodes, world.ranks_per_node,
-                                   world.workers_per_rank, batch_size, 0,
-                                   self.initial_physical_nodes)
+        partition = get_partitions(
+            self.partition_algo,
+            len(sample_ids),
+            self.num_canonical_nodes,
+            num_physical_nodes,
+            world.ranks_per_node,
+            world.workers_per_rank,
+            batch_size,
+            0,
+            self.initial_physical_nodes,
+        )
         if self.shuffle:
             block_size = int(self.shuffle_block_size * self.proportion_per_stream[stream_id])
-            order = get_shuffle(self.shuffle_algo, units, self.num_canonical_nodes,
-                                self.shuffle_seed, epoch, block_size)
+            order = get_shuffle(
+                self.shuffle_algo, units, self.num_canonical_nodes, self.shuffle_seed, epoch, block_size
+            )
             sample_ids = sample_ids[order]
         return _lookup(sample_ids, partition)
 
@@ -187,38 +209,49 @@ def _interleave_origins(rng: np.random.Generator, rows_per_stream: list[int]) ->
     origins = np.repeat(np.arange(len(rows_per_stream)), rows_per_stream)
     rng.shuffle(origins)
     picks = np.empty(len(origins), np.int64)
-    picks[np.argsort(origins, kind='stable')] = np.arange(len(origins))
+    picks[np.argsort(origins, kind="stable")] = np.arange(len(origins))
     return picks
 
 
-def _finish(global_batches: NDArray[np.int64], world: World, batch_size: int,
-            sample_in_epoch: int, method: str) -> NDArray[np.int64]:
+def _finish(
+    global_batches: NDArray[np.int64], world: World, batch_size: int, sample_in_epoch: int, method: str
+) -> NDArray[np.int64]:
     """Drop consumed global batches, pad to whole worker rounds and shape the result."""
     global_batch_size = global_batches.shape[1]
     if sample_in_epoch % global_batch_size:
-        warnings.warn(f'With the `{method}` batching method, training resumes at a global batch '
-                      f'boundary: sample_in_epoch {sample_in_epoch} is rounded down to a multiple '
-                      f'of the global batch size {global_batch_size}.')
-    rows = global_batches[sample_in_epoch // global_batch_size:]
+        warnings.warn(
+            f"With the `{method}` batching method, training resumes at a global batch "
+            f"boundary: sample_in_epoch {sample_in_epoch} is rounded down to a multiple "
+            f"of the global batch size {global_batch_size}.",
+            stacklevel=2,
+        )
+    rows = global_batches[sample_in_epoch // global_batch_size :]
     padding = (-len(rows)) % world.workers_per_rank
     if padding:
         rows = np.concatenate([rows, np.full((padding, global_batch_size), -1, np.int64)])
-    shaped = rows.reshape(-1, world.workers_per_rank, world.num_nodes, world.ranks_per_node,
-                          batch_size)
+    shaped = rows.reshape(-1, world.workers_per_rank, world.num_nodes, world.ranks_per_node, batch_size)
     return shaped.transpose(2, 3, 1, 0, 4)
 
 
-def generate_work_random_batching(dataset: Any, world: World, epoch: int,
-                                  sample_in_epoch: int) -> NDArray[np.int64]:
+def generate_work_random_batching(dataset: Any, world: World, epoch: int, sample_in_epoch: int) -> NDArray[np.int64]:
     """``random`` batching: one partition of the whole resampled epoch."""
     plan = PlanInputs.from_dataset(dataset)
     units, sample_ids = plan.resample(epoch)
-    positions = get_partitions(plan.partition_algo, plan.epoch_size, plan.num_canonical_nodes,
-                               world.num_nodes, world.ranks_per_node, world.workers_per_rank,
-                               plan.batch_size, sample_in_epoch, plan.initial_physical_nodes)
+    positions = get_partitions(
+        plan.partition_algo,
+        plan.epoch_size,
+        plan.num_canonical_nodes,
+        world.num_nodes,
+        world.ranks_per_node,
+        world.workers_per_rank,
+        plan.batch_size,
+        sample_in_epoch,
+        plan.initial_physical_nodes,
+    )
     if plan.shuffle:
-        order = get_shuffle(plan.shuffle_algo, units, plan.num_canonical_nodes,
-                            plan.shuffle_seed, epoch, plan.shuffle_block_size)
+        order = get_shuffle(
+            plan.shuffle_algo, units, plan.num_canonical_nodes, plan.shuffle_seed, epoch, plan.shuffle_block_size
+        )
         sample_ids = sample_ids[order]
     return _lookup(sample_ids, positions)
 
@@ -232,20 +265,22 @@ def _stratified_slots(plan: PlanInputs, global_batch_size: int) -> NDArray[np.in
         slots[np.flip(np.argsort(exact - slots))[:missing]] += 1
     for stream_id, count in enumerate(slots.tolist()):
         if count <= 0:
-            raise ValueError(f'Stream {stream_id} gets {count} samples per global batch of '
-                             f'{global_batch_size} with `stratified` batching: raise the global '
-                             f'batch size or the proportion of stream {stream_id}.')
+            raise ValueError(
+                f"Stream {stream_id} gets {count} samples per global batch of "
+                f"{global_batch_size} with `stratified` batching: raise the global "
+                f"batch size or the proportion of stream {stream_id}."
+            )
     return slots
 
 
-def generate_work_stratified_batching(dataset: Any, world: World, epoch: int,
-                                      sample_in_epoch: int) -> NDArray[np.int64]:
+def generate_work_stratified_batching(
+    dataset: Any, world: World, epoch: int, sample_in_epoch: int
+) -> NDArray[np.int64]:
     """``stratified`` batching: each global batch takes a fixed slot count from every stream."""
     plan = PlanInputs.from_dataset(dataset)
     batch_size = plan.batch_size
     global_batch_size = batch_size * world.ranks_per_node * world.num_nodes
-    positions = [plan.stream_positions(epoch, stream_id, 1, world, 1)
-                 for stream_id in range(plan.num_streams)]
+    positions = [plan.stream_positions(epoch, stream_id, 1, world, 1) for stream_id in range(plan.num_streams)]
     slots = _stratified_slots(plan, global_batch_size)
 
     parts = []
@@ -254,16 +289,16 @@ def generate_work_stratified_batching(dataset: Any, world: World, epoch: int,
         padding = (-len(in_order)) % count
         rows = np.concatenate([in_order, np.full(padding, -1, np.int64)]).reshape(-1, count)
         if _count_full(rows) != len(rows):
-            logger.warning('Stratified batching drops batch parts of stream %d that are short '
-                           'of samples.', stream_id)
+            logger.warning("Stratified batching drops batch parts of stream %d that are short of samples.", stream_id)
         parts.append(rows)
     num_batches = min(_count_full(rows) for rows in parts)
     global_batches = np.concatenate([rows[:num_batches] for rows in parts], axis=1)
-    return _finish(global_batches, world, batch_size, sample_in_epoch, 'stratified')
+    return _finish(global_batches, world, batch_size, sample_in_epoch, "stratified")
 
 
-def generate_work_per_stream_batching(dataset: Any, world: World, epoch: int,
-                                      sample_in_epoch: int) -> NDArray[np.int64]:
+def generate_work_per_stream_batching(
+    dataset: Any, world: World, epoch: int, sample_in_epoch: int
+) -> NDArray[np.int64]:
     """``per_stream`` batching: global batches of one stream each, streams mixed at random."""
     plan = PlanInputs.from_dataset(dataset)
     batch_size = plan.batch_size
@@ -274,22 +309,24 @@ def generate_work_per_stream_batching(dataset: Any, world: World, epoch: int,
         rows = _traversal_order(positions).reshape(-1, global_batch_size)
         full = _count_full(rows)
         if full == 0:
-            raise ValueError(f'Stream {stream_id} has too few samples for a single global batch '
-                             f'of {global_batch_size} with `per_stream` batching.')
+            raise ValueError(
+                f"Stream {stream_id} has too few samples for a single global batch "
+                f"of {global_batch_size} with `per_stream` batching."
+            )
         if full != len(rows):
-            logger.warning('Per-stream batching drops incomplete global batches of stream %d.',
-                           stream_id)
+            logger.warning("Per-stream batching drops incomplete global batches of stream %d.", stream_id)
         batches.append(rows[:full])
         counts.append(full)
 
     seed = plan.shuffle_seed + epoch if plan.epoch_seed_change else plan.shuffle_seed
     picks = _interleave_origins(np.random.default_rng(seed), counts)
     global_batches = np.concatenate(batches)[picks]
-    return _finish(global_batches, world, batch_size, sample_in_epoch, 'per_stream')
+    return _finish(global_batches, world, batch_size, sample_in_epoch, "per_stream")
 
 
-def generate_work_device_per_stream_batching(dataset: Any, world: World, epoch: int,
-                                             sample_in_epoch: int) -> NDArray[np.int64]:
+def generate_work_device_per_stream_batching(
+    dataset: Any, world: World, epoch: int, sample_in_epoch: int
+) -> NDArray[np.int64]:
     """``device_per_stream`` batching: whole device batches of one stream, per node at random.
 
     Streams are partitioned over ``num_canonical_nodes`` nodes (which must be a multiple of the
@@ -298,34 +335,37 @@ def generate_work_device_per_stream_batching(dataset: Any, world: World, epoch: 
     plan = PlanInputs.from_dataset(dataset)
     canonical, physical = plan.num_canonical_nodes, world.num_nodes
     if canonical % physical:
-        raise ValueError(f'With `device_per_stream` batching, num_canonical_nodes ({canonical}) '
-                         f'must be divisible by the number of physical nodes ({physical}).')
+        raise ValueError(
+            f"With `device_per_stream` batching, num_canonical_nodes ({canonical}) "
+            f"must be divisible by the number of physical nodes ({physical})."
+        )
     batch_size = plan.batch_size
     if plan.shuffle:
         for stream_id, proportion in enumerate(plan.proportion_per_stream.tolist()):
             if int(plan.shuffle_block_size * proportion) == 0:
-                raise ValueError(f'Stream {stream_id} would get a shuffle block of 0 samples: '
-                                 f'raise `shuffle_block_size` ({plan.shuffle_block_size}) or the '
-                                 f'stream\'s proportion ({proportion}).')
-    positions = [plan.stream_positions(epoch, stream_id, canonical, world, 1)
-                 for stream_id in range(plan.num_streams)]
+                raise ValueError(
+                    f"Stream {stream_id} would get a shuffle block of 0 samples: "
+                    f"raise `shuffle_block_size` ({plan.shuffle_block_size}) or the "
+                    f"stream's proportion ({proportion})."
+                )
+    positions = [plan.stream_positions(epoch, stream_id, canonical, world, 1) for stream_id in range(plan.num_streams)]
 
     per_node = canonical // physical
     node_batches, node_counts = [], []
     for node in range(physical):
         batches, counts = [], []
         for stream_id, stream_positions in enumerate(positions):
-            in_order = _traversal_order(stream_positions[node * per_node:(node + 1) * per_node])
+            in_order = _traversal_order(stream_positions[node * per_node : (node + 1) * per_node])
             padding = batch_size - len(in_order) % batch_size
-            rows = np.concatenate([in_order, np.full(padding, -1, np.int64)]).reshape(-1,
-                                                                                      batch_size)
+            rows = np.concatenate([in_order, np.full(padding, -1, np.int64)]).reshape(-1, batch_size)
             full = _count_full(rows)
             if full == 0:
-                raise ValueError(f'Stream {stream_id} has too few samples for a single device '
-                                 f'batch of {batch_size} with `device_per_stream` batching.')
+                raise ValueError(
+                    f"Stream {stream_id} has too few samples for a single device "
+                    f"batch of {batch_size} with `device_per_stream` batching."
+                )
             if full != len(rows):
-                logger.warning('Device-per-stream batching drops incomplete device batches of '
-                               'stream %d.', stream_id)
+                logger.warning("Device-per-stream batching drops incomplete device batches of stream %d.", stream_id)
             batches.append(rows[:full])
             counts.append(full)
         node_batches.append(np.concatenate(batches))
@@ -342,19 +382,20 @@ def generate_work_device_per_stream_batching(dataset: Any, world: World, epoch: 
         node_batches[node] = np.concatenate([ordered, filler])
     device_batches = np.stack(node_batches, axis=1).reshape(-1, batch_size)
     global_batches = device_batches.reshape(-1, batch_size * num_devices)
-    return _finish(global_batches, world, batch_size, sample_in_epoch, 'device_per_stream')
+    return _finish(global_batches, world, batch_size, sample_in_epoch, "device_per_stream")
 
 
 batching_methods: dict[str, WorkFn] = {
-    'random': generate_work_random_batching,
-    'stratified': generate_work_stratified_batching,
-    'per_stream': generate_work_per_stream_batching,
-    'device_per_stream': generate_work_device_per_stream_batching,
+    "random": generate_work_random_batching,
+    "stratified": generate_work_stratified_batching,
+    "per_stream": generate_work_per_stream_batching,
+    "device_per_stream": generate_work_device_per_stream_batching,
 }
 
 
-def generate_work(batching_method: str, dataset: Any, world: World, epoch: int,
-                  sample_in_epoch: int) -> NDArray[np.int64]:
+def generate_work(
+    batching_method: str, dataset: Any, world: World, epoch: int, sample_in_epoch: int
+) -> NDArray[np.int64]:
     """Build the whole epoch's plan for every node, rank and worker.
 
     Args:
@@ -371,6 +412,5 @@ def generate_work(batching_method: str, dataset: Any, world: World, epoch: int,
     """
     method = batching_methods.get(batching_method)
     if method is None:
-        raise ValueError(f'Unknown batching_method {batching_method!r}; choose one of '
-                         f'{sorted(batching_methods)}.')
+        raise ValueError(f"Unknown batching_method {batching_method!r}; choose one of {sorted(batching_methods)}.")
     return np.ascontiguousarray(method(dataset, world, epoch, sample_in_epoch))

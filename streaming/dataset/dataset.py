@@ -12,14 +12,14 @@ from __future__ import annotations
 
 import math
 import os
-import threading
 import time
 import warnings
 from array import array
 from bisect import bisect_right
 from collections import deque
+from collections.abc import Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
-from typing import Any, Iterator, Sequence
+from typing import Any
 
 import numpy as np
 from torch.utils.data import IterableDataset, get_worker_info
@@ -35,7 +35,6 @@ from streaming.dataset.weighting import resolve_weights
 from streaming.dataset.world import World
 from streaming.format.mds.reader import check_safe_columns
 from streaming.format.reader import Reader
-from streaming.format.table import ShardTable
 from streaming.util import bytes_to_int, number_abbrev_to_int
 
 SHUFFLE_ALGOS = ("naive", "py1b", "py1br", "py1e", "py1s", "py2s")
@@ -72,16 +71,35 @@ class StreamingDataset(Array, IterableDataset):
     ``load_state_dict``); ``dataset[i]`` reads any sample, downloading its shard when needed.
     """
 
-    def __init__(self, *, streams: Sequence[Stream] | None = None, remote: str | None = None,
-                 local: str | None = None, split: str | None = None, download_retry: int = 2,
-                 download_timeout: float = 60.0, validate_hash: str | None = None, keep_zip: bool = False,
-                 epoch_size: int | str | None = None, predownload: int | None = None,
-                 cache_limit: int | str | None = None, sampling_method: str = "balanced",
-                 sampling_granularity: int = 1, partition_algo: str = "relaxed",
-                 num_canonical_nodes: int | None = None, batch_size: int | None = None, shuffle: bool = False,
-                 shuffle_algo: str = "py1e", shuffle_seed: int = 9176, shuffle_block_size: int | None = None,
-                 batching_method: str = "random", allow_unsafe_types: bool = False, replication: int | None = None,
-                 stream_name: str = "stream", stream_config: dict[str, Any] | None = None) -> None:
+    def __init__(
+        self,
+        *,
+        streams: Sequence[Stream] | None = None,
+        remote: str | None = None,
+        local: str | None = None,
+        split: str | None = None,
+        download_retry: int = 2,
+        download_timeout: float = 60.0,
+        validate_hash: str | None = None,
+        keep_zip: bool = False,
+        epoch_size: int | str | None = None,
+        predownload: int | None = None,
+        cache_limit: int | str | None = None,
+        sampling_method: str = "balanced",
+        sampling_granularity: int = 1,
+        partition_algo: str = "relaxed",
+        num_canonical_nodes: int | None = None,
+        batch_size: int | None = None,
+        shuffle: bool = False,
+        shuffle_algo: str = "py1e",
+        shuffle_seed: int = 9176,
+        shuffle_block_size: int | None = None,
+        batching_method: str = "random",
+        allow_unsafe_types: bool = False,
+        replication: int | None = None,
+        stream_name: str = "stream",
+        stream_config: dict[str, Any] | None = None,
+    ) -> None:
         if bool(streams) == (remote is not None or local is not None):
             raise ValueError("You must provide either streams or remote/local, but not both.")
         if sampling_method not in SAMPLING_METHODS:
@@ -93,8 +111,7 @@ class StreamingDataset(Array, IterableDataset):
         if shuffle_algo not in SHUFFLE_ALGOS:
             raise ValueError(f"Invalid shuffle_algo {shuffle_algo!r}; choose one of {list(SHUFFLE_ALGOS)}.")
         if batching_method not in BATCHING_METHODS:
-            raise ValueError(f"Invalid batching_method {batching_method!r}; choose one of "
-                             f"{list(BATCHING_METHODS)}.")
+            raise ValueError(f"Invalid batching_method {batching_method!r}; choose one of {list(BATCHING_METHODS)}.")
         if shuffle_seed < 0:
             raise ValueError(f"shuffle_seed must be non-negative, got {shuffle_seed}.")
         if num_canonical_nodes is not None and num_canonical_nodes < 1:
@@ -128,15 +145,25 @@ class StreamingDataset(Array, IterableDataset):
         self.initial_physical_nodes: int | None = None
         self.predownload = default_predownload(batch_size) if predownload is None else predownload
         if batch_size is not None and self.predownload < batch_size:
-            warnings.warn(f"predownload ({self.predownload}) is less than batch_size ({batch_size}): shards "
-                          f"may not be ready in time. Raise predownload to at least the batch size.")
+            warnings.warn(
+                f"predownload ({self.predownload}) is less than batch_size ({batch_size}): shards "
+                f"may not be ready in time. Raise predownload to at least the batch size.",
+                stacklevel=2,
+            )
 
         world = World.detect()
         self._unique_world = world
         self._parallel_world = world.replicate(replication) if replication else world
 
-        defaults = {"remote": remote, "local": local, "split": split, "download_retry": download_retry,
-                    "download_timeout": download_timeout, "validate_hash": validate_hash, "keep_zip": keep_zip}
+        defaults = {
+            "remote": remote,
+            "local": local,
+            "split": split,
+            "download_retry": download_retry,
+            "download_timeout": download_timeout,
+            "validate_hash": validate_hash,
+            "keep_zip": keep_zip,
+        }
         if streams:
             self.streams = list(streams)
             for stream in self.streams:
@@ -150,8 +177,9 @@ class StreamingDataset(Array, IterableDataset):
         self.num_streams = len(self.streams)
         locals_seen = [os.path.abspath(os.path.join(s.local, s.split)) for s in self.streams]
         if len(set(locals_seen)) != len(locals_seen):
-            raise ValueError(f"Reused local directory: streams must have distinct local/split directories, got "
-                             f"{locals_seen}.")
+            raise ValueError(
+                f"Reused local directory: streams must have distinct local/split directories, got {locals_seen}."
+            )
 
         tables = [stream.load_table() for stream in self.streams]
         if not allow_unsafe_types:
@@ -173,10 +201,10 @@ class StreamingDataset(Array, IterableDataset):
         self._shard_starts = array("q", self.sample_offset_per_shard.tolist())
         self.shards = ShardReaders([(s.local, s.split) for s in self.streams], tables)
 
-        weights = resolve_weights([s.weight for s in self.streams], self.samples_per_stream, self.epoch_size_arg,
-                                  shuffle_seed)
-        for stream, proportion, repeat, choose in zip(self.streams, weights.proportion, weights.repeat,
-                                                      weights.choose):
+        weights = resolve_weights(
+            [s.weight for s in self.streams], self.samples_per_stream, self.epoch_size_arg, shuffle_seed
+        )
+        for stream, proportion, repeat, choose in zip(self.streams, weights.proportion, weights.repeat, weights.choose):
             stream.proportion, stream.repeat, stream.choose = float(proportion), float(repeat), int(choose)
         self._choose_per_stream = weights.choose
         self._proportion_per_stream = weights.proportion
@@ -217,13 +245,16 @@ class StreamingDataset(Array, IterableDataset):
     def _check_cache_limit(self) -> None:
         index_bytes = sum(stream.get_index_size() for stream in self.streams)
         if self.cache_limit <= index_bytes:
-            raise ValueError(f"cache_limit ({self.cache_limit} bytes) must be larger than the index files "
-                             f"({index_bytes} bytes).")
+            raise ValueError(
+                f"cache_limit ({self.cache_limit} bytes) must be larger than the index files ({index_bytes} bytes)."
+            )
         largest = self._largest_shard
         if self.cache_limit < 4 * largest:
-            raise ValueError(f"cache_limit ({self.cache_limit} bytes) must be at least 4x the largest shard "
-                             f"(raw + compressed: {largest} bytes), i.e. {4 * largest} bytes. Your cache limit "
-                             f"may be too low.")
+            raise ValueError(
+                f"cache_limit ({self.cache_limit} bytes) must be at least 4x the largest shard "
+                f"(raw + compressed: {largest} bytes), i.e. {4 * largest} bytes. Your cache limit "
+                f"may be too low."
+            )
 
     def _plan_inputs(self) -> PlanInputs:
         ncn = self.num_canonical_nodes
@@ -231,12 +262,28 @@ class StreamingDataset(Array, IterableDataset):
             ncn = default_num_canonical_nodes(self.shuffle_algo, self._parallel_world.num_nodes)
         block = self.shuffle_block_size or default_shuffle_block_size(ncn)
         if self.batch_size is None:
-            raise ValueError("Please pass `batch_size` to StreamingDataset: the per-device batch size of your "
-                             "DataLoader. It is needed to place samples deterministically (and to resume).")
-        return PlanInputs(self.samples_per_shard, self.shards_per_stream, self._choose_per_stream,
-                          self._proportion_per_stream, self.epoch_size, self.batch_size, ncn, self.partition_algo,
-                          self.shuffle, self.shuffle_algo, self.shuffle_seed, block, self.sampling_method,
-                          self.sampling_granularity, self.initial_physical_nodes, self.batching_method)
+            raise ValueError(
+                "Please pass `batch_size` to StreamingDataset: the per-device batch size of your "
+                "DataLoader. It is needed to place samples deterministically (and to resume)."
+            )
+        return PlanInputs(
+            self.samples_per_shard,
+            self.shards_per_stream,
+            self._choose_per_stream,
+            self._proportion_per_stream,
+            self.epoch_size,
+            self.batch_size,
+            ncn,
+            self.partition_algo,
+            self.shuffle,
+            self.shuffle_algo,
+            self.shuffle_seed,
+            block,
+            self.sampling_method,
+            self.sampling_granularity,
+            self.initial_physical_nodes,
+            self.batching_method,
+        )
 
     def resample_streams(self, epoch: int, stream_id: int | None = None) -> tuple[np.ndarray, np.ndarray]:
         """``(shuffle_units, sample_ids)`` of an epoch (upstream's method of the same name)."""
@@ -275,9 +322,12 @@ class StreamingDataset(Array, IterableDataset):
         warns (upstream ignores it silently) and takes effect from the next epoch boundary as upstream does.
         """
         if obj.get("epoch", -1) < self.next_epoch and self.next_epoch > 0:
-            warnings.warn(f"load_state_dict: this dataset has already started epoch {self.next_epoch - 1}, so the "
-                          f"checkpoint of epoch {obj.get('epoch')} at sample {obj.get('sample_in_epoch')} is stale "
-                          f"and will be ignored; load checkpoints into a freshly constructed dataset.")
+            warnings.warn(
+                f"load_state_dict: this dataset has already started epoch {self.next_epoch - 1}, so the "
+                f"checkpoint of epoch {obj.get('epoch')} at sample {obj.get('sample_in_epoch')} is stale "
+                f"and will be ignored; load checkpoints into a freshly constructed dataset.",
+                stacklevel=2,
+            )
         self._state.write_resume(dict(obj))
 
     def _begin_epoch(self, world: World) -> tuple[int, int, int]:
@@ -298,9 +348,11 @@ class StreamingDataset(Array, IterableDataset):
     def _get_work(self, world: World, epoch: int, sample_in_epoch: int) -> np.ndarray:
         """This worker's sample ids for the epoch (the plan is built once per rank and shared by its workers)."""
         plan = self._plan_inputs()
-        key = (f"plan-e{epoch}-s{sample_in_epoch}-n{world.num_nodes}-r{world.ranks_per_node}"
-               f"-w{world.workers_per_rank}-c{plan.num_canonical_nodes}-seed{plan.shuffle_seed}"
-               f"-p{plan.initial_physical_nodes}.npy")
+        key = (
+            f"plan-e{epoch}-s{sample_in_epoch}-n{world.num_nodes}-r{world.ranks_per_node}"
+            f"-w{world.workers_per_rank}-c{plan.num_canonical_nodes}-seed{plan.shuffle_seed}"
+            f"-p{plan.initial_physical_nodes}.npy"
+        )
 
         def build(path: str) -> None:
             work = generate_work(self.batching_method, plan, world, epoch, sample_in_epoch)
@@ -336,8 +388,11 @@ class StreamingDataset(Array, IterableDataset):
         ready = self._ready_flags()
         needed = np.asarray(shard_ids, np.int64)
         unique, first = np.unique(needed, return_index=True)
-        missing = [(position, shard) for position, shard in zip(first.tolist(), unique.tolist())
-                   if not ready[shard] and not self._present_on_disk(shard)]
+        missing = [
+            (position, shard)
+            for position, shard in zip(first.tolist(), unique.tolist())
+            if not ready[shard] and not self._present_on_disk(shard)
+        ]
         if not missing:
             for shard_id, index in zip(shard_ids, indices):
                 yield self._read(shard_id, index)
@@ -393,14 +448,16 @@ class StreamingDataset(Array, IterableDataset):
 
     def _shard_locks(self, stream_id: int) -> ShardLocks:
         if self._locks is None:
-            self._locks = [ShardLocks(os.path.join(s.local, s.split), int(n))
-                           for s, n in zip(self.streams, self.shards_per_stream)]
+            self._locks = [
+                ShardLocks(os.path.join(s.local, s.split), int(n)) for s, n in zip(self.streams, self.shards_per_stream)
+            ]
         return self._locks[stream_id]
 
     def _cache_state(self) -> CacheState:
         if self._cache is None:
-            self._cache = CacheState([os.path.join(s.local, s.split) for s in self.streams], self.num_shards,
-                                     self._scan_cache)
+            self._cache = CacheState(
+                [os.path.join(s.local, s.split) for s in self.streams], self.num_shards, self._scan_cache
+            )
         return self._cache
 
     def _scan_cache(self) -> tuple[np.ndarray, int]:
@@ -409,8 +466,9 @@ class StreamingDataset(Array, IterableDataset):
         for stream_id, (stream, table) in enumerate(zip(self.streams, self._tables)):
             offset = int(self.shard_offset_per_stream[stream_id])
             for local_id in range(len(table)):
-                present[offset + local_id] = sum(size for name, size in table.file_sizes(local_id)
-                                                 if os.path.exists(stream.local_path(name)))
+                present[offset + local_id] = sum(
+                    size for name, size in table.file_sizes(local_id) if os.path.exists(stream.local_path(name))
+                )
         index_bytes = sum(stream.get_index_size() for stream in self.streams)
         return present, index_bytes
 
@@ -450,9 +508,11 @@ class StreamingDataset(Array, IterableDataset):
                     cache.mark_preparing(shard_id, needed)
                     break
             if time.monotonic() > deadline:
-                raise ValueError(f"cache_limit ({self.cache_limit} bytes) is too low: {cache.usage()} bytes are in "
-                                 f"use by shards that cannot be evicted (being read or downloaded) and shard "
-                                 f"{shard_id} needs {needed} more. Your cache limit may be too low.")
+                raise ValueError(
+                    f"cache_limit ({self.cache_limit} bytes) is too low: {cache.usage()} bytes are in "
+                    f"use by shards that cannot be evicted (being read or downloaded) and shard "
+                    f"{shard_id} needs {needed} more. Your cache limit may be too low."
+                )
             time.sleep(_CACHE_RETRY_SECONDS)
         try:
             stream.prepare_shard(reader)
@@ -522,8 +582,11 @@ class StreamingDataset(Array, IterableDataset):
             if self._cache is not None:
                 self._cache.touch(shard_id)
             return sample
-        hint = (" This usually means cache_limit is set too low and shards are evicted before they are read."
-                if self.cache_limit is not None else " Check that the shard file exists in your remote location.")
+        hint = (
+            " This usually means cache_limit is set too low and shards are evicted before they are read."
+            if self.cache_limit is not None
+            else " Check that the shard file exists in your remote location."
+        )
         raise RuntimeError(f"Could not read sample {index} of shard {shard_id} after {retry + 1} attempts.{hint}")
 
     def get_item(self, sample_id: int, retry: int = 7) -> dict[str, Any]:

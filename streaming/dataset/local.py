@@ -5,8 +5,9 @@ from __future__ import annotations
 import os
 from array import array
 from bisect import bisect_right
+from collections.abc import Iterator
 from itertools import chain
-from typing import Any, Iterator
+from typing import Any
 
 from streaming.dataset.array import Array
 from streaming.dataset.readers import ShardReaders

@@ -26,7 +26,7 @@ _SHARD_SHUFFLES_PER_NODE = 64
 
 def default_num_canonical_nodes(shuffle_algo: str, num_physical_nodes: int) -> int:
     """Upstream's default ``num_canonical_nodes``: 64 per node for py1s/py2s, else 1 per node."""
-    if shuffle_algo in ('py1s', 'py2s'):
+    if shuffle_algo in ("py1s", "py2s"):
         return _SHARD_SHUFFLES_PER_NODE * num_physical_nodes
     return num_physical_nodes
 
@@ -35,16 +35,19 @@ def _check_node_ratio(num_canonical_nodes: int, num_physical_nodes: int) -> None
     smaller = min(num_canonical_nodes, num_physical_nodes)
     larger = max(num_canonical_nodes, num_physical_nodes)
     if smaller < 1:
-        raise ValueError(f'num_canonical_nodes ({num_canonical_nodes}) and num_physical_nodes '
-                         f'({num_physical_nodes}) must be positive.')
+        raise ValueError(
+            f"num_canonical_nodes ({num_canonical_nodes}) and num_physical_nodes "
+            f"({num_physical_nodes}) must be positive."
+        )
     if larger % smaller:
-        raise ValueError(f'num_canonical_nodes ({num_canonical_nodes}) and num_physical_nodes '
-                         f'({num_physical_nodes}) must divide one another, otherwise slices of '
-                         f'shards are striped over nodes and every node downloads every shard.')
+        raise ValueError(
+            f"num_canonical_nodes ({num_canonical_nodes}) and num_physical_nodes "
+            f"({num_physical_nodes}) must divide one another, otherwise slices of "
+            f"shards are striped over nodes and every node downloads every shard."
+        )
 
 
-def _canonical_grid(num_samples: int, num_canonical_nodes: int,
-                    num_physical_nodes: int) -> NDArray[np.int64]:
+def _canonical_grid(num_samples: int, num_canonical_nodes: int, num_physical_nodes: int) -> NDArray[np.int64]:
     """Lay the epoch out as one row of consecutive positions per canonical node.
 
     Rows are as long as the longest canonical node; shorter rows repeat their last position. With
@@ -52,7 +55,7 @@ def _canonical_grid(num_samples: int, num_canonical_nodes: int,
     multiple of the node ratio so every physical node gets the same count.
     """
     if num_samples <= 0:
-        raise ValueError(f'Cannot partition an epoch of {num_samples} samples.')
+        raise ValueError(f"Cannot partition an epoch of {num_samples} samples.")
     rows = num_canonical_nodes
     row_len = -(-num_samples // rows)
     ratio = num_physical_nodes // rows if rows < num_physical_nodes else 0
@@ -66,12 +69,15 @@ def _canonical_grid(num_samples: int, num_canonical_nodes: int,
         grid[:, row_len - 1] -= stops - starts < row_len
         if padding:
             # Columns counted from the end, exactly as upstream slices them (negative indices).
-            grid[:, -padding:] = grid[:, -2 * padding - ratio + 1:-padding - ratio + 1]
+            grid[:, -padding:] = grid[:, -2 * padding - ratio + 1 : -padding - ratio + 1]
         return grid
 
-    warnings.warn(f'Partitioning {num_samples} samples over {rows} canonical nodes repeats '
-                  f'many samples and, depending on the batching method, may drop whole batches. '
-                  f'Check the dataset size or lower num_canonical_nodes.')
+    warnings.warn(
+        f"Partitioning {num_samples} samples over {rows} canonical nodes repeats "
+        f"many samples and, depending on the batching method, may drop whole batches. "
+        f"Check the dataset size or lower num_canonical_nodes.",
+        stacklevel=2,
+    )
     return np.resize(np.arange(num_samples, dtype=np.int64), (rows, width))
 
 
@@ -84,24 +90,28 @@ def _pad_for_ranks(ids: NDArray[np.int64], ranks_per_node: int) -> NDArray[np.in
     missing = ranks_per_node - overflow
     if ranks_per_node + missing - 1 <= per_node:
         stop = per_node - ranks_per_node + 1
-        extra = ids[:, stop - missing:stop]
+        extra = ids[:, stop - missing : stop]
     else:
-        warnings.warn(f'Partitioning {per_node} samples per node over {ranks_per_node} ranks '
-                      f'repeats many samples and, depending on the batching method, may drop '
-                      f'whole batches. Check the dataset size.')
-        extra = np.concatenate([np.tile(ids, missing // per_node), ids[:, :missing % per_node]],
-                               axis=1)
+        warnings.warn(
+            f"Partitioning {per_node} samples per node over {ranks_per_node} ranks "
+            f"repeats many samples and, depending on the batching method, may drop "
+            f"whole batches. Check the dataset size.",
+            stacklevel=2,
+        )
+        extra = np.concatenate([np.tile(ids, missing // per_node), ids[:, : missing % per_node]], axis=1)
     return np.concatenate([ids, extra], axis=1)
 
 
-def get_partitions_orig(num_samples: int,
-                        num_canonical_nodes: int,
-                        num_physical_nodes: int,
-                        ranks_per_node: int,
-                        workers_per_rank: int,
-                        batch_size: int | None = None,
-                        drop_first: int = 0,
-                        initial_physical_nodes: int | None = None) -> NDArray[np.int64]:
+def get_partitions_orig(
+    num_samples: int,
+    num_canonical_nodes: int,
+    num_physical_nodes: int,
+    ranks_per_node: int,
+    workers_per_rank: int,
+    batch_size: int | None = None,
+    drop_first: int = 0,
+    initial_physical_nodes: int | None = None,
+) -> NDArray[np.int64]:
     """Partition with canonical and physical node counts that divide one another.
 
     Canonical nodes are interleaved sample by sample, the first ``drop_first`` (rounded down to
@@ -112,8 +122,11 @@ def get_partitions_orig(num_samples: int,
     _check_node_ratio(num_canonical_nodes, num_physical_nodes)
     batch_size = batch_size or 1
     if drop_first % num_physical_nodes:
-        logger.warning('drop_first (%d) is not divisible by num_physical_nodes (%d); rounding '
-                       'it down.', drop_first, num_physical_nodes)
+        logger.warning(
+            "drop_first (%d) is not divisible by num_physical_nodes (%d); rounding it down.",
+            drop_first,
+            num_physical_nodes,
+        )
         drop_first -= drop_first % num_physical_nodes
 
     grid = _canonical_grid(num_samples, num_canonical_nodes, num_physical_nodes)
@@ -128,19 +141,22 @@ def get_partitions_orig(num_samples: int,
         filler = np.full((num_physical_nodes, padding, ranks_per_node), -1, np.int64)
         per_rank = np.concatenate([per_rank, filler], axis=1)
 
-    per_batch = per_rank.transpose(0, 2, 1).reshape(num_physical_nodes, ranks_per_node, -1,
-                                                    workers_per_rank, batch_size)
+    per_batch = per_rank.transpose(0, 2, 1).reshape(
+        num_physical_nodes, ranks_per_node, -1, workers_per_rank, batch_size
+    )
     return per_batch.transpose(0, 1, 3, 2, 4)
 
 
-def get_partitions_relaxed(num_samples: int,
-                           num_canonical_nodes: int,
-                           num_physical_nodes: int,
-                           ranks_per_node: int,
-                           workers_per_rank: int,
-                           batch_size: int | None = None,
-                           drop_first: int = 0,
-                           initial_physical_nodes: int | None = None) -> NDArray[np.int64]:
+def get_partitions_relaxed(
+    num_samples: int,
+    num_canonical_nodes: int,
+    num_physical_nodes: int,
+    ranks_per_node: int,
+    workers_per_rank: int,
+    batch_size: int | None = None,
+    drop_first: int = 0,
+    initial_physical_nodes: int | None = None,
+) -> NDArray[np.int64]:
     """Like ``orig``, but resumable on a node count that does not divide ``num_canonical_nodes``.
 
     When resuming on such a count, the epoch is partitioned for ``initial_physical_nodes`` with
@@ -149,42 +165,54 @@ def get_partitions_relaxed(num_samples: int,
     """
     physical = num_physical_nodes
     canonical = num_canonical_nodes
-    compatible = (physical <= canonical and canonical % physical == 0) or \
-        (physical > canonical and physical % canonical == 0)
+    compatible = (physical <= canonical and canonical % physical == 0) or (
+        physical > canonical and physical % canonical == 0
+    )
     if initial_physical_nodes is None or compatible:
-        return get_partitions_orig(num_samples, canonical, physical, ranks_per_node,
-                                   workers_per_rank, batch_size, drop_first)
+        return get_partitions_orig(
+            num_samples, canonical, physical, ranks_per_node, workers_per_rank, batch_size, drop_first
+        )
 
     batch_size = batch_size or 1
     global_batch_size = physical * ranks_per_node * batch_size
     initial_devices = initial_physical_nodes * ranks_per_node
     if global_batch_size % initial_devices:
-        raise ValueError(f'The global batch size ({global_batch_size}) must be divisible by the '
-                         f'initial number of devices ({initial_devices}) when resuming with the '
-                         f'`relaxed` partition: keep the global batch size unchanged.')
-    initial = get_partitions_orig(num_samples, canonical, initial_physical_nodes, ranks_per_node,
-                                  workers_per_rank, global_batch_size // initial_devices,
-                                  drop_first)
+        raise ValueError(
+            f"The global batch size ({global_batch_size}) must be divisible by the "
+            f"initial number of devices ({initial_devices}) when resuming with the "
+            f"`relaxed` partition: keep the global batch size unchanged."
+        )
+    initial = get_partitions_orig(
+        num_samples,
+        canonical,
+        initial_physical_nodes,
+        ranks_per_node,
+        workers_per_rank,
+        global_batch_size // initial_devices,
+        drop_first,
+    )
     in_order = initial.transpose(3, 2, 0, 1, 4).reshape(-1)
     dealt = in_order.reshape(-1, workers_per_rank, physical, ranks_per_node, batch_size)
     return dealt.transpose(2, 3, 1, 0, 4)
 
 
 partition_algos: dict[str, PartitionFn] = {
-    'orig': get_partitions_orig,
-    'relaxed': get_partitions_relaxed,
+    "orig": get_partitions_orig,
+    "relaxed": get_partitions_relaxed,
 }
 
 
-def get_partitions(algo: str,
-                   num_samples: int,
-                   num_canonical_nodes: int,
-                   num_physical_nodes: int,
-                   ranks_per_node: int,
-                   workers_per_rank: int,
-                   batch_size: int | None = None,
-                   drop_first: int = 0,
-                   initial_physical_nodes: int | None = None) -> NDArray[np.int64]:
+def get_partitions(
+    algo: str,
+    num_samples: int,
+    num_canonical_nodes: int,
+    num_physical_nodes: int,
+    ranks_per_node: int,
+    workers_per_rank: int,
+    batch_size: int | None = None,
+    drop_first: int = 0,
+    initial_physical_nodes: int | None = None,
+) -> NDArray[np.int64]:
     """Partition ``num_samples`` epoch positions over nodes, ranks, workers and batches.
 
     Args:
@@ -204,12 +232,18 @@ def get_partitions(algo: str,
     """
     partition = partition_algos.get(algo)
     if partition is None:
-        raise ValueError(f'Unknown partition_algo {algo!r}; choose one of '
-                         f'{sorted(partition_algos)}.')
+        raise ValueError(f"Unknown partition_algo {algo!r}; choose one of {sorted(partition_algos)}.")
     world_size = ranks_per_node * num_physical_nodes
     repeated = world_size - num_samples % world_size
     if num_samples + repeated < drop_first:
-        raise ValueError(f'Resuming further into the dataset ({drop_first}) than it has samples '
-                         f'({num_samples}).')
-    return partition(num_samples, num_canonical_nodes, num_physical_nodes, ranks_per_node,
-                     workers_per_rank, batch_size, drop_first, initial_physical_nodes)
+        raise ValueError(f"Resuming further into the dataset ({drop_first}) than it has samples ({num_samples}).")
+    return partition(
+        num_samples,
+        num_canonical_nodes,
+        num_physical_nodes,
+        ranks_per_node,
+        workers_per_rank,
+        batch_size,
+        drop_first,
+        initial_physical_nodes,
+    )

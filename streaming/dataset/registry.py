@@ -6,8 +6,9 @@ group ``streaming_streams_registry`` of an installed package, as with MosaicML S
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from importlib.metadata import entry_points
-from typing import Any, Callable
+from typing import Any
 
 ENTRY_POINT_GROUP = "streaming_streams_registry"
 
@@ -23,9 +24,11 @@ class TypedRegistry:
     def register(self, name: str, func: Callable[..., Any] | None = None) -> Any:
         """Register ``func`` under ``name``; without ``func``, return a decorator."""
         if func is None:
+
             def decorate(target: Callable[..., Any]) -> Callable[..., Any]:
                 self._items[name] = target
                 return target
+
             return decorate
         self._items[name] = func
         return func
@@ -43,8 +46,9 @@ class TypedRegistry:
         """Return what is registered under ``name``; raise KeyError listing the known names."""
         found = self._items.get(name) or self._load_entry_point(name)
         if found is None:
-            raise KeyError(f"{name!r} is not registered in {'.'.join(self.namespace)}; registered: "
-                           f"{sorted(self.get_all())}.")
+            raise KeyError(
+                f"{name!r} is not registered in {'.'.join(self.namespace)}; registered: {sorted(self.get_all())}."
+            )
         return found
 
     def get_all(self) -> dict[str, Callable[..., Any]]:
@@ -67,9 +71,14 @@ streams_registry = TypedRegistry(("streaming", "streams_registry"), ENTRY_POINT_
 streams_registry.register("stream", func=_stream_class())
 
 
-def construct_from_registry(name: str, registry: TypedRegistry, partial_function: bool = False,
-                            pre_validation_function: Any = None, post_validation_function: Any = None,
-                            kwargs: dict[str, Any] | None = None) -> Any:
+def construct_from_registry(
+    name: str,
+    registry: TypedRegistry,
+    partial_function: bool = False,
+    pre_validation_function: Any = None,
+    post_validation_function: Any = None,
+    kwargs: dict[str, Any] | None = None,
+) -> Any:
     """Build the registered object ``name`` with ``kwargs`` (upstream's helper of the same name)."""
     constructor = registry.get(name)
     if pre_validation_function is not None:

@@ -13,11 +13,12 @@ from numpy.typing import ArrayLike, NDArray
 
 def _check_non_negative(name: str, value: int) -> None:
     if value < 0:
-        raise ValueError(f'`{name}` must be a non-negative integer, but got: {value}.')
+        raise ValueError(f"`{name}` must be a non-negative integer, but got: {value}.")
 
 
-def get_sampling(samples_per_shard: ArrayLike, choose: int, granularity: int, seed: int,
-                 epoch: int, use_epoch: bool) -> NDArray[np.int64]:
+def get_sampling(
+    samples_per_shard: ArrayLike, choose: int, granularity: int, seed: int, epoch: int, use_epoch: bool
+) -> NDArray[np.int64]:
     """Return how many samples to draw from each shard so that ``choose`` are drawn in total.
 
     Args:
@@ -28,11 +29,11 @@ def get_sampling(samples_per_shard: ArrayLike, choose: int, granularity: int, se
         epoch: Epoch, added to the seed when ``use_epoch``.
         use_epoch: Whether the pick order changes every epoch.
     """
-    _check_non_negative('choose', choose)
+    _check_non_negative("choose", choose)
     if granularity <= 0:
-        raise ValueError(f'`granularity` must be a positive integer, but got: {granularity}.')
-    _check_non_negative('seed', seed)
-    _check_non_negative('epoch', epoch)
+        raise ValueError(f"`granularity` must be a positive integer, but got: {granularity}.")
+    _check_non_negative("seed", seed)
+    _check_non_negative("epoch", epoch)
 
     sizes = np.asarray(samples_per_shard, dtype=np.int64).reshape(-1)
     total = int(sizes.sum())

@@ -37,8 +37,9 @@ def default_shuffle_block_size(num_canonical_nodes: int) -> int:
 def _as_sizes(shard_sizes: ArrayLike) -> NDArray[np.int64]:
     sizes = np.asarray(shard_sizes, dtype=np.int64).reshape(-1)
     if (sizes < 0).any():
-        raise ValueError(f'Shuffle unit sizes must be non-negative, got {sizes.min()} at index '
-                         f'{int(np.argmin(sizes))}.')
+        raise ValueError(
+            f"Shuffle unit sizes must be non-negative, got {sizes.min()} at index {int(np.argmin(sizes))}."
+        )
     return sizes
 
 
@@ -49,16 +50,18 @@ def _concat_ranges(begins: NDArray[np.int64], sizes: NDArray[np.int64]) -> NDArr
     return np.arange(total, dtype=np.int64) + np.repeat(begins - starts, sizes)
 
 
-def _shuffle_segments(rng: np.random.Generator, values: NDArray[np.int64],
-                      offsets: NDArray[np.int64], sizes: NDArray[np.int64]) -> None:
+def _shuffle_segments(
+    rng: np.random.Generator, values: NDArray[np.int64], offsets: NDArray[np.int64], sizes: NDArray[np.int64]
+) -> None:
     """Shuffle ``values[o:o+s]`` in place per segment, in order (segments under 2 draw nothing)."""
     keep = sizes > 1
     for offset, size in zip(offsets[keep].tolist(), sizes[keep].tolist()):
-        rng.shuffle(values[offset:offset + size])
+        rng.shuffle(values[offset : offset + size])
 
 
-def _split_into_parts(sizes: NDArray[np.int64], total: int, num_parts: int) \
-        -> tuple[NDArray[np.int64], NDArray[np.int64], NDArray[np.int64], NDArray[np.int64]]:
+def _split_into_parts(
+    sizes: NDArray[np.int64], total: int, num_parts: int
+) -> tuple[NDArray[np.int64], NDArray[np.int64], NDArray[np.int64], NDArray[np.int64]]:
     """Cut a sequence of units into ``num_parts`` consecutive parts of ``total*(c+1)//C`` ends.
 
     Returns ``(unit, offset, size, part_edges)``: for every piece, the index of its unit in
@@ -69,8 +72,8 @@ def _split_into_parts(sizes: NDArray[np.int64], total: int, num_parts: int) \
     starts = ends - sizes
     bounds = total * np.arange(1, num_parts + 1, dtype=np.int64) // num_parts
     cuts = np.unique(bounds)
-    first_cut = np.searchsorted(cuts, starts, side='right')
-    end_cut = np.searchsorted(cuts, ends, side='left')
+    first_cut = np.searchsorted(cuts, starts, side="right")
+    end_cut = np.searchsorted(cuts, ends, side="left")
     pieces_per_unit = np.maximum(end_cut - first_cut, 0) + 1
     num_pieces = int(pieces_per_unit.sum())
 
@@ -85,13 +88,14 @@ def _split_into_parts(sizes: NDArray[np.int64], total: int, num_parts: int) \
     piece_start = np.where(is_first, starts[unit], cut_before)
     piece_end = np.where(is_last, ends[unit], cut_after)
 
-    part = np.searchsorted(bounds, piece_end, side='left')
-    part_edges = np.searchsorted(part, np.arange(num_parts + 1), side='left')
+    part = np.searchsorted(bounds, piece_end, side="left")
+    part_edges = np.searchsorted(part, np.arange(num_parts + 1), side="left")
     return unit, piece_start - starts[unit], piece_end - piece_start, part_edges
 
 
-def divide_spans(spans: Sequence[tuple[int, int]], num_samples: int, num_parts: int) \
-        -> tuple[list[tuple[int, int]], list[tuple[int, int]]]:
+def divide_spans(
+    spans: Sequence[tuple[int, int]], num_samples: int, num_parts: int
+) -> tuple[list[tuple[int, int]], list[tuple[int, int]]]:
     """Cut ordered ``(begin, end)`` sample spans at canonical-node boundaries.
 
     Returns the cut spans and, per part, the ``(first, end)`` indices of its spans in that list
@@ -105,8 +109,9 @@ def divide_spans(spans: Sequence[tuple[int, int]], num_samples: int, num_parts: 
     return out_spans, list(zip(edges[:-1].tolist(), edges[1:].tolist()))
 
 
-def _canonical_spans(shard_sizes: ArrayLike, num_canonical_nodes: int, seed: int, epoch: int) \
-        -> tuple[NDArray[np.int64], NDArray[np.int64], NDArray[np.int64], np.random.Generator]:
+def _canonical_spans(
+    shard_sizes: ArrayLike, num_canonical_nodes: int, seed: int, epoch: int
+) -> tuple[NDArray[np.int64], NDArray[np.int64], NDArray[np.int64], np.random.Generator]:
     """Steps shared by py1s, py1br and py1e.
 
     Shuffle the unit order once per run, cut it at canonical-node boundaries, then shuffle the
@@ -118,8 +123,7 @@ def _canonical_spans(shard_sizes: ArrayLike, num_canonical_nodes: int, seed: int
     begins = np.cumsum(sizes) - sizes
     order = np.arange(len(sizes), dtype=np.int64)
     np.random.default_rng(seed).shuffle(order)
-    unit, offset, piece_sizes, edges = _split_into_parts(sizes[order], int(sizes.sum()),
-                                                         num_canonical_nodes)
+    unit, offset, piece_sizes, edges = _split_into_parts(sizes[order], int(sizes.sum()), num_canonical_nodes)
     piece_begins = begins[order][unit] + offset
 
     epoch_rng = np.random.default_rng(seed + epoch)
@@ -129,21 +133,17 @@ def _canonical_spans(shard_sizes: ArrayLike, num_canonical_nodes: int, seed: int
     return piece_begins[piece_order], piece_sizes[piece_order], edges, epoch_rng
 
 
-def get_shuffle_naive(shard_sizes: ArrayLike,
-                      num_canonical_nodes: int,
-                      seed: int,
-                      epoch: int,
-                      block_size: int = DEFAULT_BLOCK_SIZE) -> NDArray[np.int64]:
+def get_shuffle_naive(
+    shard_sizes: ArrayLike, num_canonical_nodes: int, seed: int, epoch: int, block_size: int = DEFAULT_BLOCK_SIZE
+) -> NDArray[np.int64]:
     """Permute all samples at once, ignoring shards and nodes (``default_rng(seed+epoch)``)."""
     total = int(_as_sizes(shard_sizes).sum())
     return np.random.default_rng(seed + epoch).permutation(total).astype(np.int64, copy=False)
 
 
-def get_shuffle_py1s(shard_sizes: ArrayLike,
-                     num_canonical_nodes: int,
-                     seed: int,
-                     epoch: int,
-                     block_size: int = DEFAULT_BLOCK_SIZE) -> NDArray[np.int64]:
+def get_shuffle_py1s(
+    shard_sizes: ArrayLike, num_canonical_nodes: int, seed: int, epoch: int, block_size: int = DEFAULT_BLOCK_SIZE
+) -> NDArray[np.int64]:
     """Shuffle shard order within each canonical node, then samples within each shard piece."""
     begins, sizes, _, epoch_rng = _canonical_spans(shard_sizes, num_canonical_nodes, seed, epoch)
     ids = _concat_ranges(begins, sizes)
@@ -151,11 +151,9 @@ def get_shuffle_py1s(shard_sizes: ArrayLike,
     return ids
 
 
-def get_shuffle_py2s(shard_sizes: ArrayLike,
-                     num_canonical_nodes: int,
-                     seed: int,
-                     epoch: int,
-                     block_size: int = DEFAULT_BLOCK_SIZE) -> NDArray[np.int64]:
+def get_shuffle_py2s(
+    shard_sizes: ArrayLike, num_canonical_nodes: int, seed: int, epoch: int, block_size: int = DEFAULT_BLOCK_SIZE
+) -> NDArray[np.int64]:
     """Shuffle shards and their samples once per run, then again per canonical node per epoch."""
     sizes = _as_sizes(shard_sizes)
     fixed_rng = np.random.default_rng(seed)
@@ -166,8 +164,7 @@ def get_shuffle_py2s(shard_sizes: ArrayLike,
     samples = _concat_ranges((np.cumsum(sizes) - sizes)[order], ordered_sizes)
     _shuffle_segments(fixed_rng, samples, layout_offsets, ordered_sizes)
 
-    unit, offset, piece_sizes, edges = _split_into_parts(ordered_sizes, int(sizes.sum()),
-                                                         num_canonical_nodes)
+    unit, offset, piece_sizes, edges = _split_into_parts(ordered_sizes, int(sizes.sum()), num_canonical_nodes)
     piece_offsets = layout_offsets[unit] + offset
     epoch_rng = np.random.default_rng(seed + epoch)
     piece_order = np.arange(len(piece_sizes), dtype=np.int64)
@@ -178,18 +175,15 @@ def get_shuffle_py2s(shard_sizes: ArrayLike,
     return samples[_concat_ranges(piece_offsets[piece_order], piece_sizes[piece_order])]
 
 
-def get_shuffle_py1br(shard_sizes: ArrayLike,
-                      num_canonical_nodes: int,
-                      seed: int,
-                      epoch: int,
-                      block_size: int = DEFAULT_BLOCK_SIZE) -> NDArray[np.int64]:
+def get_shuffle_py1br(
+    shard_sizes: ArrayLike, num_canonical_nodes: int, seed: int, epoch: int, block_size: int = DEFAULT_BLOCK_SIZE
+) -> NDArray[np.int64]:
     """Lay out each node's shard pieces, then shuffle within staggered blocks of random size.
 
     Block sizes are drawn from ``[0.75 * block_size, 1.25 * block_size)``; each node's blocks are
     shifted back by a per-node stagger drawn from ``[0, 0.75 * block_size)``.
     """
-    begins, sizes, edges, epoch_rng = _canonical_spans(shard_sizes, num_canonical_nodes, seed,
-                                                       epoch)
+    begins, sizes, edges, epoch_rng = _canonical_spans(shard_sizes, num_canonical_nodes, seed, epoch)
     ids = _concat_ranges(begins, sizes)
     node_ends = np.concatenate([[0], np.cumsum(sizes)])[edges[1:]].tolist()
     low, high = int(0.75 * block_size), int(1.25 * block_size)
@@ -211,19 +205,16 @@ def get_shuffle_py1br(shard_sizes: ArrayLike,
     return ids
 
 
-def get_shuffle_py1e(shard_sizes: ArrayLike,
-                     num_canonical_nodes: int,
-                     seed: int,
-                     epoch: int,
-                     block_size: int = DEFAULT_BLOCK_SIZE) -> NDArray[np.int64]:
+def get_shuffle_py1e(
+    shard_sizes: ArrayLike, num_canonical_nodes: int, seed: int, epoch: int, block_size: int = DEFAULT_BLOCK_SIZE
+) -> NDArray[np.int64]:
     """Spread each shard piece's samples over a window of about ``block_size`` positions.
 
     Per canonical node: shuffle each piece's samples, then move every sample by a uniform offset
     bounded by half of (a random block size in ``[0.75, 1.25) * block_size`` minus the piece
     size), clipped to the node, and sort by the new positions.
     """
-    begins, sizes, edges, epoch_rng = _canonical_spans(shard_sizes, num_canonical_nodes, seed,
-                                                       epoch)
+    begins, sizes, edges, epoch_rng = _canonical_spans(shard_sizes, num_canonical_nodes, seed, epoch)
     low, high = int(0.75 * block_size), int(1.25 * block_size)
     ids = np.empty(int(sizes.sum()), np.int64)
     node_offset = 0
@@ -233,9 +224,10 @@ def get_shuffle_py1e(shard_sizes: ArrayLike,
         num_node_samples = int(node_sizes.sum())
         if num_node_samples == 0:
             raise ValueError(
-                f'Canonical node {node} of {num_canonical_nodes} has no '
-                f'samples: the data has fewer samples ({len(ids)}) than canonical nodes, or '
-                f'the shards are empty. Reduce `num_canonical_nodes` or check the index.json.')
+                f"Canonical node {node} of {num_canonical_nodes} has no "
+                f"samples: the data has fewer samples ({len(ids)}) than canonical nodes, or "
+                f"the shards are empty. Reduce `num_canonical_nodes` or check the index.json."
+            )
         node_samples = _concat_ranges(begins[part_begin:part_end], node_sizes)
         offsets = np.cumsum(node_sizes) - node_sizes
         _shuffle_segments(epoch_rng, node_samples, offsets, node_sizes)
@@ -250,31 +242,36 @@ def get_shuffle_py1e(shard_sizes: ArrayLike,
             upper = min(cutoff, num_node_samples - offset - size)
             shifts.append(draw_shifts(lower, upper, size))
         positions = np.arange(num_node_samples, dtype=np.float64) + np.concatenate(shifts)
-        ids[node_offset:node_offset + num_node_samples] = node_samples[np.argsort(positions)]
+        ids[node_offset : node_offset + num_node_samples] = node_samples[np.argsort(positions)]
         node_offset += num_node_samples
 
     if piece_larger_than_block:
-        warnings.warn('shuffle_block_size is smaller than some shards, so those shards are not '
-                      'mixed with their neighbours. Raise shuffle_block_size for a better '
-                      'shuffle.')
+        warnings.warn(
+            "shuffle_block_size is smaller than some shards, so those shards are not "
+            "mixed with their neighbours. Raise shuffle_block_size for a better "
+            "shuffle.",
+            stacklevel=2,
+        )
     return ids
 
 
 shuffle_algos: dict[str, ShuffleFn] = {
-    'naive': get_shuffle_naive,
-    'py1br': get_shuffle_py1br,
-    'py1e': get_shuffle_py1e,
-    'py1s': get_shuffle_py1s,
-    'py2s': get_shuffle_py2s,
+    "naive": get_shuffle_naive,
+    "py1br": get_shuffle_py1br,
+    "py1e": get_shuffle_py1e,
+    "py1s": get_shuffle_py1s,
+    "py2s": get_shuffle_py2s,
 }
 
 
-def get_shuffle(algo: str,
-                shard_sizes: ArrayLike,
-                num_canonical_nodes: int,
-                seed: int,
-                epoch: int,
-                block_size: int = DEFAULT_BLOCK_SIZE) -> NDArray[np.int64]:
+def get_shuffle(
+    algo: str,
+    shard_sizes: ArrayLike,
+    num_canonical_nodes: int,
+    seed: int,
+    epoch: int,
+    block_size: int = DEFAULT_BLOCK_SIZE,
+) -> NDArray[np.int64]:
     """Return the epoch's sample order: ``ids[position] = sample id``.
 
     Args:
@@ -287,5 +284,5 @@ def get_shuffle(algo: str,
     """
     shuffle = shuffle_algos.get(algo)
     if shuffle is None:
-        raise ValueError(f'Unknown shuffle_algo {algo!r}; choose one of {sorted(shuffle_algos)}.')
+        raise ValueError(f"Unknown shuffle_algo {algo!r}; choose one of {sorted(shuffle_algos)}.")
     return shuffle(shard_sizes, num_canonical_nodes, seed, epoch, block_size)

@@ -47,10 +47,20 @@ class Stream:
         keep_zip: keep compressed files after decompressing (inherits when ``None``).
     """
 
-    def __init__(self, *, remote: str | None = None, local: str | None = None, split: str | None = None,
-                 proportion: float | None = None, repeat: float | None = None, choose: int | None = None,
-                 download_retry: int | None = None, download_timeout: float | None = None,
-                 validate_hash: str | None = None, keep_zip: bool | None = None) -> None:
+    def __init__(
+        self,
+        *,
+        remote: str | None = None,
+        local: str | None = None,
+        split: str | None = None,
+        proportion: float | None = None,
+        repeat: float | None = None,
+        choose: int | None = None,
+        download_retry: int | None = None,
+        download_timeout: float | None = None,
+        validate_hash: str | None = None,
+        keep_zip: bool | None = None,
+    ) -> None:
         self._weight = StreamWeight(proportion, repeat, choose)
         if download_retry is not None and download_retry < 0:
             raise ValueError(f"download_retry must be non-negative, got {download_retry}.")
@@ -118,10 +128,15 @@ class Stream:
         from streaming.storage.download import download_file
 
         if self.remote is None:
-            raise FileNotFoundError(f"{self.local_path(basename)} does not exist and the stream has no remote "
-                                    f"to download it from.")
-        download_file(self.remote_path(basename), self.local_path(basename), retry=self.download_retry or 2,
-                      timeout=self.download_timeout or 60.0)
+            raise FileNotFoundError(
+                f"{self.local_path(basename)} does not exist and the stream has no remote to download it from."
+            )
+        download_file(
+            self.remote_path(basename),
+            self.local_path(basename),
+            retry=self.download_retry or 2,
+            timeout=self.download_timeout or 60.0,
+        )
 
     def get_index_size(self) -> int:
         return os.stat(self.local_path(get_index_basename())).st_size
@@ -180,21 +195,25 @@ class Stream:
         size = os.stat(path).st_size
         if size != info.bytes:
             os.remove(path)
-            raise ShardCorruptError(f"Downloaded {path} is {size} bytes but the index says {info.bytes}; "
-                                    f"removed it so the next attempt downloads it again.")
+            raise ShardCorruptError(
+                f"Downloaded {path} is {size} bytes but the index says {info.bytes}; "
+                f"removed it so the next attempt downloads it again."
+            )
         if self.validate_hash:
             expected = info.hashes.get(self.validate_hash)
             if expected is None:
-                raise ValueError(f"validate_hash={self.validate_hash!r} but the index records only "
-                                 f"{sorted(info.hashes)} for {path}.")
+                raise ValueError(
+                    f"validate_hash={self.validate_hash!r} but the index records only {sorted(info.hashes)} for {path}."
+                )
             from streaming.format.hashing import get_hash
 
             with open(path, "rb") as f:
                 digest = get_hash(self.validate_hash, f.read())
             if digest != expected:
                 os.remove(path)
-                raise ShardCorruptError(f"Checksum failure: {path} does not match its {self.validate_hash} hash "
-                                        f"in the index; removed it.")
+                raise ShardCorruptError(
+                    f"Checksum failure: {path} does not match its {self.validate_hash} hash in the index; removed it."
+                )
 
     def evict(self, reader: Reader) -> int:
         """Delete a shard's local files; return the bytes freed."""

@@ -17,7 +17,7 @@ from numpy.typing import ArrayLike, NDArray
 
 from streaming.dataset.sampling import get_sampling
 
-SAMPLING_METHODS = ('balanced', 'fixed')
+SAMPLING_METHODS = ("balanced", "fixed")
 
 
 @dataclass(frozen=True)
@@ -31,11 +31,10 @@ class StreamWeight:
     def __post_init__(self) -> None:
         given = {name: value for name, value in self.__dict__.items() if value is not None}
         if len(given) > 1:
-            raise ValueError(f'At most one of `proportion`, `repeat` and `choose` may be given; '
-                             f'got {sorted(given)}.')
+            raise ValueError(f"At most one of `proportion`, `repeat` and `choose` may be given; got {sorted(given)}.")
         for name, value in given.items():
             if value < 0:
-                raise ValueError(f'`{name}` must be non-negative, got {value}.')
+                raise ValueError(f"`{name}` must be non-negative, got {value}.")
 
     @property
     def is_relative(self) -> bool:
@@ -68,18 +67,19 @@ def validate_weights(weights: Sequence[StreamWeight]) -> tuple[bool, bool]:
     Raises ValueError naming the first stream that mixes relative and absolute weighting.
     """
     if not weights:
-        raise ValueError('At least one stream is needed.')
+        raise ValueError("At least one stream is needed.")
     relative = weights[0].is_relative
     for stream_id, weight in enumerate(weights):
         if weight.is_relative != relative:
-            raise ValueError(f'Relative (`proportion`) and absolute (`repeat`, `choose`, none) '
-                             f'stream weights cannot be mixed (stream {stream_id} differs from '
-                             f'stream 0).')
+            raise ValueError(
+                f"Relative (`proportion`) and absolute (`repeat`, `choose`, none) "
+                f"stream weights cannot be mixed (stream {stream_id} differs from "
+                f"stream 0)."
+            )
     return relative, all(weight.is_unspecified for weight in weights)
 
 
-def _split_by_proportion(proportions: NDArray[np.float64], choose_per_epoch: int,
-                         seed: int) -> NDArray[np.int64]:
+def _split_by_proportion(proportions: NDArray[np.float64], choose_per_epoch: int, seed: int) -> NDArray[np.int64]:
     """Floor ``choose_per_epoch * proportion``; give the shortfall to randomly chosen streams."""
     proportions = proportions / proportions.sum()
     choose = (choose_per_epoch * proportions).astype(np.int64)
@@ -89,8 +89,9 @@ def _split_by_proportion(proportions: NDArray[np.float64], choose_per_epoch: int
     return choose
 
 
-def resolve_weights(weights: Sequence[StreamWeight], samples_per_stream: ArrayLike,
-                    choose_per_epoch: int | None, seed: int) -> ResolvedWeights:
+def resolve_weights(
+    weights: Sequence[StreamWeight], samples_per_stream: ArrayLike, choose_per_epoch: int | None, seed: int
+) -> ResolvedWeights:
     """Derive every stream's proportion, repeat and choose for one epoch.
 
     Args:
@@ -102,9 +103,9 @@ def resolve_weights(weights: Sequence[StreamWeight], samples_per_stream: ArrayLi
     """
     sizes = np.asarray(samples_per_stream, dtype=np.int64).reshape(-1)
     if len(sizes) != len(weights):
-        raise ValueError(f'Got {len(weights)} stream weights but {len(sizes)} stream sizes.')
+        raise ValueError(f"Got {len(weights)} stream weights but {len(sizes)} stream sizes.")
     relative, unspecified = validate_weights(weights)
-    with np.errstate(divide='ignore', invalid='ignore'):
+    with np.errstate(divide="ignore", invalid="ignore"):
         if relative:
             proportions = np.array([weight.proportion for weight in weights], np.float64)
             choose = _split_by_proportion(proportions, choose_per_epoch or int(sizes.sum()), seed)
@@ -114,10 +115,10 @@ def resolve_weights(weights: Sequence[StreamWeight], samples_per_stream: ArrayLi
             proportion = sizes / sizes.sum()
         else:
             if choose_per_epoch:
-                raise ValueError('`epoch_size` can only be given when streams are weighted '
-                                 'relatively (`proportion`) or not at all.')
-            choose = np.array([_absolute_choose(weight, int(size))
-                               for weight, size in zip(weights, sizes)], np.int64)
+                raise ValueError(
+                    "`epoch_size` can only be given when streams are weighted relatively (`proportion`) or not at all."
+                )
+            choose = np.array([_absolute_choose(weight, int(size)) for weight, size in zip(weights, sizes)], np.int64)
             proportion = choose / choose.sum()
         return ResolvedWeights(proportion, choose / sizes, choose)
 
@@ -130,21 +131,24 @@ def _absolute_choose(weight: StreamWeight, size: int) -> int:
     return size
 
 
-def apply_weights(weights: Sequence[StreamWeight], samples_per_stream: ArrayLike,
-                  choose_per_epoch: int | None, seed: int) -> int:
+def apply_weights(
+    weights: Sequence[StreamWeight], samples_per_stream: ArrayLike, choose_per_epoch: int | None, seed: int
+) -> int:
     """Return the epoch size implied by the weights (`resolve_weights` gives each stream's)."""
     return resolve_weights(weights, samples_per_stream, choose_per_epoch, seed).epoch_size
 
 
-def resample_streams(samples_per_shard: ArrayLike,
-                     shards_per_stream: ArrayLike,
-                     choose_per_stream: ArrayLike,
-                     seed: int,
-                     epoch: int,
-                     sampling_method: str = 'balanced',
-                     sampling_granularity: int = 1,
-                     shuffle: bool = False,
-                     stream_id: int | None = None) -> tuple[NDArray[np.int64], NDArray[np.int64]]:
+def resample_streams(
+    samples_per_shard: ArrayLike,
+    shards_per_stream: ArrayLike,
+    choose_per_stream: ArrayLike,
+    seed: int,
+    epoch: int,
+    sampling_method: str = "balanced",
+    sampling_granularity: int = 1,
+    shuffle: bool = False,
+    stream_id: int | None = None,
+) -> tuple[NDArray[np.int64], NDArray[np.int64]]:
     """Pick one epoch's samples: the shuffle units and the sample id at each epoch position.
 
     Each shard contributes ``choose // size`` full copies of itself (one shuffle unit each) and,
@@ -168,24 +172,32 @@ def resample_streams(samples_per_shard: ArrayLike,
         position of the epoch (``len == sum(choose)`` over the streams resampled).
     """
     if sampling_method not in SAMPLING_METHODS:
-        raise ValueError(f'Unknown sampling_method {sampling_method!r}; choose one of '
-                         f'{list(SAMPLING_METHODS)}.')
+        raise ValueError(f"Unknown sampling_method {sampling_method!r}; choose one of {list(SAMPLING_METHODS)}.")
     shard_sizes = np.asarray(samples_per_shard, dtype=np.int64).reshape(-1)
     counts = np.asarray(shards_per_stream, dtype=np.int64).reshape(-1)
     stream_choose = np.asarray(choose_per_stream, dtype=np.int64).reshape(-1)
     shard_begins = np.cumsum(counts) - counts
     sample_offsets = np.cumsum(shard_sizes) - shard_sizes
-    balanced = sampling_method == 'balanced'
+    balanced = sampling_method == "balanced"
     picks_change = balanced and shuffle
 
     streams = range(len(counts)) if stream_id is None else [stream_id]
-    shard_ids = np.concatenate([np.arange(shard_begins[s], shard_begins[s] + counts[s])
-                                for s in streams]).astype(np.int64)
-    choose = np.concatenate([
-        get_sampling(shard_sizes[shard_begins[s]:shard_begins[s] + counts[s]],
-                     int(stream_choose[s]), sampling_granularity, seed, epoch, picks_change)
-        for s in streams
-    ]).astype(np.int64)
+    shard_ids = np.concatenate([np.arange(shard_begins[s], shard_begins[s] + counts[s]) for s in streams]).astype(
+        np.int64
+    )
+    choose = np.concatenate(
+        [
+            get_sampling(
+                shard_sizes[shard_begins[s] : shard_begins[s] + counts[s]],
+                int(stream_choose[s]),
+                sampling_granularity,
+                seed,
+                epoch,
+                picks_change,
+            )
+            for s in streams
+        ]
+    ).astype(np.int64)
     sizes = shard_sizes[shard_ids]
     offsets = sample_offsets[shard_ids]
     nonempty = sizes > 0
@@ -198,13 +210,12 @@ def resample_streams(samples_per_shard: ArrayLike,
     partial_units = (np.cumsum(units_per_shard) - 1)[partial > 0]
     units[partial_units] = partial[partial > 0]
     unit_starts = np.cumsum(units) - units
-    sample_ids = np.arange(int(units.sum()), dtype=np.int64) + \
-        np.repeat(offsets[unit_shard] - unit_starts, units)
+    sample_ids = np.arange(int(units.sum()), dtype=np.int64) + np.repeat(offsets[unit_shard] - unit_starts, units)
 
     rng = np.random.default_rng(seed + epoch if balanced else seed)
     for unit, shard in zip(partial_units.tolist(), np.flatnonzero(partial).tolist()):
         picked = rng.choice(int(sizes[shard]), int(partial[shard]), replace=False)
         picked.sort()
         start = int(unit_starts[unit])
-        sample_ids[start:start + len(picked)] = picked + offsets[shard]
+        sample_ids[start : start + len(picked)] = picked + offsets[shard]
     return units, sample_ids

@@ -15,14 +15,14 @@ from typing import Any
 def _env_int(name: str, default: int) -> int:
     """Read a non-negative integer environment variable, naming it in the error if malformed."""
     raw = os.environ.get(name)
-    if raw is None or raw == '':
+    if raw is None or raw == "":
         return default
     try:
         value = int(raw)
     except ValueError:
-        raise ValueError(f'Environment variable {name}={raw!r} is not an integer.') from None
+        raise ValueError(f"Environment variable {name}={raw!r} is not an integer.") from None
     if value < 0:
-        raise ValueError(f'Environment variable {name}={value} must be non-negative.')
+        raise ValueError(f"Environment variable {name}={value} must be non-negative.")
     return value
 
 
@@ -55,13 +55,12 @@ class World:
     worker: int
 
     def __post_init__(self) -> None:
-        for name in ('num_nodes', 'ranks_per_node', 'workers_per_rank'):
+        for name in ("num_nodes", "ranks_per_node", "workers_per_rank"):
             value = getattr(self, name)
             if int(value) != value or value < 1:
-                raise ValueError(f'World `{name}` must be a positive integer, got {value!r}.')
+                raise ValueError(f"World `{name}` must be a positive integer, got {value!r}.")
         if not 0 <= self.worker < self.num_workers:
-            raise ValueError(f'World `worker` must be in [0, {self.num_workers}), '
-                             f'got {self.worker!r}.')
+            raise ValueError(f"World `worker` must be in [0, {self.num_workers}), got {self.worker!r}.")
 
     # Nodes.
     @property
@@ -130,23 +129,26 @@ class World:
         (defaults 0, 1, 1); workers from ``torch.utils.data.get_worker_info()`` when PyTorch is
         installed and this is a DataLoader worker, else one worker per rank.
         """
-        rank = _env_int('RANK', 0)
-        world_size = _env_int('WORLD_SIZE', 1)
-        ranks_per_node = _env_int('LOCAL_WORLD_SIZE', 1)
+        rank = _env_int("RANK", 0)
+        world_size = _env_int("WORLD_SIZE", 1)
+        ranks_per_node = _env_int("LOCAL_WORLD_SIZE", 1)
         if world_size < 1 or ranks_per_node < 1 or world_size % ranks_per_node:
-            raise ValueError(f'WORLD_SIZE ({world_size}) must be a positive multiple of '
-                             f'LOCAL_WORLD_SIZE ({ranks_per_node}).')
+            raise ValueError(
+                f"WORLD_SIZE ({world_size}) must be a positive multiple of LOCAL_WORLD_SIZE ({ranks_per_node})."
+            )
         if rank >= world_size:
-            raise ValueError(f'RANK ({rank}) must be less than WORLD_SIZE ({world_size}).')
+            raise ValueError(f"RANK ({rank}) must be less than WORLD_SIZE ({world_size}).")
         worker_of_rank, workers_per_rank = _detect_worker()
-        return cls(world_size // ranks_per_node, ranks_per_node, workers_per_rank,
-                   rank * workers_per_rank + worker_of_rank)
+        return cls(
+            world_size // ranks_per_node, ranks_per_node, workers_per_rank, rank * workers_per_rank + worker_of_rank
+        )
 
     def detect_workers(self) -> World:
         """Return this world with the DataLoader workers of the calling process re-detected."""
         worker_of_rank, workers_per_rank = _detect_worker()
-        return World(self.num_nodes, self.ranks_per_node, workers_per_rank,
-                     self.rank * workers_per_rank + worker_of_rank)
+        return World(
+            self.num_nodes, self.ranks_per_node, workers_per_rank, self.rank * workers_per_rank + worker_of_rank
+        )
 
     def replicate(self, replication: int) -> World:
         """Return the world as seen when groups of ``replication`` consecutive ranks share samples.
@@ -156,18 +158,18 @@ class World:
         all placed on one node.
         """
         if int(replication) != replication or replication < 1:
-            raise ValueError(f'`replication` must be a positive integer, got {replication!r}.')
+            raise ValueError(f"`replication` must be a positive integer, got {replication!r}.")
         if self.num_ranks % replication:
-            raise ValueError(f'World size ({self.num_ranks} ranks) must be divisible by '
-                             f'`replication` ({replication}).')
+            raise ValueError(f"World size ({self.num_ranks} ranks) must be divisible by `replication` ({replication}).")
         num_ranks = self.num_ranks // replication
         rank = self.rank // replication
         if num_ranks % self.ranks_per_node == 0:
             num_nodes = num_ranks // self.ranks_per_node
         else:
             num_nodes = 1
-        return World(num_nodes, num_ranks // num_nodes, self.workers_per_rank,
-                     rank * self.workers_per_rank + self.worker_of_rank)
+        return World(
+            num_nodes, num_ranks // num_nodes, self.workers_per_rank, rank * self.workers_per_rank + self.worker_of_rank
+        )
 
     def copy(self) -> World:
         """Return an equal world (worlds are immutable; kept for upstream compatibility)."""
@@ -175,7 +177,21 @@ class World:
 
     def to_json(self) -> dict[str, Any]:
         """Return every field, base and derived, as a JSON-ready dict."""
-        names = ('node', 'num_nodes', 'is_multinode', 'rank', 'num_ranks', 'rank_of_node',
-                 'ranks_per_node', 'worker', 'num_workers', 'worker_of_node', 'workers_per_node',
-                 'worker_of_rank', 'workers_per_rank', 'is_leader', 'is_local_leader')
+        names = (
+            "node",
+            "num_nodes",
+            "is_multinode",
+            "rank",
+            "num_ranks",
+            "rank_of_node",
+            "ranks_per_node",
+            "worker",
+            "num_workers",
+            "worker_of_node",
+            "workers_per_node",
+            "worker_of_rank",
+            "workers_per_rank",
+            "is_leader",
+            "is_local_leader",
+        )
         return {name: getattr(self, name) for name in names}

@@ -14,12 +14,19 @@ import os
 import struct
 import threading
 import zlib
+from collections.abc import Callable
 from functools import cache
 from types import ModuleType
-from typing import Callable, NamedTuple
+from typing import NamedTuple
 
-__all__ = ["check_compression", "compress", "decompress", "get_compression_extension", "get_compressions",
-           "is_compression"]
+__all__ = [
+    "check_compression",
+    "compress",
+    "decompress",
+    "get_compression_extension",
+    "get_compressions",
+    "is_compression",
+]
 
 
 class _Family(NamedTuple):
@@ -56,8 +63,9 @@ def _describe_valid() -> str:
     parts = []
     for family, spec in _FAMILIES.items():
         if spec.levels:
-            parts.append(f"{family} or {family}:{spec.levels[0]}..{family}:{spec.levels[-1]} "
-                         f"(default level {spec.default})")
+            parts.append(
+                f"{family} or {family}:{spec.levels[0]}..{family}:{spec.levels[-1]} (default level {spec.default})"
+            )
         else:
             parts.append(family)
     return "; ".join(parts)
@@ -141,8 +149,9 @@ def _zstd_compress(data: bytes, level: int) -> bytes:
     compressor = _zstd_codecs.compressors.get((level, threads))
     if compressor is None:
         zstandard = _import("zstandard")
-        compressor = zstandard.ZstdCompressor(level=level, write_content_size=True, write_checksum=False,
-                                              threads=threads)
+        compressor = zstandard.ZstdCompressor(
+            level=level, write_content_size=True, write_checksum=False, threads=threads
+        )
         _zstd_codecs.compressors[level, threads] = compressor
     return compressor.compress(data)
 

@@ -6,14 +6,25 @@ Twelve come from hashlib (md5, the sha1/sha2/sha3 families, blake2b, blake2s) an
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from functools import cache
-from typing import Callable
 
 __all__ = ["check_hashes", "get_hash", "get_hashes", "is_hash"]
 
-_HASHLIB_NAMES = ("md5", "sha1", "sha224", "sha256", "sha384", "sha512", "sha3_224", "sha3_256", "sha3_384",
-                  "sha3_512", "blake2b", "blake2s")
+_HASHLIB_NAMES = (
+    "md5",
+    "sha1",
+    "sha224",
+    "sha256",
+    "sha384",
+    "sha512",
+    "sha3_224",
+    "sha3_256",
+    "sha3_384",
+    "sha3_512",
+    "blake2b",
+    "blake2s",
+)
 _XXHASH_NAMES = ("xxh32", "xxh64", "xxh3_64", "xxh3_128", "xxh128")
 _NAMES = frozenset(_HASHLIB_NAMES + _XXHASH_NAMES)
 

@@ -27,7 +27,7 @@ class FileInfo(NamedTuple):
         return {"basename": self.basename, "bytes": self.bytes, "hashes": self.hashes}
 
     @classmethod
-    def from_json(cls, obj: dict[str, Any] | None) -> "FileInfo | None":
+    def from_json(cls, obj: dict[str, Any] | None) -> FileInfo | None:
         if obj is None:
             return None
         return cls(obj["basename"], obj["bytes"], obj.get("hashes") or {})
@@ -55,10 +55,17 @@ def check_basename(basename: str, where: str) -> str:
     if not isinstance(basename, str) or not basename:
         raise ValueError(f"{where}: shard basename must be a non-empty string, got {basename!r}.")
     normalized = posixpath.normpath(basename.replace("\\", "/"))
-    if (basename.startswith(("/", "\\")) or ":" in basename.split("/")[0] or normalized.startswith("..")
-            or normalized != basename or "\x00" in basename):
-        raise ValueError(f"{where}: shard basename {basename!r} is not a plain relative path inside the dataset "
-                         f"directory; refusing to read or write outside it.")
+    if (
+        basename.startswith(("/", "\\"))
+        or ":" in basename.split("/")[0]
+        or normalized.startswith("..")
+        or normalized != basename
+        or "\x00" in basename
+    ):
+        raise ValueError(
+            f"{where}: shard basename {basename!r} is not a plain relative path inside the dataset "
+            f"directory; refusing to read or write outside it."
+        )
     return basename
 
 
@@ -70,24 +77,31 @@ def parse_index(text: str | bytes, where: str) -> list[dict[str, Any]]:
     try:
         obj = json.loads(text)
     except json.JSONDecodeError as err:
-        raise json.JSONDecodeError(f"Index file at {where} is empty or corrupted. {err.msg}", err.doc,
-                                   err.pos) from None
+        raise json.JSONDecodeError(
+            f"Index file at {where} is empty or corrupted. {err.msg}", err.doc, err.pos
+        ) from None
     if not isinstance(obj, dict) or not isinstance(obj.get("shards"), list):
         raise ValueError(f"Index file at {where} is not a streaming index: expected an object with a 'shards' list.")
     if obj.get("version") != INDEX_VERSION:
-        raise ValueError(f"Unsupported streaming data version {obj.get('version')!r} in {where}: "
-                         f"this package reads index version {INDEX_VERSION}.")
+        raise ValueError(
+            f"Unsupported streaming data version {obj.get('version')!r} in {where}: "
+            f"this package reads index version {INDEX_VERSION}."
+        )
     for number, shard in enumerate(obj["shards"]):
         if not isinstance(shard, dict):
             raise ValueError(f"Index file at {where}: shard {number} is not an object.")
         if shard.get("version") != INDEX_VERSION:
-            raise ValueError(f"Unsupported streaming data version {shard.get('version')!r} for shard {number} "
-                             f"in {where}: this package reads version {INDEX_VERSION}.")
+            raise ValueError(
+                f"Unsupported streaming data version {shard.get('version')!r} for shard {number} "
+                f"in {where}: this package reads version {INDEX_VERSION}."
+            )
         for key in _FILE_KEYS:
             info = shard.get(key)
             if info is not None:
-                check_basename(info.get("basename") if isinstance(info, dict) else None,
-                               f"Index file at {where}, shard {number}, {key}")
+                check_basename(
+                    info.get("basename") if isinstance(info, dict) else None,
+                    f"Index file at {where}, shard {number}, {key}",
+                )
     return obj["shards"]
 
 

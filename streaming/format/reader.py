@@ -11,7 +11,8 @@ import os
 import struct
 import sys
 import uuid
-from typing import Any, Iterator, Sequence
+from collections.abc import Iterator, Sequence
+from typing import Any
 
 from streaming.format.compression import decompress
 from streaming.format.errors import ShardCorruptError
@@ -22,8 +23,10 @@ def _map_file(path: str, expected_bytes: int) -> mmap.mmap | bytes:
     with open(path, "rb") as f:
         size = os.fstat(f.fileno()).st_size
         if size != expected_bytes:
-            raise ShardCorruptError(f"Shard file {path} is {size} bytes but the index says {expected_bytes}: "
-                                    f"it is truncated or was replaced.")
+            raise ShardCorruptError(
+                f"Shard file {path} is {size} bytes but the index says {expected_bytes}: "
+                f"it is truncated or was replaced."
+            )
         if size == 0:
             return b""
         return mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
@@ -33,9 +36,11 @@ def read_offsets(buffer: memoryview, samples: int, path: str) -> Sequence[int]:
     """The ``samples + 1`` sample offsets after the leading sample count, checked against the index's count."""
     count = int.from_bytes(buffer[:4], "little") if len(buffer) >= 4 else -1
     if count != samples or len(buffer) < 4 * (count + 2):
-        raise ShardCorruptError(f"Shard file {path} says it holds {count} samples but the index says {samples}: "
-                                f"it is corrupt or belongs to another dataset.")
-    table = buffer[4:4 * (count + 2)]
+        raise ShardCorruptError(
+            f"Shard file {path} says it holds {count} samples but the index says {samples}: "
+            f"it is corrupt or belongs to another dataset."
+        )
+    table = buffer[4 : 4 * (count + 2)]
     return table.cast("I") if sys.byteorder == "little" else struct.unpack(f"<{count + 1}I", table)
 
 
@@ -51,8 +56,15 @@ class Reader:
         size_limit: the writer's shard size cap.
     """
 
-    def __init__(self, dirname: str, split: str | None, compression: str | None, hashes: list[str],
-                 samples: int, size_limit: int | None) -> None:
+    def __init__(
+        self,
+        dirname: str,
+        split: str | None,
+        compression: str | None,
+        hashes: list[str],
+        samples: int,
+        size_limit: int | None,
+    ) -> None:
         self.dirname = dirname
         self.split = split or ""
         self.compression = compression
@@ -100,16 +112,20 @@ class Reader:
             with open(zip_path, "rb") as f:
                 data = f.read()
             if len(data) != zipped.bytes:
-                raise ShardCorruptError(f"Shard file {zip_path} is {len(data)} bytes but the index says "
-                                        f"{zipped.bytes}: it is truncated or was replaced.")
+                raise ShardCorruptError(
+                    f"Shard file {zip_path} is {len(data)} bytes but the index says "
+                    f"{zipped.bytes}: it is truncated or was replaced."
+                )
             try:
                 data = decompress(self.compression, data)
-            except Exception as err:  # noqa: BLE001 - any codec failure means a corrupt file
-                raise ShardCorruptError(f"Shard file {zip_path} cannot be decompressed with "
-                                        f"{self.compression!r}: {err}") from err
+            except Exception as err:
+                raise ShardCorruptError(
+                    f"Shard file {zip_path} cannot be decompressed with {self.compression!r}: {err}"
+                ) from err
             if len(data) != raw.bytes:
-                raise ShardCorruptError(f"Shard file {zip_path} decompresses to {len(data)} bytes but the index "
-                                        f"says {raw.bytes}.")
+                raise ShardCorruptError(
+                    f"Shard file {zip_path} decompresses to {len(data)} bytes but the index says {raw.bytes}."
+                )
             tmp = f"{raw_path}.tmp.{uuid.uuid4().hex}"
             with open(tmp, "wb") as out:
                 out.write(data)
@@ -129,9 +145,17 @@ class Reader:
 class JointReader(Reader):
     """A shard stored as one data file (MDS)."""
 
-    def __init__(self, dirname: str, split: str | None, compression: str | None, hashes: list[str],
-                 raw_data: dict[str, Any], samples: int, size_limit: int | None,
-                 zip_data: dict[str, Any] | None) -> None:
+    def __init__(
+        self,
+        dirname: str,
+        split: str | None,
+        compression: str | None,
+        hashes: list[str],
+        raw_data: dict[str, Any],
+        samples: int,
+        size_limit: int | None,
+        zip_data: dict[str, Any] | None,
+    ) -> None:
         super().__init__(dirname, split, compression, hashes, samples, size_limit)
         self.raw_data = FileInfo.from_json(raw_data)
         self.zip_data = FileInfo.from_json(zip_data)
@@ -141,9 +165,19 @@ class JointReader(Reader):
 class SplitReader(Reader):
     """A shard stored as a data file plus a ``.meta`` file (JSON, CSV, TSV, XSV)."""
 
-    def __init__(self, dirname: str, split: str | None, compression: str | None, hashes: list[str],
-                 raw_data: dict[str, Any], raw_meta: dict[str, Any], samples: int, size_limit: int | None,
-                 zip_data: dict[str, Any] | None, zip_meta: dict[str, Any] | None) -> None:
+    def __init__(
+        self,
+        dirname: str,
+        split: str | None,
+        compression: str | None,
+        hashes: list[str],
+        raw_data: dict[str, Any],
+        raw_meta: dict[str, Any],
+        samples: int,
+        size_limit: int | None,
+        zip_data: dict[str, Any] | None,
+        zip_meta: dict[str, Any] | None,
+    ) -> None:
         super().__init__(dirname, split, compression, hashes, samples, size_limit)
         self.raw_data = FileInfo.from_json(raw_data)
         self.zip_data = FileInfo.from_json(zip_data)
@@ -160,13 +194,15 @@ class SplitReader(Reader):
         data_path = self.local_path(self.raw_data.basename)
         self._data = _map_file(data_path, self.raw_data.bytes)
         if self._offsets[-1] != len(self._data):
-            raise ShardCorruptError(f"Shard file {data_path} ends at byte {len(self._data)} but its meta file says "
-                                    f"{self._offsets[-1]}.")
+            raise ShardCorruptError(
+                f"Shard file {data_path} ends at byte {len(self._data)} but its meta file says {self._offsets[-1]}."
+            )
 
     def get_sample_data(self, index: int) -> bytes:
         if self._data is None:
             self._open()
         if not 0 <= index < self.samples:
-            raise IndexError(f"Sample {index} is out of range for shard {self.raw_data.basename} "
-                             f"of {self.samples} samples.")
-        return self._data[self._offsets[index]:self._offsets[index + 1]]
+            raise IndexError(
+                f"Sample {index} is out of range for shard {self.raw_data.basename} of {self.samples} samples."
+            )
+        return self._data[self._offsets[index] : self._offsets[index + 1]]

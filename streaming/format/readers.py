@@ -9,8 +9,13 @@ from streaming.format.mds.reader import MDSReader
 from streaming.format.reader import Reader
 from streaming.format.xsv.reader import CSVReader, TSVReader, XSVReader
 
-READERS: dict[str, type[Reader]] = {"csv": CSVReader, "json": JSONReader, "mds": MDSReader, "tsv": TSVReader,
-                                    "xsv": XSVReader}
+READERS: dict[str, type[Reader]] = {
+    "csv": CSVReader,
+    "json": JSONReader,
+    "mds": MDSReader,
+    "tsv": TSVReader,
+    "xsv": XSVReader,
+}
 
 
 def reader_from_json(dirname: str, split: str | None, obj: dict[str, Any]) -> Reader:
@@ -22,7 +27,7 @@ def reader_from_json(dirname: str, split: str | None, obj: dict[str, Any]) -> Re
     cls = READERS.get(shard_format)
     if cls is None:
         raise ValueError(f"Unsupported shard format {shard_format!r}; known formats: {', '.join(sorted(READERS))}.")
-    params = cls.__init__.__code__.co_varnames[3:cls.__init__.__code__.co_argcount]
+    params = cls.__init__.__code__.co_varnames[3 : cls.__init__.__code__.co_argcount]
     try:
         return cls(dirname, split, **{key: obj[key] for key in params if key in obj})
     except TypeError as err:

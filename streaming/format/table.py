@@ -11,7 +11,7 @@ import gc
 import json
 import operator
 from dataclasses import dataclass
-from typing import Any, Optional
+from typing import Any
 
 import msgspec
 import numpy as np
@@ -20,10 +20,19 @@ from streaming.format.index import INDEX_VERSION, check_basename
 from streaming.format.reader import Reader
 from streaming.format.readers import reader_from_json
 
-
 _RAW_NULL = msgspec.Raw(b"null")
-_CONFIG_FIELDS = ("format", "compression", "hashes", "size_limit", "column_encodings", "column_names",
-                  "column_sizes", "columns", "newline", "separator")
+_CONFIG_FIELDS = (
+    "format",
+    "compression",
+    "hashes",
+    "size_limit",
+    "column_encodings",
+    "column_names",
+    "column_sizes",
+    "columns",
+    "newline",
+    "separator",
+)
 _ALWAYS_PRESENT = ("compression", "size_limit")
 
 
@@ -39,9 +48,9 @@ class _Shard(msgspec.Struct, gc=False):
     samples: int
     raw_data: _File
     version: Any = None
-    zip_data: Optional[_File] = None
-    raw_meta: Optional[_File] = None
-    zip_meta: Optional[_File] = None
+    zip_data: _File | None = None
+    raw_meta: _File | None = None
+    zip_meta: _File | None = None
     format: msgspec.Raw = _RAW_NULL
     compression: msgspec.Raw = _RAW_NULL
     hashes: msgspec.Raw = msgspec.Raw(b"[]")
@@ -92,23 +101,31 @@ class FileColumn:
     hashes: np.ndarray
 
     @classmethod
-    def from_records(cls, records: list[Optional[_File]]) -> "FileColumn | None":
+    def from_records(cls, records: list[_File | None]) -> FileColumn | None:
         present = [record for record in records if record is not None]
         if not present:
             return None
         if len(present) == len(records):
-            return cls(np.array([r.basename for r in records]), np.array([r.bytes for r in records], np.int64),
-                       np.array([bytes(r.hashes) for r in records]))
-        return cls(np.array([r.basename if r else "" for r in records]),
-                   np.array([r.bytes if r else 0 for r in records], np.int64),
-                   np.array([bytes(r.hashes) if r else b"{}" for r in records]))
+            return cls(
+                np.array([r.basename for r in records]),
+                np.array([r.bytes for r in records], np.int64),
+                np.array([bytes(r.hashes) for r in records]),
+            )
+        return cls(
+            np.array([r.basename if r else "" for r in records]),
+            np.array([r.bytes if r else 0 for r in records], np.int64),
+            np.array([bytes(r.hashes) if r else b"{}" for r in records]),
+        )
 
     def record(self, shard_id: int) -> dict[str, Any] | None:
         name = str(self.names[shard_id])
         if not name:
             return None
-        return {"basename": name, "bytes": int(self.sizes[shard_id]),
-                "hashes": msgspec.json.decode(self.hashes[shard_id])}
+        return {
+            "basename": name,
+            "bytes": int(self.sizes[shard_id]),
+            "hashes": msgspec.json.decode(self.hashes[shard_id]),
+        }
 
 
 @dataclass
@@ -130,7 +147,7 @@ class ShardTable:
     zip_bytes: np.ndarray
     config_ids: np.ndarray
     configs: list[dict[str, Any]]
-    files: dict[str, Optional[FileColumn]]
+    files: dict[str, FileColumn | None]
 
     def __len__(self) -> int:
         return len(self.samples)
@@ -140,7 +157,7 @@ class ShardTable:
         return int(self.samples.sum())
 
     @classmethod
-    def from_bytes(cls, data: bytes, where: str) -> "ShardTable":
+    def from_bytes(cls, data: bytes, where: str) -> ShardTable:
         """Decode and validate index bytes; ``where`` (path or URL) is named in every error.
 
         The cyclic garbage collector is paused meanwhile: the records hold no cycles, and collections
@@ -155,7 +172,7 @@ class ShardTable:
                 gc.enable()
 
     @classmethod
-    def _decode(cls, data: bytes, where: str) -> "ShardTable":
+    def _decode(cls, data: bytes, where: str) -> ShardTable:
         try:
             index = _decoder.decode(data)
         except msgspec.ValidationError as err:
@@ -163,8 +180,10 @@ class ShardTable:
         except msgspec.DecodeError as err:
             raise json.JSONDecodeError(f"Index file at {where} is empty or corrupted: {err}", "", 0) from None
         if index.version != INDEX_VERSION:
-            raise ValueError(f"Unsupported streaming data version {index.version!r} in {where}: this package reads "
-                             f"index version {INDEX_VERSION}.")
+            raise ValueError(
+                f"Unsupported streaming data version {index.version!r} in {where}: this package reads "
+                f"index version {INDEX_VERSION}."
+            )
         count = len(index.shards)
         samples = np.empty(count, np.int64)
         raw_bytes = np.zeros(count, np.int64)
@@ -172,14 +191,16 @@ class ShardTable:
         config_ids = np.empty(count, np.int32)
         configs: list[dict[str, Any]] = []
         distinct: list[tuple[msgspec.Raw, ...]] = []
-        files: dict[str, list[Optional[_File]]] = {kind: [None] * count for kind in _FILE_KINDS}
+        files: dict[str, list[_File | None]] = {kind: [None] * count for kind in _FILE_KINDS}
         raw_data, zip_data, raw_meta, zip_meta = (files[kind] for kind in _FILE_KINDS)
         previous: tuple[msgspec.Raw, ...] | None = None
         config_id = -1
         for number, shard in enumerate(index.shards):
             if shard.version != INDEX_VERSION:
-                raise ValueError(f"Unsupported streaming data version {shard.version!r} for shard {number} in "
-                                 f"{where}: this package reads version {INDEX_VERSION}.")
+                raise ValueError(
+                    f"Unsupported streaming data version {shard.version!r} for shard {number} in "
+                    f"{where}: this package reads version {INDEX_VERSION}."
+                )
             samples[number] = shard.samples
             raw_data[number] = record = shard.raw_data
             _check(record.basename, where, number)
@@ -208,7 +229,7 @@ class ShardTable:
         return cls(samples, raw_bytes, zip_bytes, config_ids, configs, columns)
 
     @classmethod
-    def from_file(cls, path: str) -> "ShardTable":
+    def from_file(cls, path: str) -> ShardTable:
         with open(path, "rb") as f:
             return cls.from_bytes(f.read(), path)
 
@@ -227,11 +248,15 @@ class ShardTable:
 
     def file_sizes(self, shard_id: int) -> list[tuple[str, int]]:
         """``(basename, bytes)`` of every file (raw and compressed) of one shard."""
-        return [(str(column.names[shard_id]), int(column.sizes[shard_id])) for column in self.files.values()
-                if column is not None and column.names[shard_id]]
+        return [
+            (str(column.names[shard_id]), int(column.sizes[shard_id]))
+            for column in self.files.values()
+            if column is not None and column.names[shard_id]
+        ]
 
     def raw_names(self, shard_id: int) -> list[str]:
         """The uncompressed file names of one shard (data, and meta for split formats)."""
-        names = (column.names[shard_id] for kind in ("raw_data", "raw_meta")
-                 if (column := self.files[kind]) is not None)
+        names = (
+            column.names[shard_id] for kind in ("raw_data", "raw_meta") if (column := self.files[kind]) is not None
+        )
         return [str(name) for name in names if name]

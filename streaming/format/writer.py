@@ -13,9 +13,10 @@ import json
 import os
 from abc import ABC, abstractmethod
 from collections import deque
+from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from types import TracebackType
-from typing import Any, Callable, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -48,8 +49,10 @@ def parse_size_limit(size_limit: int | str | None) -> int | None:
     if limit < 0:
         raise ValueError(f"size_limit must be positive, got {size_limit!r}.")
     if limit >= MAX_SIZE_LIMIT:
-        raise ValueError(f"size_limit must be less than 4 GiB (2**32 bytes) because shard offsets are 32-bit, "
-                         f"got {size_limit!r} = {limit} bytes.")
+        raise ValueError(
+            f"size_limit must be less than 4 GiB (2**32 bytes) because shard offsets are 32-bit, "
+            f"got {size_limit!r} = {limit} bytes."
+        )
     return limit or None
 
 
@@ -66,13 +69,13 @@ def _write_chunks(path: str, chunks: Chunks) -> None:
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
     try:
         for start in range(0, len(chunks), _IOV_MAX):
-            batch = chunks[start:start + _IOV_MAX]
+            batch = chunks[start : start + _IOV_MAX]
             written = os.writev(fd, batch)
             expected = sum(map(len, batch))
             if written != expected:
                 rest = memoryview(b"".join(batch))[written:]
                 while rest:
-                    rest = rest[os.write(fd, rest):]
+                    rest = rest[os.write(fd, rest) :]
     finally:
         os.close(fd)
 
@@ -93,13 +96,24 @@ class Writer(ABC):
 
     format: str = ""
 
-    def __init__(self, *, out: str | tuple[str, str], keep_local: bool = False, compression: str | None = None,
-                 hashes: list[str] | None = None, size_limit: int | str | None = DEFAULT_SIZE_LIMIT,
-                 extra_bytes_per_shard: int = 0, extra_bytes_per_sample: int = 0, **kwargs: Any) -> None:
+    def __init__(
+        self,
+        *,
+        out: str | tuple[str, str],
+        keep_local: bool = False,
+        compression: str | None = None,
+        hashes: list[str] | None = None,
+        size_limit: int | str | None = DEFAULT_SIZE_LIMIT,
+        extra_bytes_per_shard: int = 0,
+        extra_bytes_per_sample: int = 0,
+        **kwargs: Any,
+    ) -> None:
         unknown = sorted(set(kwargs) - set(_WRITER_OPTIONS))
         if unknown:
-            raise ValueError(f"Invalid Writer argument(s): {', '.join(unknown)}. "
-                             f"Valid options besides the named ones: {', '.join(_WRITER_OPTIONS)}.")
+            raise ValueError(
+                f"Invalid Writer argument(s): {', '.join(unknown)}. "
+                f"Valid options besides the named ones: {', '.join(_WRITER_OPTIONS)}."
+            )
         self.keep_local = keep_local
         self.compression = check_compression(compression)
         self.hashes = check_hashes(list(hashes or []))
@@ -116,9 +130,14 @@ class Writer(ABC):
         self._pending: deque[Future] = deque()
         self._threads = max(1, min(_available_cpus(), 8))
         self._pool = ThreadPoolExecutor(self._threads, thread_name_prefix="mds-shard")
-        self.cloud_writer = ShardUploader(out, keep_local=keep_local, exist_ok=kwargs.get("exist_ok", False),
-                                          max_workers=kwargs.get("max_workers"), retry=kwargs.get("retry", 2),
-                                          progress_bar=kwargs.get("progress_bar", False))
+        self.cloud_writer = ShardUploader(
+            out,
+            keep_local=keep_local,
+            exist_ok=kwargs.get("exist_ok", False),
+            max_workers=kwargs.get("max_workers"),
+            retry=kwargs.get("retry", 2),
+            progress_bar=kwargs.get("progress_bar", False),
+        )
         self.local = self.cloud_writer.local
         self.remote = self.cloud_writer.remote
         self._encode_compiled: SampleEncoder = self.sample_encoder()
@@ -130,9 +149,11 @@ class Writer(ABC):
 
     def sample_encoder(self) -> SampleEncoder:
         """A function from a sample to ``(chunks, encoded size)``; formats may return a faster one."""
+
         def encode(sample: dict[str, Any]) -> tuple[Sequence[bytes], int]:
             data = self.encode_sample(sample)
             return (data,), len(data)
+
         return encode
 
     @abstractmethod
@@ -173,8 +194,9 @@ class Writer(ABC):
         view = memoryview(buffer)
         sizes = np.asarray(sizes, np.int64)
         if int(sizes.sum()) != len(view):
-            raise ValueError(f"write_encoded_batch: sizes add up to {int(sizes.sum())} bytes but the buffer has "
-                             f"{len(view)}.")
+            raise ValueError(
+                f"write_encoded_batch: sizes add up to {int(sizes.sum())} bytes but the buffer has {len(view)}."
+            )
         ends = np.cumsum(sizes)
         costs = np.cumsum(sizes + self.extra_bytes_per_sample)
         position = 0
@@ -190,7 +212,7 @@ class Writer(ABC):
                 count = len(sizes) - position
             stop = position + count
             first = int(ends[position - 1]) if position else 0
-            self._chunks.append(view[first:int(ends[stop - 1])])
+            self._chunks.append(view[first : int(ends[stop - 1])])
             self._sample_sizes.extend(sizes[position:stop].tolist())
             self.new_shard_size += int(costs[stop - 1]) - spent
             self.samples_written += count
@@ -212,8 +234,9 @@ class Writer(ABC):
         infos = []
         for basename, chunks in zip(self.shard_basenames(shard_id), files):
             joined = b"".join(chunks) if self.compression or self.hashes else None
-            raw_info = FileInfo(basename, len(joined) if joined is not None else sum(map(len, chunks)),
-                                self._digests(joined))
+            raw_info = FileInfo(
+                basename, len(joined) if joined is not None else sum(map(len, chunks)), self._digests(joined)
+            )
             if self.compression:
                 zipped = compress(self.compression, joined)
                 zip_name = f"{basename}.{get_compression_extension(self.compression)}"
@@ -281,11 +304,12 @@ class Writer(ABC):
     def _refuse_after_finish(self, sample: dict[str, Any]) -> tuple[Sequence[bytes], int]:
         raise RuntimeError("This writer is finished; create a new writer to write more samples.")
 
-    def __enter__(self) -> "Writer":
+    def __enter__(self) -> Writer:
         return self
 
-    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
-                 traceback: TracebackType | None) -> None:
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, traceback: TracebackType | None
+    ) -> None:
         """Finish even when the block raised: the index then covers every sample accepted before the error."""
         self.finish()
 
@@ -309,6 +333,11 @@ class SplitWriter(Writer):
 
     def shard_entry(self, num_samples: int, files: list[tuple[FileInfo, FileInfo | None]]) -> dict[str, Any]:
         (raw_data, zip_data), (raw_meta, zip_meta) = files
-        return {**self.get_config(), "samples": num_samples,
-                "raw_data": raw_data.to_json(), "zip_data": zip_data.to_json() if zip_data else None,
-                "raw_meta": raw_meta.to_json(), "zip_meta": zip_meta.to_json() if zip_meta else None}
+        return {
+            **self.get_config(),
+            "samples": num_samples,
+            "raw_data": raw_data.to_json(),
+            "zip_data": zip_data.to_json() if zip_data else None,
+            "raw_meta": raw_meta.to_json(),
+            "zip_meta": zip_meta.to_json() if zip_meta else None,
+        }

@@ -23,5 +23,12 @@ from streaming.spark.convert import ConversionResult, dataframe_to_mds  # noqa: 
 from streaming.spark.incremental import IncrementResult, incremental_to_mds  # noqa: E402
 from streaming.spark.schema import allowed_encodings, default_encoding, resolve_columns  # noqa: E402
 
-__all__ = ["ConversionResult", "dataframe_to_mds", "IncrementResult", "incremental_to_mds", "allowed_encodings",
-           "default_encoding", "resolve_columns"]
+__all__ = [
+    "ConversionResult",
+    "dataframe_to_mds",
+    "IncrementResult",
+    "incremental_to_mds",
+    "allowed_encodings",
+    "default_encoding",
+    "resolve_columns",
+]

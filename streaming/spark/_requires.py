@@ -15,5 +15,4 @@ def require_pyspark() -> None:
         except (ImportError, ValueError):
             found = False
         if not found:
-            raise ImportError(f"{get_import_exception_message('pyspark', 'spark')} ({module} is missing.)",
-                              name=module)
+            raise ImportError(f"{get_import_exception_message('pyspark', 'spark')} ({module} is missing.)", name=module)

@@ -19,11 +19,31 @@ import pyarrow.compute as pc
 from streaming.format.mds.encodings import get_mds_coder
 from streaming.spark.json_values import json_payloads
 
-_INTEGER_DTYPES = {"int8": "<i1", "int16": "<i2", "int32": "<i4", "int64": "<i8", "uint8": "<u1", "uint16": "<u2",
-                   "uint32": "<u4", "uint64": "<u8", "int": "<i8"}
+_INTEGER_DTYPES = {
+    "int8": "<i1",
+    "int16": "<i2",
+    "int32": "<i4",
+    "int64": "<i8",
+    "uint8": "<u1",
+    "uint16": "<u2",
+    "uint32": "<u4",
+    "uint64": "<u8",
+    "int": "<i8",
+}
 _FLOAT_DTYPES = {"float32": "<f4", "float64": "<f8"}
-_NDARRAY_CODES = {"uint8": 8, "int8": 9, "uint16": 16, "int16": 17, "float16": 18, "uint32": 32, "int32": 33,
-                  "float32": 34, "uint64": 64, "int64": 65, "float64": 66}
+_NDARRAY_CODES = {
+    "uint8": 8,
+    "int8": 9,
+    "uint16": 16,
+    "int16": 17,
+    "float16": 18,
+    "uint32": 32,
+    "int32": 33,
+    "float32": 34,
+    "uint64": 64,
+    "int64": 65,
+    "float64": 66,
+}
 _VERBATIM = ("bytes", "pil", "png", "jpeg", "pkl")
 _EMPTY = pa.scalar(b"", pa.large_binary())
 
@@ -60,8 +80,12 @@ def _numbers(array: pa.Array) -> np.ndarray:
         array = array.cast(pa.uint8())
     elif types.is_date32(data_type) or types.is_time32(data_type):
         array = array.cast(pa.int32())
-    elif (types.is_date64(data_type) or types.is_timestamp(data_type) or types.is_duration(data_type)
-          or types.is_time64(data_type)):
+    elif (
+        types.is_date64(data_type)
+        or types.is_timestamp(data_type)
+        or types.is_duration(data_type)
+        or types.is_time64(data_type)
+    ):
         array = array.cast(pa.int64())
     elif not (types.is_integer(data_type) or types.is_floating(data_type)):
         raise TypeError(f"expected numbers, got Arrow type {data_type}")
@@ -75,8 +99,12 @@ def _natural_dtype(data_type: pa.DataType) -> str:
         return "uint8"
     if types.is_date32(data_type) or types.is_time32(data_type):
         return "int32"
-    if (types.is_date64(data_type) or types.is_timestamp(data_type) or types.is_duration(data_type)
-            or types.is_time64(data_type)):
+    if (
+        types.is_date64(data_type)
+        or types.is_timestamp(data_type)
+        or types.is_duration(data_type)
+        or types.is_time64(data_type)
+    ):
         return "int64"
     return np.dtype(data_type.to_pandas_dtype()).name
 
@@ -116,15 +144,17 @@ class BatchEncoder:
         if variable:
             table = np.stack(variable, axis=1)
             if table.max() >= 1 << 32:
-                raise ColumnValueError(f"{self.where}a value of {table.max()} bytes is too large for an MDS sample "
-                                       f"(at most 4 GiB per column).")
+                raise ColumnValueError(
+                    f"{self.where}a value of {table.max()} bytes is too large for an MDS sample "
+                    f"(at most 4 GiB per column)."
+                )
             arrays.extend(_fixed_piece(table.astype("<u4"), rows).arrays)
         for piece in pieces:
             arrays.extend(piece.arrays)
         joined = arrays[0] if len(arrays) == 1 else pc.binary_join_element_wise(*arrays, _EMPTY)
         offsets = np.frombuffer(joined.buffers()[1], np.int64, rows + 1, joined.offset * 8)
         data = joined.buffers()[2]
-        buffer = memoryview(data)[int(offsets[0]):int(offsets[-1])] if data is not None else memoryview(b"")
+        buffer = memoryview(data)[int(offsets[0]) : int(offsets[-1])] if data is not None else memoryview(b"")
         return buffer, np.diff(offsets)
 
     # -- one column ------------------------------------------------------------------------------------
@@ -149,15 +179,17 @@ class BatchEncoder:
             return _binary_piece(array)
         if encoding.split(":")[0] == "ndarray":
             return self._ndarray(name, encoding, array, first_row)
-        raise ValueError(f"{self.where}column {name!r}: encoding {encoding!r} cannot be written from Arrow type "
-                         f"{array.type}.")
+        raise ValueError(
+            f"{self.where}column {name!r}: encoding {encoding!r} cannot be written from Arrow type {array.type}."
+        )
 
     def _null_error(self, name: str, encoding: str, array: pa.Array, first_row: int) -> None:
         row = first_row + int(np.argmax(np.asarray(array.is_null())))
         raise ColumnValueError(
             f"{self.where}row {row}: column {name!r} (encoding {encoding!r}) holds a NULL, and MDS has no NULL. "
             f"Choices: fill or filter the NULLs first (df.na.fill, df.dropna, coalesce), or declare the column "
-            f"as 'json' (columns={{{name!r}: 'json'}}), which stores NULL as JSON null.")
+            f"as 'json' (columns={{{name!r}: 'json'}}), which stores NULL as JSON null."
+        )
 
     def _to_dtype(self, name: str, encoding: str, values: np.ndarray, dtype: np.dtype, first_row: int) -> np.ndarray:
         """Cast integers to ``dtype``, refusing any value it cannot hold exactly."""
@@ -170,7 +202,8 @@ class BatchEncoder:
                 index = int(np.argmax(outside))
                 raise ColumnValueError(
                     f"{self.where}row {first_row + index}: column {name!r} holds {values[index]}, outside the range "
-                    f"of {encoding!r} ({info.min}..{info.max}); choose a wider encoding.")
+                    f"of {encoding!r} ({info.min}..{info.max}); choose a wider encoding."
+                )
         return values.astype(dtype)
 
     def _ndarray(self, name: str, encoding: str, array: pa.Array, first_row: int) -> _Piece:
@@ -178,8 +211,9 @@ class BatchEncoder:
         coder = get_mds_coder(encoding)
         types = pa.types
         if not (types.is_list(array.type) or types.is_large_list(array.type) or types.is_fixed_size_list(array.type)):
-            raise ValueError(f"{self.where}column {name!r}: {encoding!r} needs an array column, got Arrow type "
-                             f"{array.type}.")
+            raise ValueError(
+                f"{self.where}column {name!r}: {encoding!r} needs an array column, got Arrow type {array.type}."
+            )
         rows = len(array)
         flat = array.flatten()
         if flat.null_count:
@@ -189,11 +223,14 @@ class BatchEncoder:
                 f"{self.where}row {bad}: column {name!r} (encoding {encoding!r}) holds an array with a NULL "
                 f"element, and an ndarray has no NULL. Choices: fill or filter them first (e.g. "
                 f"transform(x, v -> coalesce(v, 0))), or declare the column as 'json' (columns={{{name!r}: "
-                f"'json'}}), which keeps NULL as null.")
+                f"'json'}}), which keeps NULL as null."
+            )
         dtype_name = coder.dtype or _natural_dtype(flat.type)
         if dtype_name != _natural_dtype(flat.type):
-            raise ValueError(f"{self.where}column {name!r}: {encoding!r} stores {dtype_name} but the array elements "
-                             f"are {_natural_dtype(flat.type)}.")
+            raise ValueError(
+                f"{self.where}column {name!r}: {encoding!r} stores {dtype_name} but the array elements "
+                f"are {_natural_dtype(flat.type)}."
+            )
         dtype = np.dtype(dtype_name).newbyteorder("<")
         values = np.ascontiguousarray(_numbers(flat).astype(dtype, copy=False))
         lengths = self._lengths(array)
@@ -205,13 +242,15 @@ class BatchEncoder:
                 raise ColumnValueError(
                     f"{self.where}row {first_row + index}: column {name!r} holds an array of {lengths[index]} "
                     f"elements but {encoding!r} needs exactly {expected}; use 'ndarray:{dtype_name}' for arrays "
-                    f"of any length.")
+                    f"of any length."
+                )
             return _fixed_piece(values.reshape(rows, expected), rows)
         header, header_sizes = self._shape_headers(lengths, None if coder.dtype else _NDARRAY_CODES[dtype_name])
         value_offsets = np.zeros(rows + 1, np.int64)
         np.cumsum(lengths * dtype.itemsize, out=value_offsets[1:])
-        value_array = pa.Array.from_buffers(pa.large_binary(), rows,
-                                            [None, pa.py_buffer(value_offsets), pa.py_buffer(values)])
+        value_array = pa.Array.from_buffers(
+            pa.large_binary(), rows, [None, pa.py_buffer(value_offsets), pa.py_buffer(values)]
+        )
         return _Piece([header, value_array], header_sizes + lengths * dtype.itemsize)
 
     @staticmethod

@@ -106,9 +106,11 @@ def check_destination(destination: Destination, mode: str) -> list[dict[str, Any
     if mode == "error":
         existing = destination.list_relative()
         if existing:
-            raise FileExistsError(f"Destination {destination.url} is not empty ({len(existing)} files, e.g. "
-                                  f"{existing[0]!r}). Choices: mode='overwrite' to replace it, mode='append' to "
-                                  f"add to the dataset there, or another path.")
+            raise FileExistsError(
+                f"Destination {destination.url} is not empty ({len(existing)} files, e.g. "
+                f"{existing[0]!r}). Choices: mode='overwrite' to replace it, mode='append' to "
+                f"add to the dataset there, or another path."
+            )
     published = read_index(destination)  # reached from the driver: bad credentials fail here, not in every task
     return published if mode == "append" else []
 
@@ -128,9 +130,11 @@ def check_append_columns(existing: list[dict[str, Any]], columns: dict[str, str]
             continue
         if shard.get("column_names") != names or shard.get("column_encodings") != encodings:
             have = dict(zip(shard.get("column_names", []), shard.get("column_encodings", [])))
-            raise ValueError(f"Cannot append to {where}: its shards have columns {have} but this DataFrame would "
-                             f"write {dict(zip(names, encodings))}. Choices: pass matching `columns`, "
-                             f"mode='overwrite', or another path.")
+            raise ValueError(
+                f"Cannot append to {where}: its shards have columns {have} but this DataFrame would "
+                f"write {dict(zip(names, encodings))}. Choices: pass matching `columns`, "
+                f"mode='overwrite', or another path."
+            )
 
 
 def rebase_shard(entry: dict[str, Any], folder: str) -> dict[str, Any]:
@@ -159,8 +163,15 @@ def committed_shards(attempts: list[Attempt]) -> list[dict[str, Any]]:
     return shards
 
 
-def publish(destination: Destination, run: str, attempts: list[Attempt], mode: str, *, merge_index: bool = True,
-            metadata: dict[str, Any] | None = None) -> list[dict[str, Any]]:
+def publish(
+    destination: Destination,
+    run: str,
+    attempts: list[Attempt],
+    mode: str,
+    *,
+    merge_index: bool = True,
+    metadata: dict[str, Any] | None = None,
+) -> list[dict[str, Any]]:
     """Commit a run: write the metadata and the merged index (last), then delete what is not part of it.
 
     Without ``merge_index`` only the attempts' own indexes describe the data, and ``overwrite`` also

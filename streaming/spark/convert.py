@@ -59,11 +59,20 @@ class ConversionResult:
     peak_local_bytes: int
 
 
-def dataframe_to_mds(data: Any, out: str, *, columns: Mapping[str, str] | Sequence[str] | None = None,
-                     compression: str | None = "zstd", hashes: Sequence[str] = (),
-                     size_limit: int | str | None = "64mb", mode: str = "error", version: int | None = None,
-                     spark: Any = None, progress: bool = True,
-                     executor_env: Mapping[str, str] | None = None) -> ConversionResult:
+def dataframe_to_mds(
+    data: Any,
+    out: str,
+    *,
+    columns: Mapping[str, str] | Sequence[str] | None = None,
+    compression: str | None = "zstd",
+    hashes: Sequence[str] = (),
+    size_limit: int | str | None = "64mb",
+    mode: str = "error",
+    version: int | None = None,
+    spark: Any = None,
+    progress: bool = True,
+    executor_env: Mapping[str, str] | None = None,
+) -> ConversionResult:
     """Convert ``data`` into an MDS dataset at ``out``, partition by partition.
 
     Args:
@@ -88,15 +97,38 @@ def dataframe_to_mds(data: Any, out: str, *, columns: Mapping[str, str] | Sequen
     Returns:
         A :class:`ConversionResult`. A DataFrame with no rows gives a valid, empty dataset.
     """
-    return convert(data, out, columns=columns, compression=compression, hashes=hashes, size_limit=size_limit,
-                   mode=mode, version=version, spark=spark, progress=progress, executor_env=executor_env)
+    return convert(
+        data,
+        out,
+        columns=columns,
+        compression=compression,
+        hashes=hashes,
+        size_limit=size_limit,
+        mode=mode,
+        version=version,
+        spark=spark,
+        progress=progress,
+        executor_env=executor_env,
+    )
 
 
-def convert(data: Any, out: str, *, columns: Mapping[str, str] | Sequence[str] | None, compression: str | None,
-            hashes: Sequence[str], size_limit: int | str | None, mode: str, version: int | None = None,
-            spark: Any = None, progress: bool = True, executor_env: Mapping[str, str] | None = None,
-            merge_index: bool = True, udf: Callable[..., Any] | None = None,
-            udf_kwargs: dict[str, Any] | None = None) -> ConversionResult:
+def convert(
+    data: Any,
+    out: str,
+    *,
+    columns: Mapping[str, str] | Sequence[str] | None,
+    compression: str | None,
+    hashes: Sequence[str],
+    size_limit: int | str | None,
+    mode: str,
+    version: int | None = None,
+    spark: Any = None,
+    progress: bool = True,
+    executor_env: Mapping[str, str] | None = None,
+    merge_index: bool = True,
+    udf: Callable[..., Any] | None = None,
+    udf_kwargs: dict[str, Any] | None = None,
+) -> ConversionResult:
     """``dataframe_to_mds`` with the extra knobs of upstream's API (no merged index; a per-batch user function)."""
     compression = check_compression(compression)
     checked_hashes = tuple(check_hashes(list(hashes)))
@@ -111,9 +143,18 @@ def convert(data: Any, out: str, *, columns: Mapping[str, str] | Sequence[str] |
     existing = commit.check_destination(destination, mode)
     commit.check_append_columns(existing, plan, destination.url)
     run = new_run_id()
-    config = TaskConfig(destination=destination.url, run=run, columns=plan, compression=compression,
-                        hashes=checked_hashes, size_limit=limit, direct=destination.is_local, udf=udf,
-                        udf_kwargs=dict(udf_kwargs or {}), env=dict(executor_env or {}))
+    config = TaskConfig(
+        destination=destination.url,
+        run=run,
+        columns=plan,
+        compression=compression,
+        hashes=checked_hashes,
+        size_limit=limit,
+        direct=destination.is_local,
+        udf=udf,
+        udf_kwargs=dict(udf_kwargs or {}),
+        env=dict(executor_env or {}),
+    )
     bar = Progress(destination, run, _partition_count(frame), enabled=progress)
     try:
         rows = frame.mapInArrow(PartitionWriter(config), RESULT_SCHEMA).collect()
@@ -125,16 +166,35 @@ def convert(data: Any, out: str, *, columns: Mapping[str, str] | Sequence[str] |
     samples = sum(attempt.samples for attempt in attempts)
     size = sum(attempt.bytes for attempt in attempts)
     shard_count = sum(len(attempt.shards) for attempt in attempts)
-    record = {"run": run, "mode": mode, "source": source.to_json(), "columns": plan, "compression": compression,
-              "hashes": list(checked_hashes), "size_limit": limit, "shards": shard_count, "samples": samples,
-              "bytes": size, "writer": f"mds-streaming {__version__}"}
+    record = {
+        "run": run,
+        "mode": mode,
+        "source": source.to_json(),
+        "columns": plan,
+        "compression": compression,
+        "hashes": list(checked_hashes),
+        "size_limit": limit,
+        "shards": shard_count,
+        "samples": samples,
+        "bytes": size,
+        "writer": f"mds-streaming {__version__}",
+    }
     commit.publish(destination, run, attempts, mode, merge_index=merge_index, metadata=record)
     bar.close(len(attempts), samples, size)
-    logger.info("dataframe_to_mds wrote %d samples in %d shards (%d bytes) to %s", samples, shard_count, size,
-                destination.url)
-    return ConversionResult(path=destination.url, shards=shard_count, samples=samples, bytes=size,
-                            table_version=source.version, columns=plan, mode=mode, run=run,
-                            peak_local_bytes=max((attempt.peak_local_bytes for attempt in attempts), default=0))
+    logger.info(
+        "dataframe_to_mds wrote %d samples in %d shards (%d bytes) to %s", samples, shard_count, size, destination.url
+    )
+    return ConversionResult(
+        path=destination.url,
+        shards=shard_count,
+        samples=samples,
+        bytes=size,
+        table_version=source.version,
+        columns=plan,
+        mode=mode,
+        run=run,
+        peak_local_bytes=max((attempt.peak_local_bytes for attempt in attempts), default=0),
+    )
 
 
 def normalize_destination(out: str) -> str:
@@ -153,12 +213,16 @@ def new_run_id() -> str:
 
 def _checked_user_columns(columns: Any) -> dict[str, str]:
     if not isinstance(columns, Mapping) or not columns:
-        raise ValueError("With a per-batch user function, `columns` must be a non-empty dict of column name -> "
-                         "MDS encoding describing the samples it yields.")
+        raise ValueError(
+            "With a per-batch user function, `columns` must be a non-empty dict of column name -> "
+            "MDS encoding describing the samples it yields."
+        )
     for name, encoding in columns.items():
         if not isinstance(encoding, str) or not is_mds_encoding(encoding):
-            raise ValueError(f"Column {name!r}: unknown MDS encoding {encoding!r}; valid encodings: "
-                             f"{', '.join(sorted(get_mds_encodings()))}.")
+            raise ValueError(
+                f"Column {name!r}: unknown MDS encoding {encoding!r}; valid encodings: "
+                f"{', '.join(sorted(get_mds_encodings()))}."
+            )
     return dict(columns)
 
 
@@ -171,6 +235,12 @@ def _partition_count(frame: Any) -> int | None:
 
 
 def _attempt(row: Any) -> commit.Attempt:
-    return commit.Attempt(partition=row["partition"], attempt=row["attempt"], directory=row["directory"],
-                          shards=json.loads(row["shards"]), samples=row["samples"], bytes=row["bytes"],
-                          peak_local_bytes=row["peak_local_bytes"])
+    return commit.Attempt(
+        partition=row["partition"],
+        attempt=row["attempt"],
+        directory=row["directory"],
+        shards=json.loads(row["shards"]),
+        samples=row["samples"],
+        bytes=row["bytes"],
+        peak_local_bytes=row["peak_local_bytes"],
+    )

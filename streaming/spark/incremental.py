@@ -73,11 +73,20 @@ class IncrementResult:
         return asdict(self)
 
 
-def incremental_to_mds(table: str, out: str, *, version: int | None = None, spark: Any = None,
-                       columns: Mapping[str, str] | Sequence[str] | None = None, compression: str | None = "zstd",
-                       hashes: Sequence[str] = (), size_limit: int | str | None = "64mb",
-                       change_data_feed: bool | None = None, progress: bool = True,
-                       executor_env: Mapping[str, str] | None = None) -> IncrementResult:
+def incremental_to_mds(
+    table: str,
+    out: str,
+    *,
+    version: int | None = None,
+    spark: Any = None,
+    columns: Mapping[str, str] | Sequence[str] | None = None,
+    compression: str | None = "zstd",
+    hashes: Sequence[str] = (),
+    size_limit: int | str | None = "64mb",
+    change_data_feed: bool | None = None,
+    progress: bool = True,
+    executor_env: Mapping[str, str] | None = None,
+) -> IncrementResult:
     """Append the rows added to the Delta table ``table`` since the dataset at ``out`` was last updated.
 
     Args:
@@ -101,13 +110,17 @@ def incremental_to_mds(table: str, out: str, *, version: int | None = None, spar
     held = held_version(destination, table, existing)
     current, source = resolve(table, session, version)
     if source.version is None:
-        raise ValueError(f"{table!r} is not a Delta table, so it has no versions to convert incrementally. "
-                         f"Choices: a Delta table, or dataframe_to_mds({table!r}, out, mode='overwrite') to "
-                         f"convert it whole.")
+        raise ValueError(
+            f"{table!r} is not a Delta table, so it has no versions to convert incrementally. "
+            f"Choices: a Delta table, or dataframe_to_mds({table!r}, out, mode='overwrite') to "
+            f"convert it whole."
+        )
     target = source.version
     if held is not None and target < held:
-        raise ValueError(f"The dataset at {destination.url} already holds version {held} of {table!r}; "
-                         f"version {target} is older. Choices: version >= {held}, or another `out`.")
+        raise ValueError(
+            f"The dataset at {destination.url} already holds version {held} of {table!r}; "
+            f"version {target} is older. Choices: version >= {held}, or another `out`."
+        )
     if held == target or (held is not None and _empty_increment_recorded(destination, held, target)):
         logger.info("incremental_to_mds: %s already holds version %d of %s", destination.url, target, table)
         return IncrementResult(destination.url, table, held, target, "up_to_date", 0, 0, 0)
@@ -116,20 +129,46 @@ def incremental_to_mds(table: str, out: str, *, version: int | None = None, spar
     commit.check_append_columns(existing, plan, destination.url)
     rows, method, unapplied = _new_rows(session, table, source, current, held, change_data_feed)
     folder = increment_folder(target)
-    staged = dataframe_to_mds(rows, destination.child(folder), columns=plan, compression=compression,
-                              hashes=hashes, size_limit=size_limit, mode="overwrite", spark=session,
-                              progress=progress, executor_env=executor_env)
+    staged = dataframe_to_mds(
+        rows,
+        destination.child(folder),
+        columns=plan,
+        compression=compression,
+        hashes=hashes,
+        size_limit=size_limit,
+        mode="overwrite",
+        spark=session,
+        progress=progress,
+        executor_env=executor_env,
+    )
     result = IncrementResult(destination.url, table, held, target, method, staged.samples, staged.shards, unapplied)
-    destination.write_text(f"{folder}/{RECORD_BASENAME}", json.dumps(
-        {**result.to_json(), "run": staged.run, "written_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())},
-        indent=2, sort_keys=True))
+    destination.write_text(
+        f"{folder}/{RECORD_BASENAME}",
+        json.dumps(
+            {**result.to_json(), "run": staged.run, "written_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())},
+            indent=2,
+            sort_keys=True,
+        ),
+    )
     if staged.shards:
         _publish(destination, table, held, folder)
     if unapplied:
-        logger.warning("incremental_to_mds: %d rows of %s were deleted or updated after version %s; the MDS "
-                       "dataset is append-only and keeps them as they were.", unapplied, table, held)
-    logger.info("incremental_to_mds: %s %s -> %d: %d rows in %d shards (%s)", table, held, target,
-                staged.samples, staged.shards, method)
+        logger.warning(
+            "incremental_to_mds: %d rows of %s were deleted or updated after version %s; the MDS "
+            "dataset is append-only and keeps them as they were.",
+            unapplied,
+            table,
+            held,
+        )
+    logger.info(
+        "incremental_to_mds: %s %s -> %d: %d rows in %d shards (%s)",
+        table,
+        held,
+        target,
+        staged.samples,
+        staged.shards,
+        method,
+    )
     return result
 
 
@@ -151,10 +190,12 @@ def held_version(destination: commit.Destination, table: str, shards: list[dict[
     converted = _converted_version(destination, table, shards)
     if converted is None:
         count = f"{len(shards)} shard" + ("s" if len(shards) != 1 else "")
-        raise ValueError(f"{destination.url} holds {count} but no record of which version of "
-                         f"{table!r} they came from (it was written neither by incremental_to_mds nor by "
-                         f"dataframe_to_mds from this table). Choices: another `out`, or rebuild it with "
-                         f"dataframe_to_mds({table!r}, out, mode='overwrite') and run again.")
+        raise ValueError(
+            f"{destination.url} holds {count} but no record of which version of "
+            f"{table!r} they came from (it was written neither by incremental_to_mds nor by "
+            f"dataframe_to_mds from this table). Choices: another `out`, or rebuild it with "
+            f"dataframe_to_mds({table!r}, out, mode='overwrite') and run again."
+        )
     return converted
 
 
@@ -192,8 +233,9 @@ def _empty_increment_recorded(destination: commit.Destination, held: int, target
     return record.get("previous_version") == held and record.get("samples") == 0
 
 
-def _new_rows(session: Any, table: str, source: Source, current: Any, held: int | None,
-              change_data_feed: bool | None) -> tuple[Any, str, int]:
+def _new_rows(
+    session: Any, table: str, source: Source, current: Any, held: int | None, change_data_feed: bool | None
+) -> tuple[Any, str, int]:
     """The rows to append, how they were found, and how many table changes they cannot reflect."""
     if held is None:
         return current, "snapshot", 0
@@ -203,16 +245,24 @@ def _new_rows(session: Any, table: str, source: Source, current: Any, held: int 
             try:
                 inserts, unapplied = _change_feed(session, table, source, held)
                 return inserts, "change_data_feed", unapplied
-            except Exception as err:  # noqa: BLE001 - the feed may not cover the whole range: diff instead
+            except Exception as err:
                 if change_data_feed:
                     raise
-                logger.warning("incremental_to_mds: the Change Data Feed of %s cannot be read for versions "
-                               "%d..%d (%s); comparing snapshots instead.", table, held + 1, source.version, err)
+                logger.warning(
+                    "incremental_to_mds: the Change Data Feed of %s cannot be read for versions "
+                    "%d..%d (%s); comparing snapshots instead.",
+                    table,
+                    held + 1,
+                    source.version,
+                    err,
+                )
         elif change_data_feed:
-            raise ValueError(f"change_data_feed=True but {table!r} does not have {CDF_PROPERTY} = true at "
-                             f"versions {held} and {source.version}. Choices: enable it (ALTER TABLE ... SET "
-                             f"TBLPROPERTIES ({CDF_PROPERTY} = true)), or change_data_feed=None to compare "
-                             f"snapshots.")
+            raise ValueError(
+                f"change_data_feed=True but {table!r} does not have {CDF_PROPERTY} = true at "
+                f"versions {held} and {source.version}. Choices: enable it (ALTER TABLE ... SET "
+                f"TBLPROPERTIES ({CDF_PROPERTY} = true)), or change_data_feed=None to compare "
+                f"snapshots."
+            )
     previous, _ = resolve(table, session, held)
     unapplied = previous.exceptAll(current).count()
     return current.exceptAll(previous), "snapshot_diff", unapplied
@@ -227,8 +277,10 @@ def _cdf_enabled(session: Any, table: str, source: Source, held: int) -> bool:
     if source.reader == "deltalake":
         from deltalake import DeltaTable
 
-        return all(_is_true(DeltaTable(table, version=v).metadata().configuration.get(CDF_PROPERTY))
-                   for v in (held, source.version))
+        return all(
+            _is_true(DeltaTable(table, version=v).metadata().configuration.get(CDF_PROPERTY))
+            for v in (held, source.version)
+        )
     rows = session.sql(f"SHOW TBLPROPERTIES {_identifier(table)}").collect()
     return any(row["key"] == CDF_PROPERTY and _is_true(row["value"]) for row in rows)
 
@@ -241,8 +293,12 @@ def _change_feed(session: Any, table: str, source: Source, held: int) -> tuple[A
     """Rows inserted in versions ``held + 1 .. source.version``, and the count of deletes and updates."""
     if source.reader == "deltalake":
         return _change_feed_deltalake(session, table, source, held)
-    reader = (session.read.format("delta").option("readChangeFeed", "true").option("startingVersion", held + 1)
-              .option("endingVersion", source.version))
+    reader = (
+        session.read.format("delta")
+        .option("readChangeFeed", "true")
+        .option("startingVersion", held + 1)
+        .option("endingVersion", source.version)
+    )
     changes = reader.load(table) if looks_like_path(table) else reader.table(table)
     changes.schema  # noqa: B018 - resolves the feed now, so a range the feed does not cover fails here
     unapplied = changes.where("_change_type IN ('delete', 'update_postimage')").count()
@@ -269,9 +325,11 @@ def _publish(destination: commit.Destination, table: str, held: int | None, fold
     shards = commit.read_index(destination)
     now_held = held_version(destination, table, shards)
     if now_held != held:
-        raise RuntimeError(f"Another run updated {destination.url} (it now holds version {now_held} of {table!r}, "
-                           f"this run started from {held}); run one incremental job per dataset at a time. "
-                           f"This run's rows stay unpublished in {folder}/ and the next run replaces them.")
+        raise RuntimeError(
+            f"Another run updated {destination.url} (it now holds version {now_held} of {table!r}, "
+            f"this run started from {held}); run one incremental job per dataset at a time. "
+            f"This run's rows stay unpublished in {folder}/ and the next run replaces them."
+        )
     staged = commit.read_index(commit.Destination(destination.child(folder)))
     added = [commit.rebase_shard(shard, folder) for shard in staged]
     destination.write_text(get_index_basename(), dumps_index(shards + added))

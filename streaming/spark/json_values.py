@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import base64
 import json
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import pyarrow as pa
 
@@ -22,8 +23,12 @@ def _arrow_ready_type(data_type: pa.DataType) -> pa.DataType:
     types = pa.types
     if types.is_date32(data_type) or types.is_time32(data_type):
         return pa.int32()
-    if (types.is_date64(data_type) or types.is_timestamp(data_type) or types.is_duration(data_type)
-            or types.is_time64(data_type)):
+    if (
+        types.is_date64(data_type)
+        or types.is_timestamp(data_type)
+        or types.is_duration(data_type)
+        or types.is_time64(data_type)
+    ):
         return pa.int64()
     if types.is_decimal(data_type):
         return pa.string()
@@ -70,8 +75,9 @@ def _python_converter(data_type: pa.DataType) -> Converter | None:
         fields = [(field.name, _python_converter(field.type)) for field in data_type]
         if all(convert is None for _, convert in fields):
             return None
-        return lambda row: {name: convert(row[name]) if convert and row[name] is not None else row[name]
-                            for name, convert in fields}
+        return lambda row: {
+            name: convert(row[name]) if convert and row[name] is not None else row[name] for name, convert in fields
+        }
     return None
 
 

@@ -52,8 +52,14 @@ class Progress:
         if not enabled:
             return
         interactive = sys.stderr.isatty()
-        self.bar = tqdm(total=total, desc="dataframe_to_mds", unit="task", dynamic_ncols=interactive,
-                        mininterval=0.5 if interactive else 30.0, file=sys.stderr)
+        self.bar = tqdm(
+            total=total,
+            desc="dataframe_to_mds",
+            unit="task",
+            dynamic_ncols=interactive,
+            mininterval=0.5 if interactive else 30.0,
+            file=sys.stderr,
+        )
         self._interval = 1.0 if destination.is_local else 5.0
         self._thread = threading.Thread(target=self._poll, name="mds-progress", daemon=True)
         self._thread.start()
@@ -74,8 +80,11 @@ class Progress:
                 continue
             self._seen.add(relative)
             shards = json.loads(text).get("shards", [])
-            self._advance(1, sum(s.get("samples", 0) for s in shards),
-                          sum((s.get("zip_data") or s["raw_data"])["bytes"] for s in shards))
+            self._advance(
+                1,
+                sum(s.get("samples", 0) for s in shards),
+                sum((s.get("zip_data") or s["raw_data"])["bytes"] for s in shards),
+            )
 
     def _advance(self, tasks: int, rows: int, size: int) -> None:
         self.rows += rows

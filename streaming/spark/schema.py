@@ -60,9 +60,16 @@ BINARY_ENCODINGS = ("bytes", "pil", "png", "jpeg", "pkl")
 
 # Integer-like Spark types and the dtype that stores each one losslessly.
 _INTEGER_LIKE: tuple[tuple[type[T.DataType], str], ...] = (
-    (T.ByteType, "int8"), (T.ShortType, "int16"), (T.IntegerType, "int32"), (T.LongType, "int64"),
-    (T.BooleanType, "uint8"), (T.DateType, "int32"), (T.TimestampType, "int64"), (T.TimestampNTZType, "int64"),
-    (T.DayTimeIntervalType, "int64"), (T.YearMonthIntervalType, "int32"),
+    (T.ByteType, "int8"),
+    (T.ShortType, "int16"),
+    (T.IntegerType, "int32"),
+    (T.LongType, "int64"),
+    (T.BooleanType, "uint8"),
+    (T.DateType, "int32"),
+    (T.TimestampType, "int64"),
+    (T.TimestampNTZType, "int64"),
+    (T.DayTimeIntervalType, "int64"),
+    (T.YearMonthIntervalType, "int32"),
 )
 _FLOATS: tuple[tuple[type[T.DataType], str], ...] = ((T.FloatType, "float32"), (T.DoubleType, "float64"))
 
@@ -80,8 +87,10 @@ def _refusal_hint(data_type: T.DataType) -> str | None:
     if name in ("GeometryType", "GeographyType"):
         return "convert it first, e.g. F.st_asbinary(col) for WKB bytes (and keep the SRID in another column)"
     if isinstance(data_type, T.UserDefinedType):
-        return (f"convert it first to its SQL type ({data_type.sqlType().simpleString()}) or to a plain column, "
-                f"e.g. with pyspark.ml.functions.vector_to_array for ML vectors")
+        return (
+            f"convert it first to its SQL type ({data_type.sqlType().simpleString()}) or to a plain column, "
+            f"e.g. with pyspark.ml.functions.vector_to_array for ML vectors"
+        )
     return None
 
 
@@ -101,8 +110,10 @@ def _check_storable(data_type: T.DataType, column: str, path: str = "") -> None:
     where = f"column {column!r}" + (f" at {path}" if path else "")
     hint = _refusal_hint(data_type)
     if hint is not None:
-        raise ValueError(f"Cannot convert {where}: Spark type {data_type.simpleString()} has no lossless MDS "
-                         f"form; {hint}, or leave the column out of `columns`.")
+        raise ValueError(
+            f"Cannot convert {where}: Spark type {data_type.simpleString()} has no lossless MDS "
+            f"form; {hint}, or leave the column out of `columns`."
+        )
     if isinstance(data_type, T.ArrayType):
         _check_storable(data_type.elementType, column, f"{path}[]")
     elif isinstance(data_type, T.MapType):
@@ -112,14 +123,18 @@ def _check_storable(data_type: T.DataType, column: str, path: str = "") -> None:
         names = [field.name for field in data_type.fields]
         duplicates = sorted({name for name in names if names.count(name) > 1})
         if duplicates:
-            raise ValueError(f"Cannot convert {where}: the struct has duplicate field names {duplicates}, which a "
-                             f"JSON object cannot hold; rename them first.")
+            raise ValueError(
+                f"Cannot convert {where}: the struct has duplicate field names {duplicates}, which a "
+                f"JSON object cannot hold; rename them first."
+            )
         for field in data_type.fields:
             _check_storable(field.dataType, column, f"{path}.{field.name}")
     elif path and isinstance(data_type, T.YearMonthIntervalType):
-        raise ValueError(f"Cannot convert {where}: year-month intervals are only supported as top-level "
-                         f"columns; convert it to months first, e.g. extract(YEAR FROM x) * 12 + "
-                         f"extract(MONTH FROM x).")
+        raise ValueError(
+            f"Cannot convert {where}: year-month intervals are only supported as top-level "
+            f"columns; convert it to months first, e.g. extract(YEAR FROM x) * 12 + "
+            f"extract(MONTH FROM x)."
+        )
 
 
 def default_encoding(data_type: T.DataType, column: str) -> str:
@@ -186,12 +201,14 @@ def resolve_columns(schema: T.StructType, columns: Mapping[str, str] | Sequence[
     duplicates = sorted({name for name in names if names.count(name) > 1})
     if columns is None:
         if duplicates:
-            raise ValueError(f"The DataFrame has duplicate column names {duplicates}; rename them or pick "
-                             f"columns with `columns`.")
+            raise ValueError(
+                f"The DataFrame has duplicate column names {duplicates}; rename them or pick columns with `columns`."
+            )
         columns = names
     if isinstance(columns, str) or not isinstance(columns, (Mapping, Sequence)):
-        raise TypeError(f"`columns` must be a dict of column name -> MDS encoding or a list of column names, "
-                        f"got {columns!r}.")
+        raise TypeError(
+            f"`columns` must be a dict of column name -> MDS encoding or a list of column names, got {columns!r}."
+        )
     requested = dict(columns) if isinstance(columns, Mapping) else {name: None for name in columns}
     if not requested:
         raise ValueError("`columns` is empty: name at least one column to write.")
@@ -206,8 +223,10 @@ def resolve_columns(schema: T.StructType, columns: Mapping[str, str] | Sequence[
             resolved[name] = default_encoding(data_type, name)
             continue
         if not isinstance(encoding, str) or not _is_allowed(encoding, data_type, name):
-            raise ValueError(f"Column {name!r} of Spark type {data_type.simpleString()} cannot be stored as "
-                             f"{encoding!r}; valid choices: {', '.join(allowed_encodings(data_type, name))}.")
+            raise ValueError(
+                f"Column {name!r} of Spark type {data_type.simpleString()} cannot be stored as "
+                f"{encoding!r}; valid choices: {', '.join(allowed_encodings(data_type, name))}."
+            )
         resolved[name] = encoding
     return resolved
 
@@ -227,8 +246,9 @@ def select_expressions(schema: T.StructType, columns: Mapping[str, str]) -> list
     for name in columns:
         quoted = quote_name(name)
         if isinstance(fields[name].dataType, T.YearMonthIntervalType):
-            expressions.append(f"CAST(extract(YEAR FROM {quoted}) * 12 + extract(MONTH FROM {quoted}) AS INT) "
-                               f"AS {quoted}")
+            expressions.append(
+                f"CAST(extract(YEAR FROM {quoted}) * 12 + extract(MONTH FROM {quoted}) AS INT) AS {quoted}"
+            )
         else:
             expressions.append(quoted)
     return expressions

@@ -54,12 +54,15 @@ def resolve(data: Any, spark: Any = None, version: int | None = None) -> tuple[A
     """Turn the ``data`` argument of ``dataframe_to_mds`` into a DataFrame and a description of it."""
     if is_dataframe(data):
         if version is not None:
-            raise ValueError("`version` applies to a table name or a Delta path, not to a DataFrame; read the "
-                             "version you want first (e.g. spark.read.option('versionAsOf', v).table(name)).")
+            raise ValueError(
+                "`version` applies to a table name or a Delta path, not to a DataFrame; read the "
+                "version you want first (e.g. spark.read.option('versionAsOf', v).table(name))."
+            )
         return data, Source("dataframe")
     if not isinstance(data, str) or not data:
-        raise TypeError(f"Expected a DataFrame, a table name or a Delta table path, got {type(data).__name__} "
-                        f"{data!r:.80}.")
+        raise TypeError(
+            f"Expected a DataFrame, a table name or a Delta table path, got {type(data).__name__} {data!r:.80}."
+        )
     session = active_session(spark)
     if looks_like_path(data):
         return _read_delta_path(session, data, version)
@@ -89,7 +92,7 @@ def _read_delta_path(session: Any, path: str, version: int | None) -> tuple[Any,
             reader = reader.option("versionAsOf", version)
         frame = reader.load(path)
         frame.schema  # noqa: B018 - resolves the data source now, so a missing Delta jar fails here
-    except Exception as err:  # noqa: BLE001 - fall back only when Spark lacks Delta; otherwise re-raise
+    except Exception as err:
         if "DATA_SOURCE_NOT_FOUND" not in str(err) and "Failed to find the data source" not in str(err):
             raise
         return _read_with_deltalake(session, path, version)
@@ -104,7 +107,9 @@ def _read_with_deltalake(session: Any, path: str, version: int | None) -> tuple[
     try:
         from deltalake import DeltaTable
     except ImportError as err:
-        raise ImportError("Spark has no Delta support here; reading a Delta path then needs the `deltalake` "
-                          "package: pip install deltalake") from err
+        raise ImportError(
+            "Spark has no Delta support here; reading a Delta path then needs the `deltalake` "
+            "package: pip install deltalake"
+        ) from err
     table = DeltaTable(path, version=version)
     return session.createDataFrame(table.to_pyarrow_table()), Source("delta", path, table.version(), "deltalake")

@@ -30,11 +30,20 @@ from streaming.storage.base import storage_for
 from streaming.storage.local import local_path
 from streaming.storage.url import join_url
 
-RESULT_SCHEMA = ("partition INT, attempt LONG, directory STRING, shards STRING, samples LONG, bytes LONG, "
-                 "peak_local_bytes LONG")
-_RESULT_TYPES = pa.schema([("partition", pa.int32()), ("attempt", pa.int64()), ("directory", pa.string()),
-                           ("shards", pa.string()), ("samples", pa.int64()), ("bytes", pa.int64()),
-                           ("peak_local_bytes", pa.int64())])
+RESULT_SCHEMA = (
+    "partition INT, attempt LONG, directory STRING, shards STRING, samples LONG, bytes LONG, peak_local_bytes LONG"
+)
+_RESULT_TYPES = pa.schema(
+    [
+        ("partition", pa.int32()),
+        ("attempt", pa.int64()),
+        ("directory", pa.string()),
+        ("shards", pa.string()),
+        ("samples", pa.int64()),
+        ("bytes", pa.int64()),
+        ("peak_local_bytes", pa.int64()),
+    ]
+)
 
 
 @dataclass(frozen=True)
@@ -76,8 +85,14 @@ class _AttemptWriter:
         if self.writer is None:
             config = self.config
             out = local_path(self.target) if config.direct else tempfile.mkdtemp(prefix="mds-spark-")
-            self.writer = MDSWriter(out=out, columns=config.columns, compression=config.compression,
-                                    hashes=list(config.hashes), size_limit=config.size_limit, exist_ok=True)
+            self.writer = MDSWriter(
+                out=out,
+                columns=config.columns,
+                compression=config.compression,
+                hashes=list(config.hashes),
+                size_limit=config.size_limit,
+                exist_ok=True,
+            )
             if not config.direct:
                 self.sink = StreamingSink(out, self.target)
                 self.writer.cloud_writer = self.sink
@@ -100,8 +115,9 @@ class _AttemptWriter:
                 storage.delete(url)
 
 
-def write_attempt(config: TaskConfig, batches: Iterator[pa.RecordBatch], partition: int,
-                  attempt: int) -> dict[str, Any]:
+def write_attempt(
+    config: TaskConfig, batches: Iterator[pa.RecordBatch], partition: int, attempt: int
+) -> dict[str, Any]:
     """Write one partition's batches as attempt ``attempt`` and return the attempt's result record."""
     folder = attempt_folder(config.run, partition, attempt)
     output = _AttemptWriter(config, folder)
@@ -125,9 +141,15 @@ def write_attempt(config: TaskConfig, batches: Iterator[pa.RecordBatch], partiti
         output.discard()
         raise
     shards = output.writer.shards if output.writer is not None else []
-    return {"partition": partition, "attempt": attempt, "directory": folder if shards else "",
-            "shards": json.dumps(shards), "samples": samples, "bytes": sum(map(shard_bytes, shards)),
-            "peak_local_bytes": output.sink.peak_bytes if output.sink is not None else 0}
+    return {
+        "partition": partition,
+        "attempt": attempt,
+        "directory": folder if shards else "",
+        "shards": json.dumps(shards),
+        "samples": samples,
+        "bytes": sum(map(shard_bytes, shards)),
+        "peak_local_bytes": output.sink.peak_bytes if output.sink is not None else 0,
+    }
 
 
 class PartitionWriter:

@@ -7,14 +7,33 @@ from __future__ import annotations
 
 from streaming.storage.base import Storage, clear_storage_cache, storage_for
 from streaming.storage.download import download_file
-from streaming.storage.errors import (CredentialsError, EndpointUnreachableError, IncompleteTransferError,
-                                      ObjectNotFoundError, StorageError, StoragePermissionError)
+from streaming.storage.errors import (
+    CredentialsError,
+    EndpointUnreachableError,
+    IncompleteTransferError,
+    ObjectNotFoundError,
+    StorageError,
+    StoragePermissionError,
+)
 from streaming.storage.merge import merge_index
 from streaming.storage.retry import retry
 from streaming.storage.uploader import ShardUploader
 from streaming.storage.url import is_remote, join_url
 
-__all__ = ["Storage", "storage_for", "clear_storage_cache", "download_file", "retry", "is_remote", "join_url",
-           "StorageError", "ObjectNotFoundError", "StoragePermissionError", "CredentialsError",
-           "EndpointUnreachableError", "IncompleteTransferError", "ShardUploader", "merge_index"]
-
+__all__ = [
+    "Storage",
+    "storage_for",
+    "clear_storage_cache",
+    "download_file",
+    "retry",
+    "is_remote",
+    "join_url",
+    "StorageError",
+    "ObjectNotFoundError",
+    "StoragePermissionError",
+    "CredentialsError",
+    "EndpointUnreachableError",
+    "IncompleteTransferError",
+    "ShardUploader",
+    "merge_index",
+]

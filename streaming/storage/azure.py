@@ -21,12 +21,20 @@ from dataclasses import dataclass
 from typing import Any, BinaryIO
 
 from streaming.storage.base import DEFAULT_TIMEOUT, ClientPool, Storage
-from streaming.storage.errors import (CredentialsError, EndpointUnreachableError, ObjectNotFoundError, StorageError,
-                                      StoragePermissionError, import_extra)
+from streaming.storage.errors import (
+    CredentialsError,
+    EndpointUnreachableError,
+    ObjectNotFoundError,
+    StorageError,
+    StoragePermissionError,
+    import_extra,
+)
 from streaming.storage.url import split_url
 
-CREDENTIAL_HINT = ("AZURE_ACCOUNT_NAME with AZURE_ACCOUNT_ACCESS_KEY, or AZURE_STORAGE_CONNECTION_STRING, "
-                   "or sign in for DefaultAzureCredential (e.g. `az login`)")
+CREDENTIAL_HINT = (
+    "AZURE_ACCOUNT_NAME with AZURE_ACCOUNT_ACCESS_KEY, or AZURE_STORAGE_CONNECTION_STRING, "
+    "or sign in for DefaultAzureCredential (e.g. `az login`)"
+)
 
 
 @dataclass(frozen=True)
@@ -52,8 +60,7 @@ def parse_blob_url(url: str) -> BlobLocation:
         return BlobLocation(account, container, location.key, f"{location.scheme}://{location.netloc}/")
     if location.scheme == "azure" and ("." in location.netloc or location.netloc == _env_account()):
         container, _, blob = location.key.partition("/")
-        return BlobLocation(location.netloc.split(".")[0], container, blob,
-                            f"azure://{location.netloc}/{container}/")
+        return BlobLocation(location.netloc.split(".")[0], container, blob, f"azure://{location.netloc}/{container}/")
     return BlobLocation(None, location.netloc, location.key, f"{location.scheme}://{location.netloc}/")
 
 
@@ -73,18 +80,26 @@ def _connection_string_account(connection_string: str) -> str | None:
 class AzureStorage(Storage):
     """One Azure storage account; one client per (process, timeout), shared by threads."""
 
-    env_vars = ("AZURE_STORAGE_CONNECTION_STRING", "AZURE_ACCOUNT_NAME", "AZURE_STORAGE_ACCOUNT_NAME",
-                "AZURE_ACCOUNT_ACCESS_KEY", "AZURE_STORAGE_ACCOUNT_KEY", "AZURE_CLIENT_ID", "AZURE_TENANT_ID")
+    env_vars = (
+        "AZURE_STORAGE_CONNECTION_STRING",
+        "AZURE_ACCOUNT_NAME",
+        "AZURE_STORAGE_ACCOUNT_NAME",
+        "AZURE_ACCOUNT_ACCESS_KEY",
+        "AZURE_STORAGE_ACCOUNT_KEY",
+        "AZURE_CLIENT_ID",
+        "AZURE_TENANT_ID",
+    )
 
-    def __init__(self, *, account: str | None, connection_string: str | None = None,
-                 account_key: str | None = None) -> None:
+    def __init__(
+        self, *, account: str | None, connection_string: str | None = None, account_key: str | None = None
+    ) -> None:
         self.account = account
         self._connection_string = connection_string
         self._account_key = account_key
         self._clients = ClientPool(self._build_client)
 
     @classmethod
-    def from_url(cls, url: str) -> "AzureStorage":
+    def from_url(cls, url: str) -> AzureStorage:
         account = parse_blob_url(url).account or _env_account()
         connection_string = os.environ.get("AZURE_STORAGE_CONNECTION_STRING") or None
         if connection_string and account and _connection_string_account(connection_string) != account:
@@ -100,15 +115,19 @@ class AzureStorage(Storage):
 
     def _build_client(self, timeout: float) -> Any:
         blob = import_extra("azure.storage.blob", "azure")
-        options = {"connection_timeout": min(timeout, 10.0), "read_timeout": timeout,
-                   "retry_policy": blob.LinearRetry(backoff=0.5, random_jitter_range=0.25, retry_total=2)}
+        options = {
+            "connection_timeout": min(timeout, 10.0),
+            "read_timeout": timeout,
+            "retry_policy": blob.LinearRetry(backoff=0.5, random_jitter_range=0.25, retry_total=2),
+        }
         if self._connection_string:
             return blob.BlobServiceClient.from_connection_string(self._connection_string, **options)
         credential: Any = self._account_key
         if credential is None:
             credential = import_extra("azure.identity", "azure").DefaultAzureCredential()
-        return blob.BlobServiceClient(account_url=f"https://{self.account}.blob.core.windows.net",
-                                      credential=credential, **options)
+        return blob.BlobServiceClient(
+            account_url=f"https://{self.account}.blob.core.windows.net", credential=credential, **options
+        )
 
     def _blob_client(self, url: str, timeout: float = DEFAULT_TIMEOUT) -> Any:
         location = self._locate(url)
@@ -119,8 +138,10 @@ class AzureStorage(Storage):
             raise CredentialsError(url, f"no Azure storage account is known for this URL; set {CREDENTIAL_HINT}")
         location = parse_blob_url(url)
         if not location.container:
-            raise ValueError(f"{url!r} names no container; expected azure://<container>/<path> or "
-                             "abfss://<container>@<account>.dfs.core.windows.net/<path>")
+            raise ValueError(
+                f"{url!r} names no container; expected azure://<container>/<path> or "
+                "abfss://<container>@<account>.dfs.core.windows.net/<path>"
+            )
         return location
 
     def _download(self, url: str, sink: BinaryIO, timeout: float) -> int | None:
@@ -162,21 +183,38 @@ class AzureStorage(Storage):
         if isinstance(exc, aze.ResourceNotFoundError):
             location = parse_blob_url(url)
             if _code(exc) == "ContainerNotFound":
-                return ObjectNotFoundError(url, f"container {location.container!r} does not exist in account "
-                                           f"{account!r}; check the container name")
+                return ObjectNotFoundError(
+                    url,
+                    f"container {location.container!r} does not exist in account {account!r}; check the container name",
+                )
             return self._not_found(url)
-        rejected = isinstance(exc, aze.HttpResponseError) and exc.status_code == 403 and (
-            _code(exc) in ("AuthenticationFailed", "InvalidAuthenticationInfo")
-            or "failed to authenticate" in str(exc.message).lower())
+        rejected = (
+            isinstance(exc, aze.HttpResponseError)
+            and exc.status_code == 403
+            and (
+                _code(exc) in ("AuthenticationFailed", "InvalidAuthenticationInfo")
+                or "failed to authenticate" in str(exc.message).lower()
+            )
+        )
         if isinstance(exc, aze.ClientAuthenticationError) or rejected:
-            return CredentialsError(url, f"account {account!r} rejected the credentials "
-                                    f"({_code(exc)}); check {CREDENTIAL_HINT}")
+            return CredentialsError(
+                url, f"account {account!r} rejected the credentials ({_code(exc)}); check {CREDENTIAL_HINT}"
+            )
         if isinstance(exc, aze.HttpResponseError) and exc.status_code == 403:
-            return StoragePermissionError(url, f"access denied ({_code(exc)}); check that the "
-                                          f"credentials may access this container in account {account!r}")
+            return StoragePermissionError(
+                url,
+                f"access denied ({_code(exc)}); check that the "
+                f"credentials may access this container in account {account!r}",
+            )
         if isinstance(exc, (aze.ServiceRequestError, aze.ServiceResponseError)):
-            endpoint = "the connection string's BlobEndpoint" if self._connection_string else \
-                f"https://{account}.blob.core.windows.net"
-            return EndpointUnreachableError(url, f"cannot reach {endpoint} ({type(exc).__name__}); check the "
-                                            "account name, AZURE_STORAGE_CONNECTION_STRING and the network")
+            endpoint = (
+                "the connection string's BlobEndpoint"
+                if self._connection_string
+                else f"https://{account}.blob.core.windows.net"
+            )
+            return EndpointUnreachableError(
+                url,
+                f"cannot reach {endpoint} ({type(exc).__name__}); check the "
+                "account name, AZURE_STORAGE_CONNECTION_STRING and the network",
+            )
         return None

@@ -34,7 +34,7 @@ class Storage(ABC):
     env_vars: tuple[str, ...] = ()
 
     @classmethod
-    def from_url(cls, url: str) -> "Storage":
+    def from_url(cls, url: str) -> Storage:
         """Build the backend serving `url` from the environment."""
         return cls()
 
@@ -47,8 +47,7 @@ class Storage(ABC):
         """Download `url` to `local_path`, atomically: the file appears complete or not at all."""
         directory = os.path.dirname(os.path.abspath(local_path))
         os.makedirs(directory, exist_ok=True)
-        handle, temp_path = tempfile.mkstemp(dir=directory, prefix=f".{os.path.basename(local_path)}.",
-                                             suffix=".part")
+        handle, temp_path = tempfile.mkstemp(dir=directory, prefix=f".{os.path.basename(local_path)}.", suffix=".part")
         try:
             with os.fdopen(handle, "wb") as sink:
                 with self._errors(url):
@@ -56,8 +55,9 @@ class Storage(ABC):
                 sink.flush()
                 _sync(sink.fileno())
             if written is not None and written != os.path.getsize(temp_path):
-                raise IncompleteTransferError(url, f"expected {written} bytes, received "
-                                              f"{os.path.getsize(temp_path)}; the download was cut short")
+                raise IncompleteTransferError(
+                    url, f"expected {written} bytes, received {os.path.getsize(temp_path)}; the download was cut short"
+                )
             os.replace(temp_path, local_path)
         except BaseException:
             with contextlib.suppress(FileNotFoundError):
@@ -193,8 +193,18 @@ _BACKENDS = {
     "dbfs": ("streaming.storage.databricks", "DBFSStorage"),
     "volumes": ("streaming.storage.databricks", "VolumesStorage"),
 }
-_SCHEMES = {"": "local", "file": "local", "s3": "s3", "gs": "gs", "azure": "azure", "azure-dl": "azure",
-            "abfs": "azure", "abfss": "azure", "oci": "oci", "dbfs": "dbfs"}
+_SCHEMES = {
+    "": "local",
+    "file": "local",
+    "s3": "s3",
+    "gs": "gs",
+    "azure": "azure",
+    "azure-dl": "azure",
+    "abfs": "azure",
+    "abfss": "azure",
+    "oci": "oci",
+    "dbfs": "dbfs",
+}
 _CACHE: dict[tuple, Storage] = {}
 _CACHE_LOCK = threading.Lock()
 
@@ -216,8 +226,9 @@ def _route(url: str) -> str:
     route = _SCHEMES.get(location.scheme)
     if route is None:
         valid = ", ".join(sorted(f"{s}://" for s in _SCHEMES if s) + ["dbfs:/", "local paths"])
-        raise ValueError(f"Unsupported storage URL {url!r}: unknown scheme {location.scheme!r}. "
-                         f"Valid choices: {valid}.")
+        raise ValueError(
+            f"Unsupported storage URL {url!r}: unknown scheme {location.scheme!r}. Valid choices: {valid}."
+        )
     if route in ("local", "dbfs") and location.key.startswith("/Volumes/"):
         return "local" if volume_mount(url) else "volumes"
     return route

@@ -18,20 +18,35 @@ from collections.abc import Iterator
 from typing import Any, BinaryIO
 
 from streaming.storage.base import CHUNK_SIZE, DEFAULT_TIMEOUT, ClientPool, Storage
-from streaming.storage.errors import (CredentialsError, EndpointUnreachableError, IncompleteTransferError,
-                                      StorageError, StoragePermissionError, import_extra)
+from streaming.storage.errors import (
+    CredentialsError,
+    EndpointUnreachableError,
+    IncompleteTransferError,
+    StorageError,
+    StoragePermissionError,
+    import_extra,
+)
 from streaming.storage.url import split_url
 
-AUTH_HINT = ("set DATABRICKS_HOST and DATABRICKS_TOKEN, or DATABRICKS_CONFIG_PROFILE naming a profile in "
-             "~/.databrickscfg, or run inside a Databricks notebook or job")
+AUTH_HINT = (
+    "set DATABRICKS_HOST and DATABRICKS_TOKEN, or DATABRICKS_CONFIG_PROFILE naming a profile in "
+    "~/.databrickscfg, or run inside a Databricks notebook or job"
+)
 DBFS_READ_LIMIT = 1 << 20
 
 
 class _DatabricksStorage(Storage):
     """Shared client handling and error mapping of the two Databricks APIs."""
 
-    env_vars = ("DATABRICKS_HOST", "DATABRICKS_TOKEN", "DATABRICKS_CONFIG_PROFILE", "DATABRICKS_CONFIG_FILE",
-                "DATABRICKS_CLIENT_ID", "DATABRICKS_CLIENT_SECRET", "DATABRICKS_AUTH_TYPE")
+    env_vars = (
+        "DATABRICKS_HOST",
+        "DATABRICKS_TOKEN",
+        "DATABRICKS_CONFIG_PROFILE",
+        "DATABRICKS_CONFIG_FILE",
+        "DATABRICKS_CLIENT_ID",
+        "DATABRICKS_CLIENT_SECRET",
+        "DATABRICKS_AUTH_TYPE",
+    )
     privilege_hint = ""
 
     def __init__(self) -> None:
@@ -64,23 +79,29 @@ class _DatabricksStorage(Storage):
         if isinstance(exc, dbx.NotFound):
             return self._not_found(url)
         if isinstance(exc, dbx.Unauthenticated):
-            return CredentialsError(url, "the workspace rejected the credentials (401); check the token, "
-                                    f"or {AUTH_HINT}")
+            return CredentialsError(
+                url, f"the workspace rejected the credentials (401); check the token, or {AUTH_HINT}"
+            )
         if isinstance(exc, dbx.PermissionDenied):
             return StoragePermissionError(url, f"permission denied; {self.privilege_hint}")
         if isinstance(exc, ValueError) and "default auth" in str(exc):
             return CredentialsError(url, f"default auth: cannot configure default credentials; {AUTH_HINT}")
         if isinstance(exc, (RequestsConnectionError, Timeout, TimeoutError)):
-            return EndpointUnreachableError(url, f"cannot reach the Databricks workspace ({type(exc).__name__}); "
-                                            "check DATABRICKS_HOST (or the profile's host) and the network")
+            return EndpointUnreachableError(
+                url,
+                f"cannot reach the Databricks workspace ({type(exc).__name__}); "
+                "check DATABRICKS_HOST (or the profile's host) and the network",
+            )
         return None
 
 
 class VolumesStorage(_DatabricksStorage):
     """Unity Catalog volumes through the Files API (`/api/2.0/fs/...`)."""
 
-    privilege_hint = ("check that the principal has READ VOLUME (and WRITE VOLUME to write) on the volume, and "
-                      "USE CATALOG/USE SCHEMA on its parents")
+    privilege_hint = (
+        "check that the principal has READ VOLUME (and WRITE VOLUME to write) on the volume, and "
+        "USE CATALOG/USE SCHEMA on its parents"
+    )
 
     def _download(self, url: str, sink: BinaryIO, timeout: float) -> int | None:
         response = self._client(timeout).files.download(self._path(url))

@@ -10,8 +10,15 @@ from streaming.storage.retry import call_with_retry
 PERMANENT = (ObjectNotFoundError, StoragePermissionError, ValueError, ImportError)
 
 
-def download_file(remote_url: str, local_path: str, *, retry: int = 2, timeout: float = 60.0,
-                  initial_backoff: float = 1.0, max_jitter: float = 0.5) -> None:
+def download_file(
+    remote_url: str,
+    local_path: str,
+    *,
+    retry: int = 2,
+    timeout: float = 60.0,
+    initial_backoff: float = 1.0,
+    max_jitter: float = 0.5,
+) -> None:
     """Download `remote_url` to `local_path` in at most `retry` attempts (upstream's `download_retry`).
 
     The file appears under `local_path` only once complete. After a failed attempt `i` the backend drops
@@ -20,6 +27,11 @@ def download_file(remote_url: str, local_path: str, *, retry: int = 2, timeout: 
     """
     if retry < 1:
         raise ValueError(f"retry (total download attempts) must be at least 1, got {retry}.")
-    call_with_retry(lambda: storage_for(remote_url).get(remote_url, local_path, timeout=timeout), retry,
-                    initial_backoff=initial_backoff, max_jitter=max_jitter, permanent=PERMANENT,
-                    before_retry=lambda: storage_for(remote_url).reset())
+    call_with_retry(
+        lambda: storage_for(remote_url).get(remote_url, local_path, timeout=timeout),
+        retry,
+        initial_backoff=initial_backoff,
+        max_jitter=max_jitter,
+        permanent=PERMANENT,
+        before_retry=lambda: storage_for(remote_url).reset(),
+    )

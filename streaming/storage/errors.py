@@ -45,4 +45,5 @@ def import_extra(module: str, extra: str) -> ModuleType:
     except ImportError as exc:
         raise ImportError(
             f"{module} is needed for this storage scheme but is not installed; "
-            f'install it with: pip install "mds-streaming[{extra}]"') from exc
+            f'install it with: pip install "mds-streaming[{extra}]"'
+        ) from exc

@@ -16,21 +16,34 @@ from collections.abc import Iterator
 from typing import Any, BinaryIO
 
 from streaming.storage.base import DEFAULT_TIMEOUT, ClientPool, Storage
-from streaming.storage.errors import (CredentialsError, EndpointUnreachableError, ObjectNotFoundError, StorageError,
-                                      StoragePermissionError, import_extra)
+from streaming.storage.errors import (
+    CredentialsError,
+    EndpointUnreachableError,
+    ObjectNotFoundError,
+    StorageError,
+    StoragePermissionError,
+    import_extra,
+)
 from streaming.storage.s3 import S3Storage
 from streaming.storage.url import split_url
 
 HMAC_ENDPOINT = "https://storage.googleapis.com"
-CREDENTIAL_HINT = ("GOOGLE_APPLICATION_CREDENTIALS (or run `gcloud auth application-default login`), "
-                   "or GCS_KEY and GCS_SECRET for HMAC keys")
+CREDENTIAL_HINT = (
+    "GOOGLE_APPLICATION_CREDENTIALS (or run `gcloud auth application-default login`), "
+    "or GCS_KEY and GCS_SECRET for HMAC keys"
+)
 
 
 class GCSStorage(Storage):
     """Google Cloud Storage over its JSON API; one client per (process, thread, timeout)."""
 
-    env_vars = ("GCS_KEY", "GCS_SECRET", "STORAGE_EMULATOR_HOST", "GOOGLE_APPLICATION_CREDENTIALS",
-                "GOOGLE_CLOUD_PROJECT")
+    env_vars = (
+        "GCS_KEY",
+        "GCS_SECRET",
+        "STORAGE_EMULATOR_HOST",
+        "GOOGLE_APPLICATION_CREDENTIALS",
+        "GOOGLE_CLOUD_PROJECT",
+    )
 
     def __init__(self) -> None:
         self._anonymous = False
@@ -39,10 +52,16 @@ class GCSStorage(Storage):
     @classmethod
     def from_url(cls, url: str) -> Storage:
         if os.environ.get("GCS_KEY") and os.environ.get("GCS_SECRET"):
-            return S3Storage(scheme="gs", endpoint_url=HMAC_ENDPOINT, key=os.environ["GCS_KEY"],
-                             secret=os.environ["GCS_SECRET"], region="auto", extra="gcs",
-                             credential_hint="GCS_KEY/GCS_SECRET (HMAC keys)",
-                             endpoint_hint=f"the GCS S3-compatible endpoint {HMAC_ENDPOINT}")
+            return S3Storage(
+                scheme="gs",
+                endpoint_url=HMAC_ENDPOINT,
+                key=os.environ["GCS_KEY"],
+                secret=os.environ["GCS_SECRET"],
+                region="auto",
+                extra="gcs",
+                credential_hint="GCS_KEY/GCS_SECRET (HMAC keys)",
+                endpoint_hint=f"the GCS S3-compatible endpoint {HMAC_ENDPOINT}",
+            )
         return cls()
 
     @staticmethod
@@ -54,6 +73,7 @@ class GCSStorage(Storage):
         project = os.environ.get("GOOGLE_CLOUD_PROJECT")
         if os.environ.get("STORAGE_EMULATOR_HOST"):
             from google.auth.credentials import AnonymousCredentials
+
             return storage.Client(project=project or "emulator", credentials=AnonymousCredentials())
         import google.auth
         from google.auth.exceptions import DefaultCredentialsError
@@ -73,6 +93,7 @@ class GCSStorage(Storage):
     @staticmethod
     def _retry(timeout: float) -> Any:
         from google.cloud.storage.retry import DEFAULT_RETRY
+
         return DEFAULT_RETRY.with_timeout(timeout)
 
     def _blob(self, url: str, timeout: float = DEFAULT_TIMEOUT) -> Any:
@@ -87,8 +108,7 @@ class GCSStorage(Storage):
         return None  # the client already verified the object's checksum
 
     def _upload(self, local_path: str, url: str) -> None:
-        self._blob(url).upload_from_filename(local_path, timeout=DEFAULT_TIMEOUT,
-                                             retry=self._retry(DEFAULT_TIMEOUT))
+        self._blob(url).upload_from_filename(local_path, timeout=DEFAULT_TIMEOUT, retry=self._retry(DEFAULT_TIMEOUT))
 
     def _list(self, prefix_url: str) -> Iterator[str]:
         location = split_url(prefix_url)
@@ -127,12 +147,16 @@ class GCSStorage(Storage):
                 return ObjectNotFoundError(url, f"bucket {bucket!r} does not exist; check the bucket name")
             return self._not_found(url)
         if isinstance(exc, (gexc.Unauthorized, DefaultCredentialsError, RefreshError)) or (
-                isinstance(exc, gexc.Forbidden) and self._anonymous):
+            isinstance(exc, gexc.Forbidden) and self._anonymous
+        ):
             return CredentialsError(url, f"no usable Google credentials ({type(exc).__name__}); set {CREDENTIAL_HINT}")
         if isinstance(exc, gexc.Forbidden):
-            return StoragePermissionError(url, "access denied (403); check that the account of the Google "
-                                          "credentials may access this bucket")
+            return StoragePermissionError(
+                url, "access denied (403); check that the account of the Google credentials may access this bucket"
+            )
         if isinstance(exc, (RequestsConnectionError, Timeout, gexc.RetryError, ConnectionError)):
-            return EndpointUnreachableError(url, f"cannot reach {endpoint} ({type(exc).__name__}); check "
-                                            "STORAGE_EMULATOR_HOST (if set) and the network")
+            return EndpointUnreachableError(
+                url,
+                f"cannot reach {endpoint} ({type(exc).__name__}); check STORAGE_EMULATOR_HOST (if set) and the network",
+            )
         return None

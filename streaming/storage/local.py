@@ -69,6 +69,7 @@ class LocalStorage(Storage):
         if isinstance(exc, FileNotFoundError):
             return ObjectNotFoundError(url, f"no such file {local_path(url)!r}")
         if isinstance(exc, PermissionError):
-            return StoragePermissionError(url, f"permission denied on {exc.filename or local_path(url)!r}; "
-                                          "check the file mode and owner")
+            return StoragePermissionError(
+                url, f"permission denied on {exc.filename or local_path(url)!r}; check the file mode and owner"
+            )
         return None

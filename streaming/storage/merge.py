@@ -36,9 +36,11 @@ def merge_index(*args: Any, **kwargs: Any) -> None:
     elif isinstance(first, (str, tuple)) and 1 <= len(args) + len(kwargs) <= 3:
         _merge_from_root(*args, **kwargs)
     else:
-        raise ValueError("Invalid arguments to merge_index: call merge_index(index_file_urls: list, out, "
-                         "keep_local=True, download_timeout=60) or merge_index(out: str | tuple, keep_local=True, "
-                         f"download_timeout=60); got positional {args!r} and keywords {sorted(kwargs)}.")
+        raise ValueError(
+            "Invalid arguments to merge_index: call merge_index(index_file_urls: list, out, "
+            "keep_local=True, download_timeout=60) or merge_index(out: str | tuple, keep_local=True, "
+            f"download_timeout=60); got positional {args!r} and keywords {sorted(kwargs)}."
+        )
 
 
 def _split_out(out: str | tuple[str, str]) -> tuple[str | None, str | None]:
@@ -67,7 +69,7 @@ def _sub_path(index_url: str, root: str | None) -> str | None:
 
 
 def _read_index(source: Source, work_dir: str, number: int, timeout: float) -> dict[str, Any]:
-    local, remote = (source if isinstance(source, tuple) else (source, source))
+    local, remote = source if isinstance(source, tuple) else (source, source)
     if local and not is_remote(local) and os.path.isfile(local):
         path = local
     elif remote:
@@ -80,7 +82,7 @@ def _read_index(source: Source, work_dir: str, number: int, timeout: float) -> d
 
 
 def _prefix_for(source: Source, local_root: str | None, remote_root: str | None) -> str:
-    local, remote = (source if isinstance(source, tuple) else (source, source))
+    local, remote = source if isinstance(source, tuple) else (source, source)
     candidates = []
     if remote and is_remote(remote):
         candidates.append(_sub_path(remote, remote_root))
@@ -93,8 +95,9 @@ def _prefix_for(source: Source, local_root: str | None, remote_root: str | None)
     return posixpath.basename(posixpath.dirname(any_path.replace(os.sep, "/")))
 
 
-def _merge_from_list(index_file_urls: list[Source], out: str | tuple[str, str], keep_local: bool = True,
-                     download_timeout: float = 60) -> None:
+def _merge_from_list(
+    index_file_urls: list[Source], out: str | tuple[str, str], keep_local: bool = True, download_timeout: float = 60
+) -> None:
     local_root, remote_root = _split_out(out)
     sources: list[Source] = []
     for entry in index_file_urls:
@@ -117,8 +120,9 @@ def _merge_from_list(index_file_urls: list[Source], out: str | tuple[str, str], 
         _publish({"version": 2, "shards": shards}, local_root, remote_root, keep_local, work_dir)
 
 
-def _publish(index: dict[str, Any], local_root: str | None, remote_root: str | None, keep_local: bool,
-             work_dir: str) -> None:
+def _publish(
+    index: dict[str, Any], local_root: str | None, remote_root: str | None, keep_local: bool, work_dir: str
+) -> None:
     text = json.dumps(index)
     target_dir = local_root or os.path.join(work_dir, "out")
     os.makedirs(target_dir, exist_ok=True)
@@ -149,4 +153,3 @@ def _merge_from_root(out: str | tuple[str, str], keep_local: bool = True, downlo
                     found[relative] = (os.path.join(folder, INDEX), remote_copy)
     sources = [found[relative] for relative in sorted(found)]
     _merge_from_list(sources, out, keep_local=keep_local, download_timeout=download_timeout)
-

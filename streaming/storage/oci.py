@@ -13,8 +13,14 @@ from collections.abc import Iterator
 from typing import Any, BinaryIO
 
 from streaming.storage.base import CHUNK_SIZE, DEFAULT_TIMEOUT, ClientPool, Storage
-from streaming.storage.errors import (CredentialsError, EndpointUnreachableError, ObjectNotFoundError, StorageError,
-                                      StoragePermissionError, import_extra)
+from streaming.storage.errors import (
+    CredentialsError,
+    EndpointUnreachableError,
+    ObjectNotFoundError,
+    StorageError,
+    StoragePermissionError,
+    import_extra,
+)
 from streaming.storage.url import split_url
 
 CONFIG_HINT = "the OCI config file (~/.oci/config or OCI_CONFIG_FILE, profile OCI_CONFIG_PROFILE)"
@@ -38,9 +44,12 @@ class OCIStorage(Storage):
         location = os.environ.get("OCI_CONFIG_FILE") or oci.config.DEFAULT_LOCATION
         profile = os.environ.get("OCI_CONFIG_PROFILE") or oci.config.DEFAULT_PROFILE
         config = oci.config.from_file(file_location=location, profile_name=profile)
-        retry = oci.retry.RetryStrategyBuilder(max_attempts=3, total_elapsed_time_seconds=max(timeout, 1.0),
-                                               retry_base_sleep_time_seconds=0.5,
-                                               retry_max_wait_between_calls_seconds=2).get_retry_strategy()
+        retry = oci.retry.RetryStrategyBuilder(
+            max_attempts=3,
+            total_elapsed_time_seconds=max(timeout, 1.0),
+            retry_base_sleep_time_seconds=0.5,
+            retry_max_wait_between_calls_seconds=2,
+        ).get_retry_strategy()
         options: dict[str, Any] = {"timeout": (min(timeout, 10.0), timeout), "retry_strategy": retry}
         endpoint = os.environ.get("OCI_OBJECT_STORAGE_ENDPOINT")
         if endpoint:
@@ -113,28 +122,48 @@ class OCIStorage(Storage):
         bucket = split_url(url).netloc.partition("@")[0]
         if isinstance(exc, oci.exceptions.ServiceError):
             if exc.status == 404 and exc.code == "BucketNotFound":
-                return ObjectNotFoundError(url, f"bucket {bucket!r} does not exist in this namespace, or the user "
-                                           "may not see it; check the bucket name and the policies")
+                return ObjectNotFoundError(
+                    url,
+                    f"bucket {bucket!r} does not exist in this namespace, or the user "
+                    "may not see it; check the bucket name and the policies",
+                )
             if exc.status == 404 and exc.code == "NotAuthorizedOrNotFound":
-                return StoragePermissionError(url, "not found or not authorized; check the path and that the user's "
-                                              f"policies allow access to bucket {bucket!r}")
+                return StoragePermissionError(
+                    url,
+                    "not found or not authorized; check the path and that the user's "
+                    f"policies allow access to bucket {bucket!r}",
+                )
             if exc.status == 404:
                 return self._not_found(url)
             if exc.status == 401:
-                return CredentialsError(url, f"the server rejected the request signature ({exc.code}); check the "
-                                        f"credentials: user, fingerprint, tenancy and key_file in {CONFIG_HINT}")
+                return CredentialsError(
+                    url,
+                    f"the server rejected the request signature ({exc.code}); check the "
+                    f"credentials: user, fingerprint, tenancy and key_file in {CONFIG_HINT}",
+                )
             if exc.status == 403:
-                return StoragePermissionError(url, f"access denied ({exc.code}); check the user's policies for "
-                                              f"bucket {bucket!r}")
+                return StoragePermissionError(
+                    url, f"access denied ({exc.code}); check the user's policies for bucket {bucket!r}"
+                )
             return None
-        if isinstance(exc, (oci.exceptions.ConfigFileNotFound, oci.exceptions.InvalidConfig,
-                            oci.exceptions.ProfileNotFound, oci.exceptions.InvalidPrivateKey,
-                            oci.exceptions.InvalidKeyFilePath)):
+        if isinstance(
+            exc,
+            (
+                oci.exceptions.ConfigFileNotFound,
+                oci.exceptions.InvalidConfig,
+                oci.exceptions.ProfileNotFound,
+                oci.exceptions.InvalidPrivateKey,
+                oci.exceptions.InvalidKeyFilePath,
+            ),
+        ):
             return CredentialsError(url, f"no usable OCI credentials ({type(exc).__name__}); check {CONFIG_HINT}")
         from oci._vendor.requests.exceptions import RequestException
 
         if isinstance(exc, RequestException):
             endpoint = os.environ.get("OCI_OBJECT_STORAGE_ENDPOINT") or "the regional Object Storage endpoint"
-            return EndpointUnreachableError(url, f"cannot reach {endpoint} ({type(exc).__name__}); check the region "
-                                            "in the OCI config, OCI_OBJECT_STORAGE_ENDPOINT and the network")
+            return EndpointUnreachableError(
+                url,
+                f"cannot reach {endpoint} ({type(exc).__name__}); check the region "
+                "in the OCI config, OCI_OBJECT_STORAGE_ENDPOINT and the network",
+            )
         return None

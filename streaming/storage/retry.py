@@ -21,7 +21,7 @@ F = TypeVar("F", bound=Callable[..., Any])
 
 def backoff_delay(attempt: int, initial_backoff: float, max_jitter: float) -> float:
     """Seconds to wait after failed attempt `attempt` (0-based)."""
-    return initial_backoff * 2 ** attempt + random.random() * max_jitter
+    return initial_backoff * 2**attempt + random.random() * max_jitter
 
 
 @overload
@@ -29,13 +29,22 @@ def retry(exc_class: F) -> F: ...
 
 
 @overload
-def retry(exc_class: type[BaseException] | tuple[type[BaseException], ...] = Exception,
-          clean_up_fn: Callable[[], Any] | None = None, num_attempts: int = 3, initial_backoff: float = 1.0,
-          max_jitter: float = 0.5) -> Callable[[F], F]: ...
+def retry(
+    exc_class: type[BaseException] | tuple[type[BaseException], ...] = Exception,
+    clean_up_fn: Callable[[], Any] | None = None,
+    num_attempts: int = 3,
+    initial_backoff: float = 1.0,
+    max_jitter: float = 0.5,
+) -> Callable[[F], F]: ...
 
 
-def retry(exc_class: Any = Exception, clean_up_fn: Callable[[], Any] | None = None, num_attempts: int = 3,
-          initial_backoff: float = 1.0, max_jitter: float = 0.5) -> Any:
+def retry(
+    exc_class: Any = Exception,
+    clean_up_fn: Callable[[], Any] | None = None,
+    num_attempts: int = 3,
+    initial_backoff: float = 1.0,
+    max_jitter: float = 0.5,
+) -> Any:
     """Retry the decorated function on `exc_class` up to `num_attempts` calls in total."""
     if callable(exc_class) and not (isinstance(exc_class, type) and issubclass(exc_class, BaseException)):
         return retry()(exc_class)  # used bare: @retry
@@ -54,9 +63,14 @@ def retry(exc_class: Any = Exception, clean_up_fn: Callable[[], Any] | None = No
                     if clean_up_fn is not None:
                         clean_up_fn()
                     delay = backoff_delay(attempt, initial_backoff, max_jitter)
-                    logger.debug("attempt %d/%d of %s failed (%s); retrying in %.2f s", attempt + 1,
-                                 num_attempts, getattr(function, "__qualname__", function), type(exc).__name__,
-                                 delay)
+                    logger.debug(
+                        "attempt %d/%d of %s failed (%s); retrying in %.2f s",
+                        attempt + 1,
+                        num_attempts,
+                        getattr(function, "__qualname__", function),
+                        type(exc).__name__,
+                        delay,
+                    )
                     time.sleep(delay)
             raise AssertionError("unreachable")
 
@@ -68,9 +82,15 @@ def retry(exc_class: Any = Exception, clean_up_fn: Callable[[], Any] | None = No
 T = TypeVar("T")
 
 
-def call_with_retry(function: Callable[[], T], attempts: int, *, initial_backoff: float = 1.0,
-                    max_jitter: float = 0.5, permanent: tuple[type[BaseException], ...] = (),
-                    before_retry: Callable[[], Any] | None = None) -> T:
+def call_with_retry(
+    function: Callable[[], T],
+    attempts: int,
+    *,
+    initial_backoff: float = 1.0,
+    max_jitter: float = 0.5,
+    permanent: tuple[type[BaseException], ...] = (),
+    before_retry: Callable[[], Any] | None = None,
+) -> T:
     """Call `function` up to `attempts` times in total, backing off as `retry` does.
 
     Exceptions of the `permanent` types are raised at once; `before_retry` runs before each new attempt.
@@ -86,8 +106,14 @@ def call_with_retry(function: Callable[[], T], attempts: int, *, initial_backoff
             if attempt + 1 == attempts:
                 raise
             delay = backoff_delay(attempt, initial_backoff, max_jitter)
-            logger.info("attempt %d/%d failed (%s: %s); retrying in %.2f s", attempt + 1, attempts,
-                        type(exc).__name__, exc, delay)
+            logger.info(
+                "attempt %d/%d failed (%s: %s); retrying in %.2f s",
+                attempt + 1,
+                attempts,
+                type(exc).__name__,
+                exc,
+                delay,
+            )
             if before_retry is not None:
                 before_retry()
             time.sleep(delay)

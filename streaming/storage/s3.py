@@ -19,35 +19,71 @@ from typing import Any, BinaryIO
 from urllib.parse import urlsplit
 
 from streaming.storage.base import CHUNK_SIZE, DEFAULT_TIMEOUT, ClientPool, Storage
-from streaming.storage.errors import (CredentialsError, EndpointUnreachableError, ObjectNotFoundError, StorageError,
-                                      StoragePermissionError, import_extra)
+from streaming.storage.errors import (
+    CredentialsError,
+    EndpointUnreachableError,
+    ObjectNotFoundError,
+    StorageError,
+    StoragePermissionError,
+    import_extra,
+)
 from streaming.storage.url import split_url
 
 NOT_FOUND_CODES = {"404", "NoSuchKey", "NotFound"}
 DENIED_CODES = {"403", "AccessDenied", "Forbidden", "AllAccessDisabled"}
-BAD_CREDENTIAL_CODES = {"InvalidAccessKeyId", "SignatureDoesNotMatch", "InvalidToken", "ExpiredToken",
-                        "TokenRefreshRequired", "InvalidClientTokenId", "AuthorizationHeaderMalformed"}
+BAD_CREDENTIAL_CODES = {
+    "InvalidAccessKeyId",
+    "SignatureDoesNotMatch",
+    "InvalidToken",
+    "ExpiredToken",
+    "TokenRefreshRequired",
+    "InvalidClientTokenId",
+    "AuthorizationHeaderMalformed",
+}
 
 
 def _without_userinfo(endpoint: str) -> str:
     parts = urlsplit(endpoint)
-    return parts._replace(netloc=parts.hostname + (f":{parts.port}" if parts.port else "")).geturl() \
-        if parts.hostname else endpoint
+    return (
+        parts._replace(netloc=parts.hostname + (f":{parts.port}" if parts.port else "")).geturl()
+        if parts.hostname
+        else endpoint
+    )
 
 
 class S3Storage(Storage):
     """An S3 API endpoint; one client per (process, timeout), shared by threads."""
 
-    env_vars = ("S3_ENDPOINT_URL", "AWS_ENDPOINT_URL_S3", "AWS_ENDPOINT_URL", "AWS_ACCESS_KEY_ID",
-                "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_PROFILE", "AWS_REGION", "AWS_DEFAULT_REGION",
-                "AWS_SHARED_CREDENTIALS_FILE", "AWS_CONFIG_FILE", "S3_CANNED_ACL",
-                "MOSAICML_STREAMING_AWS_REQUESTER_PAYS")
+    env_vars = (
+        "S3_ENDPOINT_URL",
+        "AWS_ENDPOINT_URL_S3",
+        "AWS_ENDPOINT_URL",
+        "AWS_ACCESS_KEY_ID",
+        "AWS_SECRET_ACCESS_KEY",
+        "AWS_SESSION_TOKEN",
+        "AWS_PROFILE",
+        "AWS_REGION",
+        "AWS_DEFAULT_REGION",
+        "AWS_SHARED_CREDENTIALS_FILE",
+        "AWS_CONFIG_FILE",
+        "S3_CANNED_ACL",
+        "MOSAICML_STREAMING_AWS_REQUESTER_PAYS",
+    )
 
-    def __init__(self, *, scheme: str = "s3", endpoint_url: str | None = None, key: str | None = None,
-                 secret: str | None = None, region: str | None = None, canned_acl: str | None = None,
-                 requester_pays: frozenset[str] = frozenset(), extra: str = "s3",
-                 credential_hint: str = "AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY or AWS_PROFILE",
-                 endpoint_hint: str = "S3_ENDPOINT_URL or AWS_ENDPOINT_URL_S3") -> None:
+    def __init__(
+        self,
+        *,
+        scheme: str = "s3",
+        endpoint_url: str | None = None,
+        key: str | None = None,
+        secret: str | None = None,
+        region: str | None = None,
+        canned_acl: str | None = None,
+        requester_pays: frozenset[str] = frozenset(),
+        extra: str = "s3",
+        credential_hint: str = "AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY or AWS_PROFILE",
+        endpoint_hint: str = "S3_ENDPOINT_URL or AWS_ENDPOINT_URL_S3",
+    ) -> None:
         self.scheme = scheme
         self._endpoint_url = endpoint_url
         self._key = key
@@ -62,11 +98,13 @@ class S3Storage(Storage):
         self._clients = ClientPool(self._build_client)
 
     @classmethod
-    def from_url(cls, url: str) -> "S3Storage":
+    def from_url(cls, url: str) -> S3Storage:
         payers = os.environ.get("MOSAICML_STREAMING_AWS_REQUESTER_PAYS", "")
-        return cls(endpoint_url=os.environ.get("S3_ENDPOINT_URL") or None,
-                   canned_acl=os.environ.get("S3_CANNED_ACL") or None,
-                   requester_pays=frozenset(name.strip() for name in payers.split(",") if name.strip()))
+        return cls(
+            endpoint_url=os.environ.get("S3_ENDPOINT_URL") or None,
+            canned_acl=os.environ.get("S3_CANNED_ACL") or None,
+            requester_pays=frozenset(name.strip() for name in payers.split(",") if name.strip()),
+        )
 
     @staticmethod
     def cache_key(url: str) -> str:
@@ -79,9 +117,13 @@ class S3Storage(Storage):
         from botocore.config import Config
 
         session = boto3.session.Session(aws_access_key_id=self._key, aws_secret_access_key=self._secret)
-        config = Config(connect_timeout=min(timeout, 10.0), read_timeout=timeout, max_pool_connections=64,
-                        retries={"mode": "standard", "max_attempts": 3},
-                        signature_version=UNSIGNED if anonymous else None)
+        config = Config(
+            connect_timeout=min(timeout, 10.0),
+            read_timeout=timeout,
+            max_pool_connections=64,
+            retries={"mode": "standard", "max_attempts": 3},
+            signature_version=UNSIGNED if anonymous else None,
+        )
         region = self._region or session.region_name or "us-east-1"
         return session.client("s3", endpoint_url=self._endpoint_url, region_name=region, config=config)
 
@@ -123,16 +165,27 @@ class S3Storage(Storage):
 
         bucket, key = self._locate(url)
         extra = {"ACL": self._canned_acl} if self._canned_acl else {}
-        self._call("upload_file", Filename=local_path, Bucket=bucket, Key=key, ExtraArgs=extra,
-                   Config=TransferConfig(use_threads=False))
+        self._call(
+            "upload_file",
+            Filename=local_path,
+            Bucket=bucket,
+            Key=key,
+            ExtraArgs=extra,
+            Config=TransferConfig(use_threads=False),
+        )
 
     def _list(self, prefix_url: str) -> Iterator[str]:
         bucket, key = self._locate(prefix_url)
         prefix = key.strip("/") + "/" if key.strip("/") else ""
         token: str | None = None
         while True:
-            page = self._call("list_objects_v2", Bucket=bucket, Prefix=prefix, **self._payer(bucket),
-                              **({"ContinuationToken": token} if token else {}))
+            page = self._call(
+                "list_objects_v2",
+                Bucket=bucket,
+                Prefix=prefix,
+                **self._payer(bucket),
+                **({"ContinuationToken": token} if token else {}),
+            )
             for item in page.get("Contents", []):
                 yield f"{self.scheme}://{bucket}/{item['Key']}"
             token = page.get("NextContinuationToken")
@@ -166,25 +219,39 @@ class S3Storage(Storage):
             code = str(exc.response.get("Error", {}).get("Code", ""))
             bucket = split_url(url).netloc
             if code == "NoSuchBucket":
-                return ObjectNotFoundError(url, f"bucket {bucket!r} does not exist at {endpoint}; check the bucket "
-                                           f"name and {self._endpoint_hint}")
+                return ObjectNotFoundError(
+                    url,
+                    f"bucket {bucket!r} does not exist at {endpoint}; check the bucket name and {self._endpoint_hint}",
+                )
             if code in NOT_FOUND_CODES:
                 return self._not_found(url)
             if code in BAD_CREDENTIAL_CODES:
-                return CredentialsError(url, f"{endpoint} rejected the credentials ({code}); check "
-                                        f"{self._credential_hint}, and that {self._endpoint_hint} names the "
-                                        "store that issued them")
+                return CredentialsError(
+                    url,
+                    f"{endpoint} rejected the credentials ({code}); check "
+                    f"{self._credential_hint}, and that {self._endpoint_hint} names the "
+                    "store that issued them",
+                )
             if code in DENIED_CODES:
                 if self._anonymous:
-                    return CredentialsError(url, f"no credentials were found and anonymous access was denied "
-                                            f"({code}); set {self._credential_hint}")
-                return StoragePermissionError(url, f"access denied ({code}); check that the credentials "
-                                              f"({self._credential_hint}) may access bucket {bucket!r}; for a "
-                                              "requester-pays bucket list it in MOSAICML_STREAMING_AWS_REQUESTER_PAYS")
+                    return CredentialsError(
+                        url,
+                        f"no credentials were found and anonymous access was denied "
+                        f"({code}); set {self._credential_hint}",
+                    )
+                return StoragePermissionError(
+                    url,
+                    f"access denied ({code}); check that the credentials "
+                    f"({self._credential_hint}) may access bucket {bucket!r}; for a "
+                    "requester-pays bucket list it in MOSAICML_STREAMING_AWS_REQUESTER_PAYS",
+                )
             return None
         if isinstance(exc, (bce.NoCredentialsError, bce.PartialCredentialsError)):
             return CredentialsError(url, f"no usable credentials ({type(exc).__name__}); set {self._credential_hint}")
         if isinstance(exc, (bce.ConnectionError, bce.HTTPClientError)):
-            return EndpointUnreachableError(url, f"cannot reach or read from {endpoint} ({type(exc).__name__}); "
-                                            f"check {self._endpoint_hint} and the network")
+            return EndpointUnreachableError(
+                url,
+                f"cannot reach or read from {endpoint} ({type(exc).__name__}); "
+                f"check {self._endpoint_hint} and the network",
+            )
         return None

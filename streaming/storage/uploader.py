@@ -42,8 +42,16 @@ class ShardUploader:
         progress_bar: show upload progress.
     """
 
-    def __init__(self, out: str | tuple[str, str], *, keep_local: bool = False, exist_ok: bool = False,
-                 max_workers: int | None = None, retry: int = 2, progress_bar: bool = False) -> None:
+    def __init__(
+        self,
+        out: str | tuple[str, str],
+        *,
+        keep_local: bool = False,
+        exist_ok: bool = False,
+        max_workers: int | None = None,
+        retry: int = 2,
+        progress_bar: bool = False,
+    ) -> None:
         if retry < 1:
             raise ValueError(f"retry (total upload attempts) must be at least 1, got {retry}.")
         self._owns_local = False
@@ -84,8 +92,10 @@ class ShardUploader:
             return
         existing = storage_for(remote).list(remote)
         if existing:
-            raise FileExistsError(f"Remote {remote} already holds {len(existing)} object(s), e.g. {existing[0]} "
-                                  "(pass exist_ok=True to write over them).")
+            raise FileExistsError(
+                f"Remote {remote} already holds {len(existing)} object(s), e.g. {existing[0]} "
+                "(pass exist_ok=True to write over them)."
+            )
 
     def upload(self, basename: str) -> None:
         """Publish the completed file ``local/basename``: queued for upload when there is a remote."""
@@ -96,6 +106,7 @@ class ShardUploader:
             self._pool = ThreadPoolExecutor(self.max_workers, thread_name_prefix="mds-upload")
             if self.progress_bar:
                 from tqdm import tqdm
+
                 self._progress = tqdm(total=0, unit="file", desc=f"Uploading to {self.remote}")
         with self._lock:
             if self._progress is not None:
@@ -144,8 +155,9 @@ class ShardUploader:
             if self.remote is None:
                 return
             if not os.path.isfile(os.path.join(self.local, index_basename)):
-                raise FileNotFoundError(f"Cannot publish the index: {os.path.join(self.local, index_basename)} "
-                                        "does not exist.")
+                raise FileNotFoundError(
+                    f"Cannot publish the index: {os.path.join(self.local, index_basename)} does not exist."
+                )
             self._put(index_basename)
             if not self.keep_local:
                 shutil.rmtree(self.local, ignore_errors=True)
@@ -157,8 +169,10 @@ class ShardUploader:
 
     def _note_kept_copy(self, err: BaseException) -> None:
         if self.remote is not None:
-            err.add_note(f"Nothing written is lost: the files are kept in {self.local}. {self.remote} has no "
-                         f"index.json, so no reader sees a partial dataset there.")
+            err.add_note(
+                f"Nothing written is lost: the files are kept in {self.local}. {self.remote} has no "
+                f"index.json, so no reader sees a partial dataset there."
+            )
 
     def abort(self, error: BaseException | None = None) -> None:
         """Stop background work after a failure; the remote is left without an index, the local copy is kept."""

@@ -59,4 +59,4 @@ def relative_to(url: str, base: str) -> str:
     prefix = base.rstrip("/") + "/"
     if not url.startswith(prefix):
         raise ValueError(f"{url!r} is not below {base!r}")
-    return url[len(prefix):]
+    return url[len(prefix) :]

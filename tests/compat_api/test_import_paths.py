@@ -9,18 +9,41 @@ import sys
 import pytest
 
 PATHS = {
-    "streaming": ["MDSWriter", "JSONWriter", "CSVWriter", "TSVWriter", "XSVWriter", "LocalDataset", "Stream",
-                  "StreamingDataset", "StreamingDataLoader"],
+    "streaming": [
+        "MDSWriter",
+        "JSONWriter",
+        "CSVWriter",
+        "TSVWriter",
+        "XSVWriter",
+        "LocalDataset",
+        "Stream",
+        "StreamingDataset",
+        "StreamingDataLoader",
+    ],
     "streaming.base": ["MDSWriter", "StreamingDataset", "LocalDataset"],
     "streaming.base.format": ["MDSWriter", "reader_from_json", "get_index_basename", "FileInfo", "Reader"],
-    "streaming.base.format.mds.encodings": ["Encoding", "_encodings", "mds_encode", "mds_decode",
-                                            "get_mds_encodings", "is_mds_encoding", "get_mds_encoded_size"],
+    "streaming.base.format.mds.encodings": [
+        "Encoding",
+        "_encodings",
+        "mds_encode",
+        "mds_decode",
+        "get_mds_encodings",
+        "is_mds_encoding",
+        "get_mds_encoded_size",
+    ],
     "streaming.base.format.json.encodings": ["is_json_encoded", "is_json_encoding"],
     "streaming.base.format.xsv.encodings": ["is_xsv_encoding", "xsv_decode", "xsv_encode"],
     "streaming.base.compression": ["compress", "decompress", "get_compressions", "is_compression"],
     "streaming.base.hashing": ["get_hash", "get_hashes", "is_hash"],
-    "streaming.base.util": ["bytes_to_int", "number_abbrev_to_int", "get_list_arg", "merge_index", "retry",
-                            "clean_stale_shared_memory", "wait_for_file_to_exist"],
+    "streaming.base.util": [
+        "bytes_to_int",
+        "number_abbrev_to_int",
+        "get_list_arg",
+        "merge_index",
+        "retry",
+        "clean_stale_shared_memory",
+        "wait_for_file_to_exist",
+    ],
     "streaming.base.partition": ["get_partitions"],
     "streaming.base.shuffle": ["get_shuffle"],
     "streaming.base.sampling": ["get_sampling"],
@@ -32,11 +55,9 @@ PATHS = {
     "streaming.base.local": ["LocalDataset"],
     "streaming.base.array": ["Array"],
     "streaming.base.spanner": ["Spanner"],
-    "streaming.base.distributed": ["get_rank", "get_world_size", "get_local_rank", "get_local_world_size",
-                                   "barrier"],
+    "streaming.base.distributed": ["get_rank", "get_world_size", "get_local_rank", "get_local_world_size", "barrier"],
     "streaming.base.storage": ["CloudUploader", "CloudDownloader", "LocalUploader"],
-    "streaming.base.converters": ["dataframe_to_mds", "SPARK_TO_MDS", "infer_dataframe_schema",
-                                  "is_json_compatible"],
+    "streaming.base.converters": ["dataframe_to_mds", "SPARK_TO_MDS", "infer_dataframe_schema", "is_json_compatible"],
 }
 
 
@@ -56,7 +77,8 @@ def test_writing_and_reading_import_no_heavy_dependency(tmp_path):
         f"assert LocalDataset({str(tmp_path / 'd')!r})[0] == {{'x': 1}}\n"
         "heavy = [m for m in ('torch', 'pyspark', 'boto3', 'google.cloud', 'azure', 'oci', 'databricks', 'pandas',"
         " 'pyarrow') if m in sys.modules]\n"
-        "print(heavy)\n")
+        "print(heavy)\n"
+    )
     out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]"
 

@@ -43,8 +43,7 @@ class DirScan:
     def __call__(self) -> tuple[np.ndarray, int]:
         with open(os.path.join(self.directory, "scan.log"), "a") as log:
             log.write(f"{os.getpid()}\n")
-        sizes = [os.path.getsize(self.shard(i)) if os.path.exists(self.shard(i)) else 0
-                 for i in range(self.num_shards)]
+        sizes = [os.path.getsize(self.shard(i)) if os.path.exists(self.shard(i)) else 0 for i in range(self.num_shards)]
         return np.array(sizes, np.int64), self.index_bytes
 
     def shard(self, i: int) -> str:
@@ -57,8 +56,9 @@ class DirScan:
 
 def start_and_kill(script: str) -> list[str]:
     """Run ``script`` in a fresh interpreter until it prints ``ready``, then SIGKILL it; returns its output lines."""
-    proc = subprocess.Popen([sys.executable, "-c", textwrap.dedent(script)], stdout=subprocess.PIPE, text=True,
-                            cwd=REPO)
+    proc = subprocess.Popen(
+        [sys.executable, "-c", textwrap.dedent(script)], stdout=subprocess.PIPE, text=True, cwd=REPO
+    )
     lines = []
     for line in proc.stdout:
         if line.strip() == "ready":
@@ -390,8 +390,11 @@ def test_cache_first_opener_scans_and_later_openers_share(state_dir, tmp_path):
     assert cache.usage() == 130 and cache.is_present(1) and not cache.is_present(0)
     cache.mark_present(2, 5)
     results = FORK.Queue()
-    proc = FORK.Process(target=lambda: results.put((CacheState([str(tmp_path)], 4, scan).usage(),
-                                                    pickle.loads(pickle.dumps(cache)).is_present(2))))
+    proc = FORK.Process(
+        target=lambda: results.put(
+            (CacheState([str(tmp_path)], 4, scan).usage(), pickle.loads(pickle.dumps(cache)).is_present(2))
+        )
+    )
     proc.start()
     assert results.get(timeout=30) == (135, True)
     proc.join(10)

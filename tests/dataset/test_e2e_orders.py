@@ -43,5 +43,4 @@ def test_state_dict_round_trip(tmp_path, case):
     consumed = [next(iterator)["id"] for _ in range(case["resume_state"]["sample_in_epoch"])]
     state = dataset.state_dict(len(consumed), True)
     assert state == case["resume_state"]
-    assert set(state) == {"epoch", "sample_in_epoch", "num_canonical_nodes", "shuffle_seed",
-                          "initial_physical_nodes"}
+    assert set(state) == {"epoch", "sample_in_epoch", "num_canonical_nodes", "shuffle_seed", "initial_physical_nodes"}

@@ -10,7 +10,6 @@ import sys
 import textwrap
 import time
 
-import numpy as np
 import pytest
 
 from streaming import MDSWriter
@@ -56,8 +55,9 @@ def _expected(remote: str, num_nodes: int, ranks_per_node: int, workers: int, ep
     from streaming.dataset.batching import PlanInputs
 
     sizes = _shard_sizes(remote)
-    plan = PlanInputs(sizes, [len(sizes)], [NUM_SAMPLES], [1.0], NUM_SAMPLES, BATCH, 4, shuffle=True,
-                      shuffle_block_size=50)
+    plan = PlanInputs(
+        sizes, [len(sizes)], [NUM_SAMPLES], [1.0], NUM_SAMPLES, BATCH, 4, shuffle=True, shuffle_block_size=50
+    )
     work = generate_work("random", plan, World(num_nodes, ranks_per_node, workers, 0), epoch, 0)
     orders = []
     for node in range(num_nodes):
@@ -71,8 +71,14 @@ def _expected(remote: str, num_nodes: int, ranks_per_node: int, workers: int, ep
 
 
 def _env(rank: int, world_size: int, local_world_size: int) -> dict[str, str]:
-    env = dict(os.environ, RANK=str(rank), WORLD_SIZE=str(world_size), LOCAL_WORLD_SIZE=str(local_world_size),
-               LOCAL_RANK=str(rank % local_world_size), PYTHONPATH=ROOT)
+    env = dict(
+        os.environ,
+        RANK=str(rank),
+        WORLD_SIZE=str(world_size),
+        LOCAL_WORLD_SIZE=str(local_world_size),
+        LOCAL_RANK=str(rank % local_world_size),
+        PYTHONPATH=ROOT,
+    )
     env.pop("MASTER_ADDR", None)
     return env
 
@@ -85,8 +91,14 @@ def _run_ranks(tmp_path, remote, num_nodes, ranks_per_node, epochs=2):
         local = str(tmp_path / f"node{node}")
         out = str(tmp_path / f"rank{rank}.json")
         outs.append(out)
-        procs.append(subprocess.Popen([sys.executable, "-c", RANK_SCRIPT, local, remote, out, str(epochs)],
-                                      env=_env(rank, world_size, ranks_per_node), stderr=subprocess.PIPE, text=True))
+        procs.append(
+            subprocess.Popen(
+                [sys.executable, "-c", RANK_SCRIPT, local, remote, out, str(epochs)],
+                env=_env(rank, world_size, ranks_per_node),
+                stderr=subprocess.PIPE,
+                text=True,
+            )
+        )
     for proc in procs:
         _, err = proc.communicate(timeout=240)
         assert proc.returncode == 0, err[-3000:]
@@ -133,16 +145,26 @@ def test_sigkill_mid_epoch_leaves_nothing_and_restarts(tmp_path, remote):
                 time.sleep(60)
     """)
     local = str(tmp_path / "killed")
-    proc = subprocess.Popen([sys.executable, "-c", script, local, remote], env=_env(0, 1, 1),
-                            stdout=subprocess.PIPE, text=True, start_new_session=True)
+    proc = subprocess.Popen(
+        [sys.executable, "-c", script, local, remote],
+        env=_env(0, 1, 1),
+        stdout=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
     assert proc.stdout.readline().strip() == "running"
     os.killpg(proc.pid, signal.SIGKILL)
     proc.wait(timeout=30)
     time.sleep(0.5)
     clean_stale_state()
     assert set(os.listdir(state_root())) - before == set()
-    again = subprocess.run([sys.executable, "-c", RANK_SCRIPT, local, remote, str(tmp_path / "again.json"), "1"],
-                           env=_env(0, 1, 1), capture_output=True, text=True, timeout=120)
+    again = subprocess.run(
+        [sys.executable, "-c", RANK_SCRIPT, local, remote, str(tmp_path / "again.json"), "1"],
+        env=_env(0, 1, 1),
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert again.returncode == 0, again.stderr[-3000:]
     with open(tmp_path / "again.json") as f:
         assert sorted(json.load(f)[0]) == list(range(NUM_SAMPLES))

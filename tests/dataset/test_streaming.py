@@ -4,9 +4,7 @@ from __future__ import annotations
 
 import json
 import os
-import warnings
 
-import numpy as np
 import pytest
 from torch.utils.data import DataLoader
 
@@ -16,8 +14,13 @@ NUM = 400
 
 
 def _write(path, start=0, count=NUM, compression="zstd", hashes=("sha1",), size_limit=2000):
-    with MDSWriter(out=path, columns={"id": "int", "blob": "bytes"}, compression=compression,
-                   hashes=list(hashes), size_limit=size_limit) as w:
+    with MDSWriter(
+        out=path,
+        columns={"id": "int", "blob": "bytes"},
+        compression=compression,
+        hashes=list(hashes),
+        size_limit=size_limit,
+    ) as w:
         for i in range(start, start + count):
             w.write({"id": i, "blob": bytes([i % 256]) * 40})
     return path
@@ -62,8 +65,10 @@ def test_random_access_downloads_on_demand(tmp_path, remote):
 
 def test_cache_limit_bounds_disk_and_never_loses_samples(tmp_path, remote):
     local = str(tmp_path / "cache")
-    shard_bytes = max(s["raw_data"]["bytes"] + s["zip_data"]["bytes"]
-                      for s in json.load(open(os.path.join(remote, "index.json")))["shards"])
+    shard_bytes = max(
+        s["raw_data"]["bytes"] + s["zip_data"]["bytes"]
+        for s in json.load(open(os.path.join(remote, "index.json")))["shards"]
+    )
     limit = 6 * shard_bytes
     ds = StreamingDataset(remote=remote, local=local, batch_size=8, cache_limit=limit, shuffle=True)
     seen = []
@@ -86,8 +91,10 @@ def test_cache_limit_too_low_is_refused(tmp_path, remote):
 def test_local_only_stream_is_never_evicted(tmp_path, remote):
     only = _write(str(tmp_path / "only"), start=NUM, count=100, compression=None)
     before = sorted(os.listdir(only))
-    shard_bytes = max(s["raw_data"]["bytes"] + (s["zip_data"] or {"bytes": 0})["bytes"]
-                      for s in json.load(open(os.path.join(remote, "index.json")))["shards"])
+    shard_bytes = max(
+        s["raw_data"]["bytes"] + (s["zip_data"] or {"bytes": 0})["bytes"]
+        for s in json.load(open(os.path.join(remote, "index.json")))["shards"]
+    )
     streams = [Stream(remote=remote, local=str(tmp_path / "cache")), Stream(local=only)]
     ds = StreamingDataset(streams=streams, batch_size=4, cache_limit=_disk_bytes(only) + 8 * shard_bytes)
     assert sorted(_ids(ds)) == list(range(NUM + 100))
@@ -106,8 +113,9 @@ def test_hash_mismatch_is_detected(tmp_path, remote):
     data = bytearray(open(path, "rb").read())
     data[10] ^= 1
     open(path, "wb").write(bytes(data))
-    ds = StreamingDataset(remote=remote, local=str(tmp_path / "cache"), batch_size=8, validate_hash="sha1",
-                          download_retry=1)
+    ds = StreamingDataset(
+        remote=remote, local=str(tmp_path / "cache"), batch_size=8, validate_hash="sha1", download_retry=1
+    )
     with pytest.raises(Exception, match="Checksum failure.*shard.00001.mds.zstd"):
         list(ds)
     assert not os.path.exists(tmp_path / "cache" / "shard.00001.mds.zstd")
@@ -150,8 +158,14 @@ def test_iteration_needs_batch_size(tmp_path, remote):
 def test_argument_validation(tmp_path, remote):
     with pytest.raises(ValueError, match="either streams or remote/local"):
         StreamingDataset(batch_size=1)
-    for bad in ({"shuffle_algo": "py9"}, {"batching_method": "x"}, {"sampling_method": "x"},
-                {"partition_algo": "x"}, {"shuffle_seed": -1}, {"epoch_size": -5}):
+    for bad in (
+        {"shuffle_algo": "py9"},
+        {"batching_method": "x"},
+        {"sampling_method": "x"},
+        {"partition_algo": "x"},
+        {"shuffle_seed": -1},
+        {"epoch_size": -5},
+    ):
         with pytest.raises(ValueError):
             StreamingDataset(remote=remote, local=str(tmp_path / "c"), **bad)
 
@@ -193,8 +207,10 @@ def test_dataloader_checkpoint_resumes_exactly(tmp_path, remote):
 
 def test_epoch_size_and_mixing(tmp_path, remote):
     other = _write(str(tmp_path / "other"), start=1000, count=100)
-    streams = [Stream(remote=remote, local=str(tmp_path / "a"), proportion=3),
-               Stream(remote=other, local=str(tmp_path / "b"), proportion=1)]
+    streams = [
+        Stream(remote=remote, local=str(tmp_path / "a"), proportion=3),
+        Stream(remote=other, local=str(tmp_path / "b"), proportion=1),
+    ]
     ds = StreamingDataset(streams=streams, batch_size=4, epoch_size=200)
     ids = _ids(ds)
     assert len(ids) == 200 and sum(i >= 1000 for i in ids) == 50

@@ -34,8 +34,12 @@ def test_reads_reference_dataset(name, tmp_path):
 
 
 def _writer_for(shard: dict, out: str):
-    common = {"out": out, "compression": shard["compression"], "hashes": shard["hashes"],
-              "size_limit": shard["size_limit"]}
+    common = {
+        "out": out,
+        "compression": shard["compression"],
+        "hashes": shard["hashes"],
+        "size_limit": shard["size_limit"],
+    }
     fmt = shard["format"]
     if fmt == "mds":
         columns = dict(zip(shard["column_names"], shard["column_encodings"]))

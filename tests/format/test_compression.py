@@ -13,8 +13,14 @@ import pytest
 import xxhash
 import zstandard
 
-from streaming.format.compression import (check_compression, compress, decompress, get_compression_extension,
-                                          get_compressions, is_compression)
+from streaming.format.compression import (
+    check_compression,
+    compress,
+    decompress,
+    get_compression_extension,
+    get_compressions,
+    is_compression,
+)
 
 FIXTURES = os.path.join(os.path.dirname(__file__), "..", "fixtures", "compression")
 REFERENCE_SETS = ["mds_zstd", "mds_zstd_7", "mds_br_5", "mds_bz2", "mds_snappy", "mds_gz"]
@@ -30,9 +36,13 @@ def _reference(name: str) -> tuple[dict, bytes]:
 
 
 def test_names_are_every_family_and_level():
-    expected = ({"br", "bz2", "gz", "snappy", "zstd"} | {f"br:{i}" for i in range(12)}
-                | {f"bz2:{i}" for i in range(1, 10)} | {f"gz:{i}" for i in range(10)}
-                | {f"zstd:{i}" for i in range(1, 23)})
+    expected = (
+        {"br", "bz2", "gz", "snappy", "zstd"}
+        | {f"br:{i}" for i in range(12)}
+        | {f"bz2:{i}" for i in range(1, 10)}
+        | {f"gz:{i}" for i in range(10)}
+        | {f"zstd:{i}" for i in range(1, 23)}
+    )
     assert get_compressions() == expected
     assert len(expected) == 58
 
@@ -43,8 +53,9 @@ def test_valid_names(name):
     assert check_compression(name) == name
 
 
-@pytest.mark.parametrize("name", ["zstd:0", "zstd:23", "br:12", "bz2:0", "gz:10", "snappy:1", "lz4", "ZSTD",
-                                  "zstd:", ":3", 3, ["zstd"]])
+@pytest.mark.parametrize(
+    "name", ["zstd:0", "zstd:23", "br:12", "bz2:0", "gz:10", "snappy:1", "lz4", "ZSTD", "zstd:", ":3", 3, ["zstd"]]
+)
 def test_invalid_names(name):
     assert not is_compression(name)
     with pytest.raises(ValueError, match=r"Valid algorithms: br or br:0\.\.br:11 .*zstd or zstd:1\.\.zstd:22"):
@@ -60,8 +71,10 @@ def test_empty_string_means_no_compression():
     assert check_compression(None) is None
 
 
-@pytest.mark.parametrize(("name", "extension"), [("zstd:7", "zstd"), ("zstd", "zstd"), ("br:5", "br"),
-                                                 ("gz", "gz"), ("bz2:3", "bz2"), ("snappy", "snappy")])
+@pytest.mark.parametrize(
+    ("name", "extension"),
+    [("zstd:7", "zstd"), ("zstd", "zstd"), ("br:5", "br"), ("gz", "gz"), ("bz2:3", "bz2"), ("snappy", "snappy")],
+)
 def test_extension_is_the_family(name, extension):
     assert get_compression_extension(name) == extension
 
@@ -161,8 +174,10 @@ def test_truncated_zstd_raises():
 
 
 def test_import_does_not_load_codecs():
-    code = ("import sys, streaming.format.compression as c; "
-            "print(sorted(m for m in ('zstandard', 'brotli', 'cramjam') if m in sys.modules))")
+    code = (
+        "import sys, streaming.format.compression as c; "
+        "print(sorted(m for m in ('zstandard', 'brotli', 'cramjam') if m in sys.modules))"
+    )
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert result.stdout.strip() == "[]"
 
@@ -178,9 +193,10 @@ def test_large_zstd_inputs_use_the_thread_count_independent_parallel_frame(monke
     ours = compression.compress("zstd", data)
     assert zstandard.frame_content_size(ours) == len(data) and compression.decompress("zstd", ours) == data
     for threads in (1, 4):
-        monkeypatch.setattr(compression, "_zstd_threads", lambda: threads)
+        monkeypatch.setattr(compression, "_zstd_threads", lambda threads=threads: threads)
         compression._zstd_codecs.compressors.clear()
         assert compression.compress("zstd", data) == ours
     small = data[: compression.ZSTD_PARALLEL_BYTES - 1]
     assert compression.compress("zstd", small) == zstandard.ZstdCompressor(
-        level=3, write_content_size=True, write_checksum=False).compress(small)
+        level=3, write_content_size=True, write_checksum=False
+    ).compress(small)

@@ -19,18 +19,47 @@ from PIL import Image
 
 from streaming.format.json.encodings import get_json_encodings, is_json_encoded, is_json_encoding
 from streaming.format.mds import encodings as mds
-from streaming.format.mds.encodings import (Encoding, get_mds_coder, get_mds_encoded_size, get_mds_encodings,
-                                            is_mds_encoding, is_mds_encoding_safe, mds_decode, mds_encode,
-                                            register_mds_encoding)
+from streaming.format.mds.encodings import (
+    Encoding,
+    get_mds_coder,
+    get_mds_encoded_size,
+    get_mds_encodings,
+    is_mds_encoding,
+    is_mds_encoding_safe,
+    mds_decode,
+    mds_encode,
+    register_mds_encoding,
+)
 from streaming.format.xsv.encodings import get_xsv_encodings, is_xsv_encoding, xsv_decode, xsv_encode
 
 REFERENCE = os.path.join(os.path.dirname(__file__), "..", "fixtures", "formats", "mds_all_encodings")
 IMAGE_ENCODINGS = {"pil", "jpeg", "png", "jpeg_array", "list[pil]", "list[jpeg]", "list[png]"}
-NDARRAY_DTYPES = ["uint8", "int8", "uint16", "int16", "float16", "uint32", "int32", "float32", "uint64", "int64",
-                  "float64"]
-SCALARS = {"uint8": (np.uint8, 1), "uint16": (np.uint16, 2), "uint32": (np.uint32, 4), "uint64": (np.uint64, 8),
-           "int8": (np.int8, 1), "int16": (np.int16, 2), "int32": (np.int32, 4), "int64": (np.int64, 8),
-           "float16": (np.float16, 2), "float32": (np.float32, 4), "float64": (np.float64, 8)}
+NDARRAY_DTYPES = [
+    "uint8",
+    "int8",
+    "uint16",
+    "int16",
+    "float16",
+    "uint32",
+    "int32",
+    "float32",
+    "uint64",
+    "int64",
+    "float64",
+]
+SCALARS = {
+    "uint8": (np.uint8, 1),
+    "uint16": (np.uint16, 2),
+    "uint32": (np.uint32, 4),
+    "uint64": (np.uint64, 8),
+    "int8": (np.int8, 1),
+    "int16": (np.int16, 2),
+    "int32": (np.int32, 4),
+    "int64": (np.int64, 8),
+    "float16": (np.float16, 2),
+    "float32": (np.float32, 4),
+    "float64": (np.float64, 8),
+}
 
 
 def _image(mode: str, size: tuple[int, int] = (7, 5), seed: int = 0) -> Image.Image:
@@ -89,29 +118,106 @@ def registry():
 
 # ---------------------------------------------------------------- names and lookups
 
+
 def test_the_28_upstream_names():
     assert get_mds_encodings() == {
-        "bytes", "str", "int", "uint8", "uint16", "uint32", "uint64", "int8", "int16", "int32", "int64",
-        "float16", "float32", "float64", "str_int", "str_float", "str_decimal", "pil", "jpeg", "png",
-        "jpeg_array", "jpegarray", "list[pil]", "list[jpeg]", "list[png]", "pkl", "json", "ndarray"}
+        "bytes",
+        "str",
+        "int",
+        "uint8",
+        "uint16",
+        "uint32",
+        "uint64",
+        "int8",
+        "int16",
+        "int32",
+        "int64",
+        "float16",
+        "float32",
+        "float64",
+        "str_int",
+        "str_float",
+        "str_decimal",
+        "pil",
+        "jpeg",
+        "png",
+        "jpeg_array",
+        "jpegarray",
+        "list[pil]",
+        "list[jpeg]",
+        "list[png]",
+        "pkl",
+        "json",
+        "ndarray",
+    }
 
 
-@pytest.mark.parametrize(("encoding", "size"), [
-    ("bytes", None), ("str", None), ("int", 8), ("uint8", 1), ("uint16", 2), ("uint32", 4), ("uint64", 8),
-    ("int8", 1), ("int16", 2), ("int32", 4), ("int64", 8), ("float16", 2), ("float32", 4), ("float64", 8),
-    ("str_int", None), ("str_float", None), ("str_decimal", None), ("pil", None), ("jpeg", None),
-    ("png", None), ("jpeg_array", None), ("jpegarray", None), ("list[pil]", None), ("list[jpeg]", None),
-    ("list[png]", None), ("pkl", None), ("json", None), ("ndarray", None), ("ndarray:int16", None),
-    ("ndarray:int16:3", 6), ("ndarray:float32:2,2", 16), ("ndarray:float64:3,4,5", 480), ("ndarray:", None)])
+@pytest.mark.parametrize(
+    ("encoding", "size"),
+    [
+        ("bytes", None),
+        ("str", None),
+        ("int", 8),
+        ("uint8", 1),
+        ("uint16", 2),
+        ("uint32", 4),
+        ("uint64", 8),
+        ("int8", 1),
+        ("int16", 2),
+        ("int32", 4),
+        ("int64", 8),
+        ("float16", 2),
+        ("float32", 4),
+        ("float64", 8),
+        ("str_int", None),
+        ("str_float", None),
+        ("str_decimal", None),
+        ("pil", None),
+        ("jpeg", None),
+        ("png", None),
+        ("jpeg_array", None),
+        ("jpegarray", None),
+        ("list[pil]", None),
+        ("list[jpeg]", None),
+        ("list[png]", None),
+        ("pkl", None),
+        ("json", None),
+        ("ndarray", None),
+        ("ndarray:int16", None),
+        ("ndarray:int16:3", 6),
+        ("ndarray:float32:2,2", 16),
+        ("ndarray:float64:3,4,5", 480),
+        ("ndarray:", None),
+    ],
+)
 def test_encoded_sizes(encoding, size):
     assert is_mds_encoding(encoding)
     assert get_mds_encoded_size(encoding) == size
 
 
-@pytest.mark.parametrize("encoding", ["foo", "foo:3", "", "INT", "list[str]", "ndarray::3", "ndarray:int16:",
-                                      "ndarray:int16:0", "ndarray:int16:3,-1", "ndarray:int16:a",
-                                      "ndarray:int16:3:4", "ndarray:bool", "ndarray:complex64", "ndarray:float",
-                                      "int:3", "jpeg:90", None, 5])
+@pytest.mark.parametrize(
+    "encoding",
+    [
+        "foo",
+        "foo:3",
+        "",
+        "INT",
+        "list[str]",
+        "ndarray::3",
+        "ndarray:int16:",
+        "ndarray:int16:0",
+        "ndarray:int16:3,-1",
+        "ndarray:int16:a",
+        "ndarray:int16:3:4",
+        "ndarray:bool",
+        "ndarray:complex64",
+        "ndarray:float",
+        "int:3",
+        "jpeg:90",
+        None,
+        5,
+    ],
+)
 def test_invalid_encodings(encoding):
     assert not is_mds_encoding(encoding)
     with pytest.raises(ValueError):
@@ -123,18 +229,25 @@ def test_invalid_encodings(encoding):
 
 
 def test_unknown_encoding_lists_the_valid_names():
-    with pytest.raises(ValueError, match=r"Unknown MDS encoding 'foo:3'. Valid encodings: bytes, float16, .*, "
-                                         r"uint8 \(ndarray also as ndarray:<dtype>"):
+    with pytest.raises(
+        ValueError,
+        match=r"Unknown MDS encoding 'foo:3'. Valid encodings: bytes, float16, .*, "
+        r"uint8 \(ndarray also as ndarray:<dtype>",
+    ):
         get_mds_coder("foo:3")
 
 
-@pytest.mark.parametrize(("encoding", "message"), [
-    ("ndarray::3", "a shape needs a dtype"),
-    ("ndarray:int16:0", "at least 1"),
-    ("ndarray:int16:a", "comma-separated integers"),
-    ("ndarray:bool", "dtype must be one of uint8, int8, uint16"),
-    ("ndarray:int16:3:4", "ndarray:<dtype>:<d1,d2,...>"),
-    ("int:3", "takes no ':' configuration")])
+@pytest.mark.parametrize(
+    ("encoding", "message"),
+    [
+        ("ndarray::3", "a shape needs a dtype"),
+        ("ndarray:int16:0", "at least 1"),
+        ("ndarray:int16:a", "comma-separated integers"),
+        ("ndarray:bool", "dtype must be one of uint8, int8, uint16"),
+        ("ndarray:int16:3:4", "ndarray:<dtype>:<d1,d2,...>"),
+        ("int:3", "takes no ':' configuration"),
+    ],
+)
 def test_malformed_configuration_messages(encoding, message):
     with pytest.raises(ValueError, match=f"Invalid MDS encoding '{encoding}': .*{message}"):
         get_mds_coder(encoding)
@@ -163,6 +276,7 @@ def test_builtins_are_zero_copy():
 
 # ---------------------------------------------------------------- fixed-width numbers
 
+
 @pytest.mark.parametrize("name", SCALARS)
 def test_scalar_round_trip_and_layout(name):
     kind, width = SCALARS[name]
@@ -187,8 +301,10 @@ def test_scalar_encoding_matches_numpy_for_any_numeric_input(name):
         values += [np.float64(2.5), np.float32(1.1), 7, True, "1.5"]
     else:
         info = np.iinfo(kind)
-        values = [int(x) for x in rng.integers(info.min, info.max, 50, dtype=np.int64 if info.min < 0 else np.uint64,
-                                               endpoint=True)]
+        values = [
+            int(x)
+            for x in rng.integers(info.min, info.max, 50, dtype=np.int64 if info.min < 0 else np.uint64, endpoint=True)
+        ]
         values += [np.int8(-3) if info.min < 0 else np.uint8(3), True, 3.9, "42"]
     with np.errstate(over="ignore"):
         for value in values:
@@ -225,30 +341,34 @@ def test_int_is_python_int_only():
     assert mds_encode("int", 7) == bytes.fromhex("0700000000000000")
     assert mds_encode("int", -1) == b"\xff" * 8
     assert mds_encode("int", True) == bytes.fromhex("0100000000000000")
-    decoded = mds_decode("int", mds_encode("int", -2 ** 63))
-    assert type(decoded) is int and decoded == -2 ** 63
-    assert mds_decode("int", memoryview(mds_encode("int", 2 ** 63 - 1))) == 2 ** 63 - 1
+    decoded = mds_decode("int", mds_encode("int", -(2**63)))
+    assert type(decoded) is int and decoded == -(2**63)
+    assert mds_decode("int", memoryview(mds_encode("int", 2**63 - 1))) == 2**63 - 1
     with pytest.raises(TypeError, match="int expects a Python int, got numpy.int64"):
         mds_encode("int", np.int64(3))
     with pytest.raises(TypeError, match="got float 1.5"):
         mds_encode("int", 1.5)
     with pytest.raises(OverflowError, match="64-bit"):
-        mds_encode("int", 2 ** 63)
+        mds_encode("int", 2**63)
 
 
 # ---------------------------------------------------------------- text and generic values
 
-@pytest.mark.parametrize(("encoding", "value", "hex_bytes"), [
-    ("bytes", b"\x00\x01", "0001"),
-    ("str", "hi", "6869"),
-    ("str", "š5ƣ", "c5a135c6a3"),
-    ("str_int", -364936045, "2d333634393336303435"),
-    ("str_int", 10 ** 30, "31" + "30" * 30),
-    ("str_float", 1.25, "312e3235"),
-    ("str_float", -1170.0235040456212, "2d313137302e30323335303430343536323132"),
-    ("str_decimal", Decimal("1.10"), "312e3130"),
-    ("json", {"k": 0, "v": [1.5, "x", None, True]}, '{"k": 0, "v": [1.5, "x", null, true]}'.encode().hex()),
-])
+
+@pytest.mark.parametrize(
+    ("encoding", "value", "hex_bytes"),
+    [
+        ("bytes", b"\x00\x01", "0001"),
+        ("str", "hi", "6869"),
+        ("str", "š5ƣ", "c5a135c6a3"),
+        ("str_int", -364936045, "2d333634393336303435"),
+        ("str_int", 10**30, "31" + "30" * 30),
+        ("str_float", 1.25, "312e3235"),
+        ("str_float", -1170.0235040456212, "2d313137302e30323335303430343536323132"),
+        ("str_decimal", Decimal("1.10"), "312e3130"),
+        ("json", {"k": 0, "v": [1.5, "x", None, True]}, b'{"k": 0, "v": [1.5, "x", null, true]}'.hex()),
+    ],
+)
 def test_text_layouts_and_round_trip(encoding, value, hex_bytes):
     data = mds_encode(encoding, value)
     assert data.hex() == hex_bytes
@@ -283,15 +403,18 @@ def test_pickle_protocol_4_round_trip():
     assert np.array_equal(decoded["c"], value["c"])
 
 
-@pytest.mark.parametrize(("encoding", "value", "message"), [
-    ("bytes", "abc", "bytes expects bytes, got str"),
-    ("str", 5, "str expects a str, got int"),
-    ("str_int", np.int64(5), "str_int expects a Python int, got numpy.int64"),
-    ("str_float", 5, "str_float expects a Python float, got int"),
-    ("str_decimal", 1.5, "str_decimal expects a decimal.Decimal, got float"),
-    ("json", {1, 2}, "json expects a JSON-serialisable value, got set"),
-    ("json", np.int64(1), "json expects a JSON-serialisable value, got numpy.int64"),
-])
+@pytest.mark.parametrize(
+    ("encoding", "value", "message"),
+    [
+        ("bytes", "abc", "bytes expects bytes, got str"),
+        ("str", 5, "str expects a str, got int"),
+        ("str_int", np.int64(5), "str_int expects a Python int, got numpy.int64"),
+        ("str_float", 5, "str_float expects a Python float, got int"),
+        ("str_decimal", 1.5, "str_decimal expects a decimal.Decimal, got float"),
+        ("json", {1, 2}, "json expects a JSON-serialisable value, got set"),
+        ("json", np.int64(1), "json expects a JSON-serialisable value, got numpy.int64"),
+    ],
+)
 def test_type_errors_name_expected_and_got(encoding, value, message):
     with pytest.raises(TypeError, match=message):
         get_mds_coder(encoding).encode(value)
@@ -304,13 +427,14 @@ def test_bytes_pass_through_every_encoding():
 
 # ---------------------------------------------------------------- images
 
+
 @pytest.mark.parametrize("mode", ["L", "RGB", "RGBA"])
 def test_pil_layout_and_round_trip(mode):
     image = _image(mode)
     data = mds_encode("pil", image)
     assert data[:12] == struct.pack("<3I", 7, 5, len(mode))
-    assert data[12:12 + len(mode)] == mode.encode()
-    assert data[12 + len(mode):] == image.tobytes()
+    assert data[12 : 12 + len(mode)] == mode.encode()
+    assert data[12 + len(mode) :] == image.tobytes()
     for payload in (data, memoryview(data)):
         decoded = mds_decode("pil", payload)
         assert isinstance(decoded, Image.Image)
@@ -360,8 +484,7 @@ def test_images_must_be_pil(encoding):
         mds_encode(encoding, np.zeros((2, 2), np.uint8))
 
 
-@pytest.mark.parametrize(("encoding", "item"), [("list[pil]", "pil"), ("list[png]", "png"),
-                                                ("list[jpeg]", "jpeg")])
+@pytest.mark.parametrize(("encoding", "item"), [("list[pil]", "pil"), ("list[png]", "png"), ("list[jpeg]", "jpeg")])
 def test_image_list_layout_and_round_trip(encoding, item):
     images = [_image("RGB", (4, 3), seed) for seed in range(3)]
     data = mds_encode(encoding, images)
@@ -414,12 +537,16 @@ def test_jpeg_array_errors():
 
 # ---------------------------------------------------------------- ndarray
 
+
 @pytest.mark.parametrize("dtype", NDARRAY_DTYPES)
 @pytest.mark.parametrize("form", ["dynamic", "static dtype", "static dtype and shape"])
 def test_ndarray_round_trip(dtype, form):
     array = (np.arange(24) % 100).astype(dtype).reshape(2, 3, 4)
-    encoding = {"dynamic": "ndarray", "static dtype": f"ndarray:{dtype}",
-                "static dtype and shape": f"ndarray:{dtype}:2,3,4"}[form]
+    encoding = {
+        "dynamic": "ndarray",
+        "static dtype": f"ndarray:{dtype}",
+        "static dtype and shape": f"ndarray:{dtype}:2,3,4",
+    }[form]
     data = mds_encode(encoding, array)
     header = {"dynamic": 2 + 3, "static dtype": 1 + 3, "static dtype and shape": 0}[form]
     assert len(data) == header + array.nbytes
@@ -435,26 +562,27 @@ def test_ndarray_round_trip(dtype, form):
 
 
 def test_ndarray_verified_examples():
-    assert mds_encode("ndarray", np.arange(6, dtype=np.int16).reshape(2, 3)).hex() == \
-        "11" "08" "02" "03" "000001000200030004000500"
-    assert mds_encode("ndarray:int16", np.arange(3, dtype=np.int16)).hex() == "04" "03" "000001000200"
+    assert mds_encode("ndarray", np.arange(6, dtype=np.int16).reshape(2, 3)).hex() == "11080203000001000200030004000500"
+    assert mds_encode("ndarray:int16", np.arange(3, dtype=np.int16)).hex() == "0403000001000200"
     assert mds_encode("ndarray:int16:3", np.arange(3, dtype=np.int16)).hex() == "000001000200"
     assert len(mds_encode("ndarray:float32:2,2", np.ones((2, 2), np.float32))) == 16
 
 
-@pytest.mark.parametrize(("shape", "width_code", "width"), [
-    ((3, 255), 0, 1), ((256,), 1, 2), ((2, 65535), 1, 2), ((65536,), 2, 4), ((1, 70000), 2, 4)])
+@pytest.mark.parametrize(
+    ("shape", "width_code", "width"),
+    [((3, 255), 0, 1), ((256,), 1, 2), ((2, 65535), 1, 2), ((65536,), 2, 4), ((1, 70000), 2, 4)],
+)
 def test_ndarray_shape_width_selection(shape, width_code, width):
     array = np.zeros(shape, np.uint8)
     data = mds_encode("ndarray:uint8", array)
     assert data[0] == len(shape) << 2 | width_code
-    assert data[1:1 + width * len(shape)] == np.array(shape, f"<u{width}").tobytes()
+    assert data[1 : 1 + width * len(shape)] == np.array(shape, f"<u{width}").tobytes()
     assert mds_decode("ndarray:uint8", data).shape == shape
 
 
 def test_ndarray_decodes_64_bit_shapes():
-    assert mds._shape_width_code(2 ** 32 - 1) == 2
-    assert mds._shape_width_code(2 ** 32) == 3
+    assert mds._shape_width_code(2**32 - 1) == 2
+    assert mds._shape_width_code(2**32) == 3
     data = bytes((2 << 2 | 3,)) + np.array([1, 2], "<u8").tobytes() + np.array([5, 6], "<i2").tobytes()
     decoded = mds_decode("ndarray:int16", data)
     assert decoded.shape == (1, 2) and decoded.tolist() == [[5, 6]]
@@ -484,20 +612,27 @@ def test_ndarray_big_endian_is_stored_little_endian():
     assert mds_encode("ndarray:int32:5", array) == array.astype("<i4").tobytes()
 
 
-@pytest.mark.parametrize(("encoding", "value", "error", "message"), [
-    ("ndarray", np.array(5, np.int32), ValueError, "0-d array"),
-    ("ndarray:int32", np.array(5, np.int32), ValueError, "0-d array"),
-    ("ndarray", np.zeros((0, 3), np.int32), ValueError, r"empty array \(shape \(0, 3\)\)"),
-    ("ndarray", np.array([True]), ValueError, "cannot store dtype bool; supported dtypes: uint8, int8"),
-    ("ndarray", np.array([1j]), ValueError, "cannot store dtype complex128"),
-    ("ndarray", np.array(["a"]), ValueError, "cannot store dtype <U1"),
-    ("ndarray:int16", np.arange(3, dtype=np.int32), ValueError, "ndarray:int16 expects dtype int16, got int32"),
-    ("ndarray:int16:3", np.arange(4, dtype=np.int16), ValueError,
-     r"ndarray:int16:3 expects shape \(3,\), got \(4,\)"),
-    ("ndarray:int16:3", np.array(5, np.int16), ValueError, r"expects shape \(3,\), got \(\)"),
-    ("ndarray", [1, 2], TypeError, "ndarray expects a numpy.ndarray, got list"),
-    ("ndarray", np.zeros((1,) * 64, np.uint8), ValueError, "at most 63 dimensions, got 64"),
-])
+@pytest.mark.parametrize(
+    ("encoding", "value", "error", "message"),
+    [
+        ("ndarray", np.array(5, np.int32), ValueError, "0-d array"),
+        ("ndarray:int32", np.array(5, np.int32), ValueError, "0-d array"),
+        ("ndarray", np.zeros((0, 3), np.int32), ValueError, r"empty array \(shape \(0, 3\)\)"),
+        ("ndarray", np.array([True]), ValueError, "cannot store dtype bool; supported dtypes: uint8, int8"),
+        ("ndarray", np.array([1j]), ValueError, "cannot store dtype complex128"),
+        ("ndarray", np.array(["a"]), ValueError, "cannot store dtype <U1"),
+        ("ndarray:int16", np.arange(3, dtype=np.int32), ValueError, "ndarray:int16 expects dtype int16, got int32"),
+        (
+            "ndarray:int16:3",
+            np.arange(4, dtype=np.int16),
+            ValueError,
+            r"ndarray:int16:3 expects shape \(3,\), got \(4,\)",
+        ),
+        ("ndarray:int16:3", np.array(5, np.int16), ValueError, r"expects shape \(3,\), got \(\)"),
+        ("ndarray", [1, 2], TypeError, "ndarray expects a numpy.ndarray, got list"),
+        ("ndarray", np.zeros((1,) * 64, np.uint8), ValueError, "at most 63 dimensions, got 64"),
+    ],
+)
 def test_ndarray_errors(encoding, value, error, message):
     with pytest.raises(error, match=message):
         mds_encode(encoding, value)
@@ -517,6 +652,7 @@ def test_ndarray_constructor_validates():
 
 
 # ---------------------------------------------------------------- custom encodings
+
 
 class MyInt(Encoding):
     size = 4
@@ -606,6 +742,7 @@ def test_register_validates_its_arguments(registry):
 
 # ---------------------------------------------------------------- reference data
 
+
 def _reference_samples() -> list[dict[str, tuple[str, memoryview]]]:
     """Parse every shard of the reference dataset: per sample, column name -> (encoding, value bytes)."""
     with open(os.path.join(REFERENCE, "index.json")) as file:
@@ -625,7 +762,7 @@ def _reference_samples() -> list[dict[str, tuple[str, memoryview]]]:
             columns = {}
             for name, encoding, size in zip(shard["column_names"], shard["column_encodings"], sizes):
                 size = next(variable) if size is None else size
-                columns[name] = (encoding, sample[position:position + size])
+                columns[name] = (encoding, sample[position : position + size])
                 position += size
             assert position == len(sample)
             samples.append(columns)
@@ -669,29 +806,43 @@ def test_reference_encodes_like_upstream(reference):
 
 
 def test_worked_example_shard_bytes_and_hashes():
-    header = json.dumps({"column_encodings": ["int", "str"], "column_names": ["number", "words"],
-                         "column_sizes": [8, None], "compression": None, "format": "mds",
-                         "hashes": ["sha1", "xxh64"], "size_limit": 67108864, "version": 2},
-                        sort_keys=True).encode()
-    samples = [struct.pack("<I", len(mds_encode("str", words))) + mds_encode("int", number) + mds_encode("str", words)
-               for number, words in ((7, "hi"), (-1, "abc"))]
+    header = json.dumps(
+        {
+            "column_encodings": ["int", "str"],
+            "column_names": ["number", "words"],
+            "column_sizes": [8, None],
+            "compression": None,
+            "format": "mds",
+            "hashes": ["sha1", "xxh64"],
+            "size_limit": 67108864,
+            "version": 2,
+        },
+        sort_keys=True,
+    ).encode()
+    samples = [
+        struct.pack("<I", len(mds_encode("str", words))) + mds_encode("int", number) + mds_encode("str", words)
+        for number, words in ((7, "hi"), (-1, "abc"))
+    ]
     first = 4 + 4 * 3 + len(header)
     offsets = [first, first + len(samples[0]), first + len(samples[0]) + len(samples[1])]
     shard = struct.pack("<4I", 2, *offsets) + header + b"".join(samples)
     assert len(shard) == 250
-    assert shard[221:].hex() == "02000000" "0700000000000000" "6869" "03000000" "ffffffffffffffff" "616263"
+    assert shard[221:].hex() == "020000000700000000000000686903000000ffffffffffffffff616263"
     assert hashlib.sha1(shard).hexdigest() == "8a6770da95458fcff44f7ee005db25f155890174"
     assert xxhash.xxh64_hexdigest(shard) == "772598b0f4615b7b"
 
 
 def test_import_is_light():
-    code = ("import sys, streaming.format.mds.encodings; "
-            "print(sorted(m for m in ('PIL', 'torch', 'pyspark') if m in sys.modules))")
+    code = (
+        "import sys, streaming.format.mds.encodings; "
+        "print(sorted(m for m in ('PIL', 'torch', 'pyspark') if m in sys.modules))"
+    )
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert result.stdout.strip() == "[]"
 
 
 # ---------------------------------------------------------------- JSON and XSV
+
 
 def test_json_encodings():
     assert get_json_encodings() == {"str", "int", "float"}

@@ -9,8 +9,25 @@ import xxhash
 
 from streaming.format.hashing import check_hashes, get_hash, get_hashes, is_hash
 
-ALL = ["md5", "sha1", "sha224", "sha256", "sha384", "sha512", "sha3_224", "sha3_256", "sha3_384", "sha3_512",
-       "blake2b", "blake2s", "xxh32", "xxh64", "xxh3_64", "xxh3_128", "xxh128"]
+ALL = [
+    "md5",
+    "sha1",
+    "sha224",
+    "sha256",
+    "sha384",
+    "sha512",
+    "sha3_224",
+    "sha3_256",
+    "sha3_384",
+    "sha3_512",
+    "blake2b",
+    "blake2s",
+    "xxh32",
+    "xxh64",
+    "xxh3_64",
+    "xxh3_128",
+    "xxh128",
+]
 DATA = bytes(range(256)) * 5
 
 

@@ -27,15 +27,17 @@ def test_worked_example_bytes(out_dir):
         data = f.read()
     assert len(data) == 250
     assert data[:16].hex() == "02000000dd000000eb000000fa000000"
-    assert data[221:].hex() == "020000000700000000000000" "6869" "03000000ffffffffffffffff616263"
+    assert data[221:].hex() == "020000000700000000000000686903000000ffffffffffffffff616263"
     entry = _index(out_dir)["shards"][0]
-    assert entry["raw_data"]["hashes"] == {"sha1": "8a6770da95458fcff44f7ee005db25f155890174",
-                                           "xxh64": "772598b0f4615b7b"}
+    assert entry["raw_data"]["hashes"] == {
+        "sha1": "8a6770da95458fcff44f7ee005db25f155890174",
+        "xxh64": "772598b0f4615b7b",
+    }
 
 
 def test_size_limit_string_and_zero_sample_first_shard(out_dir):
     with MDSWriter(out=out_dir, columns={"x": "bytes"}, size_limit="100b") as w:
-        for i in range(5):
+        for _ in range(5):
             w.write({"x": bytes(10)})
     assert [s["samples"] for s in _index(out_dir)["shards"]] == [0, 1, 1, 1, 1, 1]
     assert _index(out_dir)["shards"][0]["size_limit"] == 100
@@ -149,8 +151,13 @@ def test_full_disk_keeps_finished_shards_readable(tmp_path):
         except OSError as err:
             print("raised", err.errno)
     """)
-    result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60,
-                            cwd=os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
+    result = subprocess.run(
+        [sys.executable, "-c", script],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))),
+    )
     assert "raised 27" in result.stdout, result.stderr
     dataset = LocalDataset(out)
     assert len(dataset) == 30 and dataset[29]["x"] == bytes(3_000)
@@ -179,7 +186,7 @@ def test_write_encoded_batch_cuts_like_write_with_oversized_samples(tmp_path, si
     encoded = [MDSWriter.encode_sample(w, sample) for sample in samples]
     with MDSWriter(out=str(tmp_path / "b"), columns={"text": "str"}, size_limit=size_limit) as w2:
         for start in range(0, 300, 64):
-            part = encoded[start:start + 64]
+            part = encoded[start : start + 64]
             w2.write_encoded_batch(b"".join(part), [len(e) for e in part])
     assert sorted(os.listdir(tmp_path / "a")) == sorted(os.listdir(tmp_path / "b"))
     for name in os.listdir(tmp_path / "a"):

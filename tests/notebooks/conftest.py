@@ -100,8 +100,10 @@ def mounted_volume(tmp_path: Path) -> Iterator[Volume]:
     try:
         (catalog / "default").mkdir(parents=True)
     except PermissionError:
-        pytest.fail(f"The mounted-volume tests create {catalog}: run them as a user that may create /Volumes "
-                    f"(root in CI), or create /Volumes writable for this user first.")
+        pytest.fail(
+            f"The mounted-volume tests create {catalog}: run them as a user that may create /Volumes "
+            f"(root in CI), or create /Volumes writable for this user first."
+        )
     (catalog / "default" / "vol").symlink_to(target, target_is_directory=True)
     try:
         root = f"{catalog}/default/vol"

@@ -13,8 +13,13 @@ CDF = {"delta.enableChangeDataFeed": "true"}
 def event_rows(start: int, stop: int) -> pa.Table:
     """Rows ``start .. stop - 1`` of the test events table: an id, a text and a small float array."""
     ids = list(range(start, stop))
-    return pa.table({"id": pa.array(ids, pa.int64()), "text": [f"event {i}" for i in ids],
-                     "score": pa.array([[i / 2, -i / 2] for i in ids], pa.list_(pa.float32()))})
+    return pa.table(
+        {
+            "id": pa.array(ids, pa.int64()),
+            "text": [f"event {i}" for i in ids],
+            "score": pa.array([[i / 2, -i / 2] for i in ids], pa.list_(pa.float32())),
+        }
+    )
 
 
 def write_events(path: Path, start: int, stop: int, *, change_data_feed: bool = False) -> int:
@@ -22,8 +27,12 @@ def write_events(path: Path, start: int, stop: int, *, change_data_feed: bool = 
     from deltalake import DeltaTable, write_deltalake
 
     exists = (path / "_delta_log").is_dir()
-    write_deltalake(str(path), event_rows(start, stop), mode="append" if exists else "error",
-                    configuration=None if exists or not change_data_feed else CDF)
+    write_deltalake(
+        str(path),
+        event_rows(start, stop),
+        mode="append" if exists else "error",
+        configuration=None if exists or not change_data_feed else CDF,
+    )
     return DeltaTable(str(path)).version()
 
 

@@ -6,8 +6,7 @@ import json
 
 import pytest
 
-from streaming.spark import dataframe_to_mds
-from streaming.spark import incremental
+from streaming.spark import dataframe_to_mds, incremental
 from streaming.spark.incremental import incremental_to_mds
 from tests.notebooks.helpers import dataset_ids, event_rows, files_below, write_events
 

@@ -29,8 +29,12 @@ def test_convert_then_train_from_the_volume(runner, spark, volume, tmp_path):
         assert written[shard["zip_data"]["basename"]] == shard["zip_data"]["bytes"]
 
     checkpoints = tmp_path / "checkpoints"
-    trained = runner.run_notebook(TRAIN, {"data": out, "cache": str(tmp_path / "cache"),
-                                          "checkpoints": str(checkpoints), "batch_size": str(BATCH)}, spark, quiet=True)
+    trained = runner.run_notebook(
+        TRAIN,
+        {"data": out, "cache": str(tmp_path / "cache"), "checkpoints": str(checkpoints), "batch_size": str(BATCH)},
+        spark,
+        quiet=True,
+    )
     result = json.loads(trained.exit_value)
     steps = ROWS // BATCH
     assert result["single_steps"] == steps
@@ -54,8 +58,12 @@ def test_incremental_job_appends_each_version_once(runner, spark, volume, tmp_pa
         return json.loads(runner.run_notebook(JOB, widgets, spark, quiet=True).exit_value)
 
     first = run_job()
-    assert (first["method"], first["previous_version"], first["version"], first["samples"]) == ("snapshot", None, 0,
-                                                                                               100)
+    assert (first["method"], first["previous_version"], first["version"], first["samples"]) == (
+        "snapshot",
+        None,
+        0,
+        100,
+    )
     before = files_below(volume.disk("events"))
     index_before = volume.disk("events/index.json").read_bytes()
     again = run_job()
@@ -73,8 +81,11 @@ def test_incremental_job_appends_each_version_once(runner, spark, volume, tmp_pa
 
 def test_missing_credentials_say_what_to_set(runner, spark, tmp_path, no_databricks_credentials, capsys):
     widgets = {"out": "/Volumes/main/default/vol/no-credentials/demo", "rows": "10"}
-    with pytest.raises(CredentialsError, match="default auth: cannot configure default credentials; set "
-                                               "DATABRICKS_HOST and DATABRICKS_TOKEN, or DATABRICKS_CONFIG_PROFILE"):
+    with pytest.raises(
+        CredentialsError,
+        match="default auth: cannot configure default credentials; set "
+        "DATABRICKS_HOST and DATABRICKS_TOKEN, or DATABRICKS_CONFIG_PROFILE",
+    ):
         runner.run_notebook(CONVERT, widgets, spark, quiet=True)
 
     argv = [CONVERT] + [f"--widget={name}={value}" for name, value in widgets.items()]

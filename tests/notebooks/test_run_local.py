@@ -45,8 +45,13 @@ def write(tmp_path: Path, text: str, name: str = "nb.py") -> str:
 
 def test_parse_notebook_splits_cells_with_their_first_lines(runner):
     cells = runner.parse_notebook(NOTEBOOK, "nb.py")
-    assert [(c.number, c.line, c.magic) for c in cells] == [(1, 2, "md"), (2, 8, "pip"), (3, 12, None),
-                                                             (4, 21, None), (5, 25, None)]
+    assert [(c.number, c.line, c.magic) for c in cells] == [
+        (1, 2, "md"),
+        (2, 8, "pip"),
+        (3, 12, None),
+        (4, 21, None),
+        (5, 25, None),
+    ]
     assert cells[0].source == "%md\n# Title\nSome text."
     assert cells[2].source.splitlines()[0] == 'dbutils.widgets.text("name", "default-name", "Name")'
 
@@ -74,8 +79,11 @@ def test_dropdown_refuses_a_value_outside_its_choices(runner, tmp_path):
 
 
 def test_undeclared_widget_names_the_defined_ones(runner, tmp_path):
-    path = write(tmp_path, '# Databricks notebook source\ndbutils.widgets.text("a", "1")\n'
-                           '# COMMAND ----------\ndbutils.widgets.get("b")\n')
+    path = write(
+        tmp_path,
+        '# Databricks notebook source\ndbutils.widgets.text("a", "1")\n'
+        '# COMMAND ----------\ndbutils.widgets.get("b")\n',
+    )
     with pytest.raises(ValueError, match=r"no input widget named 'b' is defined; defined: \['a'\]"):
         runner.run_notebook(path, spark=object(), quiet=True)
 

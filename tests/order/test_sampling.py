@@ -7,15 +7,15 @@ import pytest
 
 from streaming.dataset.sampling import get_sampling
 
-CASES = json.loads(
-    (Path(__file__).parents[1] / 'fixtures/orders/sampling.json').read_text())['cases']
+CASES = json.loads((Path(__file__).parents[1] / "fixtures/orders/sampling.json").read_text())["cases"]
 
 
-@pytest.mark.parametrize('case', CASES, ids=[str(i) for i in range(len(CASES))])
+@pytest.mark.parametrize("case", CASES, ids=[str(i) for i in range(len(CASES))])
 def test_sampling_vectors(case):
-    result = get_sampling(case['samples_per_shard'], case['choose'], case['granularity'],
-                          case['seed'], case['epoch'], case['use_epoch'])
-    assert result.tolist() == case['result']
+    result = get_sampling(
+        case["samples_per_shard"], case["choose"], case["granularity"], case["seed"], case["epoch"], case["use_epoch"]
+    )
+    assert result.tolist() == case["result"]
 
 
 def test_whole_multiples_repeat_every_shard():
@@ -42,12 +42,15 @@ def test_empty_shard_overwrites_the_previous_last_pick_as_upstream_does():
     assert get_sampling([3, 0], 2, 2, 0, 0, False).tolist() == [2, 0]
 
 
-@pytest.mark.parametrize('name,args', [
-    ('choose', ([1], -1, 1, 0, 0, True)),
-    ('granularity', ([1], 1, 0, 0, 0, True)),
-    ('seed', ([1], 1, 1, -1, 0, True)),
-    ('epoch', ([1], 1, 1, 0, -1, True)),
-])
+@pytest.mark.parametrize(
+    "name,args",
+    [
+        ("choose", ([1], -1, 1, 0, 0, True)),
+        ("granularity", ([1], 1, 0, 0, 0, True)),
+        ("seed", ([1], 1, 1, -1, 0, True)),
+        ("epoch", ([1], 1, 1, 0, -1, True)),
+    ],
+)
 def test_invalid_arguments_are_named(name, args):
-    with pytest.raises(ValueError, match=f'`{name}`'):
+    with pytest.raises(ValueError, match=f"`{name}`"):
         get_sampling(*args)

@@ -6,40 +6,44 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from streaming.dataset.shuffle import (default_shuffle_block_size, divide_spans, get_shuffle,
-                                       shuffle_algos)
+from streaming.dataset.shuffle import default_shuffle_block_size, divide_spans, get_shuffle, shuffle_algos
 
-CASES = json.loads(
-    (Path(__file__).parents[1] / 'fixtures/orders/shuffle.json').read_text())['cases']
+CASES = json.loads((Path(__file__).parents[1] / "fixtures/orders/shuffle.json").read_text())["cases"]
 
 
-@pytest.mark.filterwarnings('ignore::UserWarning')
-@pytest.mark.parametrize('case', CASES, ids=[f'{i}-{c["algo"]}' for i, c in enumerate(CASES)])
+@pytest.mark.filterwarnings("ignore::UserWarning")
+@pytest.mark.parametrize("case", CASES, ids=[f"{i}-{c['algo']}" for i, c in enumerate(CASES)])
 def test_shuffle_vectors(case):
-    args = (case['algo'], np.array(case['shard_sizes']), case['num_canonical_nodes'], case['seed'],
-            case['epoch'], case['block_size'])
-    if 'error' in case:
+    args = (
+        case["algo"],
+        np.array(case["shard_sizes"]),
+        case["num_canonical_nodes"],
+        case["seed"],
+        case["epoch"],
+        case["block_size"],
+    )
+    if "error" in case:
         with pytest.raises(Exception) as raised:
             get_shuffle(*args)
-        assert type(raised.value).__name__ == case['error']
+        assert type(raised.value).__name__ == case["error"]
     else:
         ids = get_shuffle(*args)
         assert ids.dtype == np.int64
-        assert ids.tolist() == case['ids']
+        assert ids.tolist() == case["ids"]
 
 
 SIZES = [5, 0, 7, 3, 9, 0, 11, 1, 6]
 
 
-@pytest.mark.filterwarnings('ignore::UserWarning')
-@pytest.mark.parametrize('algo', sorted(shuffle_algos))
+@pytest.mark.filterwarnings("ignore::UserWarning")
+@pytest.mark.parametrize("algo", sorted(shuffle_algos))
 def test_every_algo_returns_a_permutation(algo):
     ids = get_shuffle(algo, SIZES, 3, 1234, 5, 6)
     assert sorted(ids.tolist()) == list(range(sum(SIZES)))
 
 
-@pytest.mark.filterwarnings('ignore::UserWarning')
-@pytest.mark.parametrize('algo', ['py1br', 'py1e', 'py1s', 'py2s'])
+@pytest.mark.filterwarnings("ignore::UserWarning")
+@pytest.mark.parametrize("algo", ["py1br", "py1e", "py1s", "py2s"])
 def test_canonical_node_sample_sets_are_fixed_across_epochs(algo):
     total, nodes = sum(SIZES), 4
     bounds = [total * c // nodes for c in range(nodes + 1)]
@@ -51,7 +55,7 @@ def test_canonical_node_sample_sets_are_fixed_across_epochs(algo):
 
 
 def test_py1s_keeps_each_shard_contiguous_within_a_node():
-    ids = get_shuffle('py1s', [4, 4, 4], 1, 5, 0)
+    ids = get_shuffle("py1s", [4, 4, 4], 1, 5, 0)
     shard_of_position = ids // 4
     assert len([k for k in range(1, 12) if shard_of_position[k] != shard_of_position[k - 1]]) == 2
 
@@ -82,7 +86,7 @@ def _walk(spans, total, num_parts):
     return out, parts
 
 
-@pytest.mark.parametrize('seed', range(20))
+@pytest.mark.parametrize("seed", range(20))
 def test_divide_spans_matches_a_sequential_walk(seed):
     rng = np.random.default_rng(seed)
     sizes = rng.integers(0, 6, rng.integers(1, 12))
@@ -90,8 +94,7 @@ def test_divide_spans_matches_a_sequential_walk(seed):
     spans = [(int(b), int(b + s)) for b, s in zip(begins, sizes)]
     rng.shuffle(spans)
     num_parts = int(rng.integers(1, 9))
-    assert divide_spans(spans, int(sizes.sum()), num_parts) == \
-        _walk(spans, int(sizes.sum()), num_parts)
+    assert divide_spans(spans, int(sizes.sum()), num_parts) == _walk(spans, int(sizes.sum()), num_parts)
 
 
 def test_divide_spans_puts_empty_spans_in_the_first_node_ending_at_or_after_them():
@@ -101,18 +104,18 @@ def test_divide_spans_puts_empty_spans_in_the_first_node_ending_at_or_after_them
 
 
 def test_py1e_rejects_a_canonical_node_without_samples():
-    with pytest.raises(ValueError, match='Canonical node 0 of 4 has no samples'):
-        get_shuffle('py1e', [2, 1], 4, 0, 0, 8)
+    with pytest.raises(ValueError, match="Canonical node 0 of 4 has no samples"):
+        get_shuffle("py1e", [2, 1], 4, 0, 0, 8)
 
 
 def test_unknown_algo_lists_the_choices():
     with pytest.raises(ValueError, match=r"Unknown shuffle_algo 'py1b'.*'naive'"):
-        get_shuffle('py1b', SIZES, 1, 0, 0)
+        get_shuffle("py1b", SIZES, 1, 0, 0)
 
 
 def test_negative_sizes_are_rejected():
-    with pytest.raises(ValueError, match='non-negative'):
-        get_shuffle('py1s', [3, -1], 1, 0, 0)
+    with pytest.raises(ValueError, match="non-negative"):
+        get_shuffle("py1s", [3, -1], 1, 0, 0)
 
 
 def test_default_block_size():

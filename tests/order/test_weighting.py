@@ -3,8 +3,7 @@
 import numpy as np
 import pytest
 
-from streaming.dataset.weighting import (StreamWeight, apply_weights, resample_streams,
-                                         resolve_weights, validate_weights)
+from streaming.dataset.weighting import StreamWeight, apply_weights, resample_streams, resolve_weights, validate_weights
 
 
 def test_relative_weights_split_the_epoch_and_hand_out_the_shortfall():
@@ -17,8 +16,7 @@ def test_relative_weights_split_the_epoch_and_hand_out_the_shortfall():
 
 
 def test_relative_weights_default_to_the_dataset_size():
-    resolved = resolve_weights([StreamWeight(proportion=3), StreamWeight(proportion=1)], [5, 3],
-                               None, 0)
+    resolved = resolve_weights([StreamWeight(proportion=3), StreamWeight(proportion=1)], [5, 3], None, 0)
     assert resolved.choose.tolist() == [6, 2]
 
 
@@ -38,19 +36,19 @@ def test_absolute_weights():
 
 
 def test_epoch_size_with_absolute_weights_is_rejected():
-    with pytest.raises(ValueError, match='`epoch_size` can only be given'):
+    with pytest.raises(ValueError, match="`epoch_size` can only be given"):
         resolve_weights([StreamWeight(repeat=1)], [3], 10, 0)
 
 
 def test_mixing_relative_and_absolute_names_the_stream():
-    with pytest.raises(ValueError, match='stream 1 differs'):
+    with pytest.raises(ValueError, match="stream 1 differs"):
         validate_weights([StreamWeight(proportion=1), StreamWeight(choose=3)])
 
 
 def test_stream_weight_validation():
     with pytest.raises(ValueError, match=r"\['choose', 'repeat'\]"):
         StreamWeight(repeat=1, choose=2)
-    with pytest.raises(ValueError, match='`proportion` must be non-negative'):
+    with pytest.raises(ValueError, match="`proportion` must be non-negative"):
         StreamWeight(proportion=-0.5)
 
 
@@ -78,10 +76,11 @@ def test_resample_one_stream_keeps_global_ids():
 def test_balanced_sampling_changes_partial_samples_per_epoch_and_fixed_does_not():
     def pick(method, epoch):
         return resample_streams([50], [1], [20], 1, epoch, method, 1, True)[1].tolist()
-    assert pick('fixed', 0) == pick('fixed', 1)
-    assert pick('balanced', 0) != pick('balanced', 1)
+
+    assert pick("fixed", 0) == pick("fixed", 1)
+    assert pick("balanced", 0) != pick("balanced", 1)
 
 
 def test_unknown_sampling_method_lists_the_choices():
     with pytest.raises(ValueError, match=r"'random'.*'balanced', 'fixed'"):
-        resample_streams([1], [1], [1], 0, 0, 'random')
+        resample_streams([1], [1], [1], 0, 0, "random")

@@ -16,42 +16,42 @@ def test_derived_fields():
     assert world.worker_of_node == 5 and world.is_multinode
     assert not world.is_leader and not world.is_local_leader
     assert World(2, 4, 3, 12).is_local_leader and World(2, 4, 3, 0).is_leader
-    assert world.to_json()['rank_of_node'] == 1
+    assert world.to_json()["rank_of_node"] == 1
 
 
 def test_invalid_fields_are_named():
-    with pytest.raises(ValueError, match='`ranks_per_node` must be a positive integer'):
+    with pytest.raises(ValueError, match="`ranks_per_node` must be a positive integer"):
         World(1, 0, 1, 0)
-    with pytest.raises(ValueError, match=r'`worker` must be in \[0, 4\)'):
+    with pytest.raises(ValueError, match=r"`worker` must be in \[0, 4\)"):
         World(1, 2, 2, 4)
 
 
 def test_detect_from_environment(monkeypatch):
-    monkeypatch.setenv('RANK', '6')
-    monkeypatch.setenv('WORLD_SIZE', '8')
-    monkeypatch.setenv('LOCAL_WORLD_SIZE', '4')
+    monkeypatch.setenv("RANK", "6")
+    monkeypatch.setenv("WORLD_SIZE", "8")
+    monkeypatch.setenv("LOCAL_WORLD_SIZE", "4")
     assert World.detect() == World(2, 4, 1, 6)
 
 
 def test_detect_defaults_to_a_single_process(monkeypatch):
-    for name in ('RANK', 'WORLD_SIZE', 'LOCAL_WORLD_SIZE'):
+    for name in ("RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE"):
         monkeypatch.delenv(name, raising=False)
     assert World.detect() == World(1, 1, 1, 0)
 
 
 def test_detect_without_torch(monkeypatch):
-    monkeypatch.setitem(sys.modules, 'torch.utils.data', None)
-    monkeypatch.setenv('RANK', '1')
-    monkeypatch.setenv('WORLD_SIZE', '2')
-    monkeypatch.setenv('LOCAL_WORLD_SIZE', '2')
+    monkeypatch.setitem(sys.modules, "torch.utils.data", None)
+    monkeypatch.setenv("RANK", "1")
+    monkeypatch.setenv("WORLD_SIZE", "2")
+    monkeypatch.setenv("LOCAL_WORLD_SIZE", "2")
     assert World.detect() == World(1, 2, 1, 1)
 
 
 def test_detect_rejects_inconsistent_environment(monkeypatch):
-    monkeypatch.setenv('WORLD_SIZE', '6')
-    monkeypatch.setenv('LOCAL_WORLD_SIZE', '4')
-    monkeypatch.setenv('RANK', '0')
-    with pytest.raises(ValueError, match=r'WORLD_SIZE \(6\) must be a positive multiple'):
+    monkeypatch.setenv("WORLD_SIZE", "6")
+    monkeypatch.setenv("LOCAL_WORLD_SIZE", "4")
+    monkeypatch.setenv("RANK", "0")
+    with pytest.raises(ValueError, match=r"WORLD_SIZE \(6\) must be a positive multiple"):
         World.detect()
 
 
@@ -61,12 +61,11 @@ class _Worlds(IterableDataset):
 
 
 def test_detect_inside_dataloader_workers(monkeypatch):
-    monkeypatch.setenv('RANK', '1')
-    monkeypatch.setenv('WORLD_SIZE', '2')
-    monkeypatch.setenv('LOCAL_WORLD_SIZE', '2')
-    loader = DataLoader(_Worlds(), batch_size=None, num_workers=2,
-                        multiprocessing_context='fork')
-    seen = sorted((w['worker'], w['workers_per_rank'], w['rank']) for w in loader)
+    monkeypatch.setenv("RANK", "1")
+    monkeypatch.setenv("WORLD_SIZE", "2")
+    monkeypatch.setenv("LOCAL_WORLD_SIZE", "2")
+    loader = DataLoader(_Worlds(), batch_size=None, num_workers=2, multiprocessing_context="fork")
+    seen = sorted((w["worker"], w["workers_per_rank"], w["rank"]) for w in loader)
     assert seen == [(2, 2, 1), (3, 2, 1)]
     assert torch.utils.data.get_worker_info() is None
 
@@ -88,6 +87,6 @@ def test_replicate_onto_one_node_when_ranks_do_not_fill_nodes():
 
 
 def test_replicate_needs_a_divisor_of_the_world():
-    with pytest.raises(ValueError, match=r'must be divisible by `replication` \(3\)'):
+    with pytest.raises(ValueError, match=r"must be divisible by `replication` \(3\)"):
         World(1, 8, 1, 0).replicate(3)
     assert World(1, 2, 1, 1).copy() == World(1, 2, 1, 1)

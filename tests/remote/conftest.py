@@ -16,9 +16,11 @@ import pytest
 
 from streaming.storage import clear_storage_cache
 from streaming.storage.url import split_url
-from tests.storage.conftest import (Remote, azure_container, gcs_bucket,  # noqa: F401 (fixtures)
-                                    isolated_environment, oci_bucket, remote_factory, s3_bucket)
 from tests.services import azurite, fake_databricks, fake_gcs, fake_oci, seaweedfs  # noqa: F401 (fixtures)
+from tests.storage.conftest import (
+    Remote,
+    gcs_bucket,  # noqa: F401 (fixtures)
+    )
 
 CLOUD_SCHEMES = ["s3", "gs", "azure", "azure-dl", "abfss", "oci", "dbfs", "volumes", "plain-volumes"]
 SCHEMES = ["file", *CLOUD_SCHEMES]
@@ -36,13 +38,13 @@ def remote_for(scheme: str, factory: Callable[[str], Remote]) -> Remote:
 
 
 @pytest.fixture(params=SCHEMES)
-def remote(request: pytest.FixtureRequest, remote_factory: Callable[[str], Remote]) -> Remote:  # noqa: F811
+def remote(request: pytest.FixtureRequest, remote_factory: Callable[[str], Remote]) -> Remote:
     """Each scheme in turn (local `file://` included), with a fresh, empty root."""
     return remote_for(request.param, remote_factory)
 
 
 @pytest.fixture(params=CLOUD_SCHEMES)
-def cloud(request: pytest.FixtureRequest, remote_factory: Callable[[str], Remote]) -> Remote:  # noqa: F811
+def cloud(request: pytest.FixtureRequest, remote_factory: Callable[[str], Remote]) -> Remote:
     """Each scheme that has credentials to get wrong, with a fresh, empty root."""
     return remote_for(request.param, remote_factory)
 

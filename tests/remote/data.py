@@ -27,8 +27,11 @@ CREDENTIALS_MESSAGE = "(?i)credential|permission|authenticat"
 def make_sample(sample_id: int) -> dict[str, Any]:
     """Sample `sample_id`: its values are a function of the id alone, so a reader can check any sample."""
     length = 5 + sample_id % 7
-    return {"id": sample_id, "tokens": (np.arange(length, dtype=np.int32) + sample_id) * 3,
-            "name": f"sample-{sample_id:04d}"}
+    return {
+        "id": sample_id,
+        "tokens": (np.arange(length, dtype=np.int32) + sample_id) * 3,
+        "name": f"sample-{sample_id:04d}",
+    }
 
 
 def check_sample(sample: dict[str, Any]) -> int:
@@ -41,11 +44,15 @@ def check_sample(sample: dict[str, Any]) -> int:
     return sample_id
 
 
-def write_dataset(out: str | tuple[str, str], *, first: int = 0, count: int = NUM_SAMPLES,
-                  **options: Any) -> None:
+def write_dataset(out: str | tuple[str, str], *, first: int = 0, count: int = NUM_SAMPLES, **options: Any) -> None:
     """Write samples `first .. first + count - 1` as zstd MDS shards (sha1-hashed) to `out`."""
-    settings: dict[str, Any] = {"compression": "zstd", "hashes": ["sha1"], "size_limit": SIZE_LIMIT,
-                                "max_workers": 2, **options}
+    settings: dict[str, Any] = {
+        "compression": "zstd",
+        "hashes": ["sha1"],
+        "size_limit": SIZE_LIMIT,
+        "max_workers": 2,
+        **options,
+    }
     with MDSWriter(out=out, columns=COLUMNS, **settings) as writer:
         for sample_id in range(first, first + count):
             writer.write(make_sample(sample_id))

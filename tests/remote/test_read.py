@@ -12,8 +12,18 @@ from torch.utils.data import DataLoader
 from streaming import StreamingDataset
 from streaming.storage import CredentialsError, storage_for
 from streaming.storage.url import join_url
-from tests.remote.data import (BATCH_SIZE, CREDENTIALS_MESSAGE, NUM_SAMPLES, assert_no_secret, check_sample,
-                               delete_remote, files_below, read_remote_index, remote_names, write_dataset)
+from tests.remote.data import (
+    BATCH_SIZE,
+    CREDENTIALS_MESSAGE,
+    NUM_SAMPLES,
+    assert_no_secret,
+    check_sample,
+    delete_remote,
+    files_below,
+    read_remote_index,
+    remote_names,
+    write_dataset,
+)
 
 pytestmark = pytest.mark.services
 
@@ -33,8 +43,9 @@ def _epoch(loader: DataLoader) -> collections.Counter:
 
 def test_dataloader_epochs_then_served_from_the_cache(remote, tmp_path):
     write_dataset(remote.root)
-    dataset = StreamingDataset(remote=remote.root, local=str(tmp_path / "cache"), batch_size=BATCH_SIZE,
-                               shuffle=True, validate_hash="sha1")
+    dataset = StreamingDataset(
+        remote=remote.root, local=str(tmp_path / "cache"), batch_size=BATCH_SIZE, shuffle=True, validate_hash="sha1"
+    )
     loader = DataLoader(dataset, batch_size=BATCH_SIZE, num_workers=2, collate_fn=as_list)
     everything = collections.Counter(range(NUM_SAMPLES))
     assert _epoch(loader) == everything
@@ -78,7 +89,7 @@ class DiskWatcher:
             self.samples += 1
             self._stop.wait(0.002)
 
-    def __enter__(self) -> "DiskWatcher":
+    def __enter__(self) -> DiskWatcher:
         self._thread.start()
         return self
 
@@ -122,8 +133,9 @@ def test_missing_shard_names_its_url(remote, tmp_path):
     index = read_remote_index(remote.root, str(tmp_path))
     lost = index["shards"][1]["zip_data"]["basename"]
     storage_for(remote.root).delete(join_url(remote.root, lost))
-    dataset = StreamingDataset(remote=remote.root, local=str(tmp_path / "cache"), batch_size=BATCH_SIZE,
-                               download_retry=3)
+    dataset = StreamingDataset(
+        remote=remote.root, local=str(tmp_path / "cache"), batch_size=BATCH_SIZE, download_retry=3
+    )
     assert check_sample(dataset[0]) == 0
     with pytest.raises(FileNotFoundError, match="(?i)not found|no such file") as raised:
         dataset[index["shards"][0]["samples"]]

@@ -10,9 +10,20 @@ import pytest
 from streaming import MDSWriter, StreamingDataset
 from streaming.storage import CredentialsError, Storage, storage_for
 from streaming.storage.url import join_url, relative_to, split_url
-from tests.remote.data import (BATCH_SIZE, COLUMNS, CREDENTIALS_MESSAGE, NUM_SAMPLES, assert_no_secret,
-                               check_sample, files_below, make_sample, read_remote_index, remote_names, shard_files,
-                               write_dataset)
+from tests.remote.data import (
+    BATCH_SIZE,
+    COLUMNS,
+    CREDENTIALS_MESSAGE,
+    NUM_SAMPLES,
+    assert_no_secret,
+    check_sample,
+    files_below,
+    make_sample,
+    read_remote_index,
+    remote_names,
+    shard_files,
+    write_dataset,
+)
 
 pytestmark = pytest.mark.services
 
@@ -36,12 +47,14 @@ def _record_puts(monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, str]]:
 
 def test_write_to_url_publishes_the_index_last(remote, monkeypatch, tmp_path):
     events = _record_puts(monkeypatch)
-    writer = MDSWriter(out=remote.root, columns=COLUMNS, compression="zstd", hashes=["sha1"], size_limit=2000,
-                       max_workers=3)
+    writer = MDSWriter(
+        out=remote.root, columns=COLUMNS, compression="zstd", hashes=["sha1"], size_limit=2000, max_workers=3
+    )
     for sample_id in range(NUM_SAMPLES):
         writer.write(make_sample(sample_id))
-    assert not storage_for(remote.root).exists(join_url(remote.root, "index.json")), \
+    assert not storage_for(remote.root).exists(join_url(remote.root, "index.json")), (
         "no index may be readable before finish()"
+    )
     writer.finish()
 
     index = read_remote_index(remote.root, str(tmp_path))

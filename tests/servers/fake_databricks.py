@@ -64,9 +64,9 @@ class Handler(BaseHTTPRequestHandler):
     """Routes one request to the Files API or the DBFS API."""
 
     protocol_version = "HTTP/1.1"
-    server: "FakeDatabricksServer"
+    server: FakeDatabricksServer
 
-    def log_message(self, format: str, *args: object) -> None:  # noqa: A002 - stdlib signature
+    def log_message(self, format: str, *args: object) -> None:
         sys.stderr.write("fake_databricks: " + (format % args) + "\n")
 
     # -- plumbing -----------------------------------------------------------------------------
@@ -101,11 +101,11 @@ class Handler(BaseHTTPRequestHandler):
                 raise ApiError(401, "UNAUTHENTICATED", "Invalid access token.")
             path = urllib.parse.unquote(url.path)
             if path.startswith(FILES_PREFIX + "/"):
-                self._files(path[len(FILES_PREFIX):], query, body)
+                self._files(path[len(FILES_PREFIX) :], query, body)
             elif path.startswith(DIRS_PREFIX + "/"):
-                self._directories(path[len(DIRS_PREFIX):], query)
+                self._directories(path[len(DIRS_PREFIX) :], query)
             elif path.startswith(DBFS_PREFIX):
-                self._dbfs(path[len(DBFS_PREFIX):], query, body)
+                self._dbfs(path[len(DBFS_PREFIX) :], query, body)
             else:
                 raise ApiError(404, "NOT_FOUND", f"no such endpoint: {url.path}")
         except ApiError as err:
@@ -148,11 +148,11 @@ class Handler(BaseHTTPRequestHandler):
         }
         spec = self.headers.get("Range")
         if spec and spec.startswith("bytes=") and self.command == "GET":
-            first_text, _, last_text = spec[len("bytes="):].partition("-")
+            first_text, _, last_text = spec[len("bytes=") :].partition("-")
             first = int(first_text)
             last = min(int(last_text) if last_text else size - 1, size - 1)
             headers["Content-Range"] = f"bytes {first}-{last}/{size}"
-            self._send(206, data[first:last + 1], headers)
+            self._send(206, data[first : last + 1], headers)
             return
         headers["Content-Length"] = str(size)
         self._send(200, data, headers)
@@ -182,7 +182,7 @@ class Handler(BaseHTTPRequestHandler):
         size = int(query.get("page_size") or 1000)
         start = int(query.get("page_token") or 0)
         contents = []
-        for entry in entries[start:start + size]:
+        for entry in entries[start : start + size]:
             item: dict[str, object] = {
                 "path": remote.rstrip("/") + "/" + entry.name,
                 "name": entry.name,
@@ -209,8 +209,12 @@ class Handler(BaseHTTPRequestHandler):
     @staticmethod
     def _status(remote: str, target: Path) -> dict[str, object]:
         stat = target.stat()
-        return {"path": remote, "is_dir": target.is_dir(), "file_size": 0 if target.is_dir() else stat.st_size,
-                "modification_time": int(stat.st_mtime * 1000)}
+        return {
+            "path": remote,
+            "is_dir": target.is_dir(),
+            "file_size": 0 if target.is_dir() else stat.st_size,
+            "modification_time": int(stat.st_mtime * 1000),
+        }
 
     @staticmethod
     def _existing(workspace: Workspace, remote: str) -> Path:

@@ -9,9 +9,9 @@ Run: `python fake_oci.py PORT NAMESPACE KEY_ID` (binds 127.0.0.1 only).
 
 from __future__ import annotations
 
+import base64
 import email.utils
 import hashlib
-import base64
 import itertools
 import json
 import re
@@ -66,8 +66,12 @@ class Store:
 
     def bucket(self, namespace: str, name: str) -> dict[str, StoredObject]:
         if namespace != self.namespace or name not in self.buckets:
-            raise OciError(404, "BucketNotFound", f"Either the bucket named '{name}' does not exist in the "
-                           f"namespace '{namespace}' or you are not authorized to access it")
+            raise OciError(
+                404,
+                "BucketNotFound",
+                f"Either the bucket named '{name}' does not exist in the "
+                f"namespace '{namespace}' or you are not authorized to access it",
+            )
         return self.buckets[name]
 
 
@@ -75,9 +79,9 @@ class Handler(BaseHTTPRequestHandler):
     """Routes one request of the Object Storage API."""
 
     protocol_version = "HTTP/1.1"
-    server: "FakeOciServer"
+    server: FakeOciServer
 
-    def log_message(self, format: str, *args: object) -> None:  # noqa: A002 - stdlib signature
+    def log_message(self, format: str, *args: object) -> None:
         sys.stderr.write("fake_oci: " + (format % args) + "\n")
 
     def _send(self, status: int, body: bytes = b"", headers: dict[str, str] | None = None) -> None:
@@ -103,8 +107,11 @@ class Handler(BaseHTTPRequestHandler):
         try:
             found = KEY_ID.search(self.headers.get("Authorization") or "")
             if found is None or found["key"] != store.key_id:
-                raise OciError(401, "NotAuthenticated", "The required information to complete authentication "
-                               "was not provided or was incorrect.")
+                raise OciError(
+                    401,
+                    "NotAuthenticated",
+                    "The required information to complete authentication was not provided or was incorrect.",
+                )
             self._route(store, url.path, query, body)
         except OciError as err:
             self._json(err.status, {"code": err.code, "message": err.message})
@@ -145,8 +152,9 @@ class Handler(BaseHTTPRequestHandler):
             if name in store.buckets:
                 raise OciError(409, "BucketAlreadyExists", f"Bucket {name} already exists")
             store.buckets[name] = {}
-        self._json(200, {"name": name, "namespace": namespace, "compartmentId": spec.get("compartmentId")},
-                   {"ETag": "bucket"})
+        self._json(
+            200, {"name": name, "namespace": namespace, "compartmentId": spec.get("compartmentId")}, {"ETag": "bucket"}
+        )
 
     def _object(self, bucket: dict[str, StoredObject], name: str, body: bytes) -> None:
         if self.command == "PUT":
@@ -171,11 +179,11 @@ class Handler(BaseHTTPRequestHandler):
         }
         spec = self.headers.get("Range")
         if spec and spec.startswith("bytes=") and self.command == "GET":
-            first_text, _, last_text = spec[len("bytes="):].partition("-")
+            first_text, _, last_text = spec[len("bytes=") :].partition("-")
             first = int(first_text)
             last = min(int(last_text) if last_text else len(stored.data) - 1, len(stored.data) - 1)
             headers["Content-Range"] = f"bytes {first}-{last}/{len(stored.data)}"
-            self._send(206, stored.data[first:last + 1], headers)
+            self._send(206, stored.data[first : last + 1], headers)
             return
         headers["Content-Length"] = str(len(stored.data))
         self._send(200, stored.data, headers)
@@ -189,7 +197,7 @@ class Handler(BaseHTTPRequestHandler):
         prefixes: set[str] = set()
         next_start = None
         for name in sorted(n for n in bucket if n.startswith(prefix) and n >= start):
-            rest = name[len(prefix):]
+            rest = name[len(prefix) :]
             if delimiter and delimiter in rest:
                 prefixes.add(prefix + rest.split(delimiter, 1)[0] + delimiter)
                 continue
@@ -197,21 +205,37 @@ class Handler(BaseHTTPRequestHandler):
                 next_start = name
                 break
             stored = bucket[name]
-            objects.append({"name": name, "size": len(stored.data), "md5": stored.md5, "etag": stored.etag,
-                            "timeCreated": time.strftime("%Y-%m-%dT%H:%M:%S.000Z", time.gmtime(stored.modified))})
+            objects.append(
+                {
+                    "name": name,
+                    "size": len(stored.data),
+                    "md5": stored.md5,
+                    "etag": stored.etag,
+                    "timeCreated": time.strftime("%Y-%m-%dT%H:%M:%S.000Z", time.gmtime(stored.modified)),
+                }
+            )
         page: dict[str, object] = {"objects": objects, "prefixes": sorted(prefixes)}
         if next_start is not None:
             page["nextStartWith"] = next_start
         self._json(200, page)
 
-    def _multipart(self, store: Store, bucket: dict[str, StoredObject], name: str, query: dict[str, str],
-                   body: bytes) -> None:
+    def _multipart(
+        self, store: Store, bucket: dict[str, StoredObject], name: str, query: dict[str, str], body: bytes
+    ) -> None:
         if self.command == "POST" and not name:
             upload_id = f"upload-{next(store.upload_ids)}"
             store.uploads[upload_id] = {}
             spec = json.loads(body)
-            self._json(200, {"uploadId": upload_id, "object": spec["object"], "bucket": "",
-                             "namespace": store.namespace, "timeCreated": "2026-01-01T00:00:00.000Z"})
+            self._json(
+                200,
+                {
+                    "uploadId": upload_id,
+                    "object": spec["object"],
+                    "bucket": "",
+                    "namespace": store.namespace,
+                    "timeCreated": "2026-01-01T00:00:00.000Z",
+                },
+            )
             return
         parts = store.uploads.get(query.get("uploadId", ""))
         if parts is None:

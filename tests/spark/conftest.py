@@ -47,13 +47,24 @@ class ConnectServer:
         home = os.path.dirname(pyspark.__file__)
         self.port = _free_port()
         self.log = workdir / "connect-server.log"
-        conf = {**SESSION_CONF, "spark.connect.grpc.binding.address": "127.0.0.1",
-                "spark.connect.grpc.binding.port": str(self.port), "spark.driver.host": "127.0.0.1",
-                "spark.driver.bindAddress": "127.0.0.1", "spark.jars.ivy": str(workdir / "ivy"),
-                "spark.sql.warehouse.dir": str(workdir / "warehouse")}
-        argv = [os.path.join(home, "bin", "spark-submit"), "--class",
-                "org.apache.spark.sql.connect.service.SparkConnectServer", "--master", MASTER,
-                "--driver-memory", "1g"]
+        conf = {
+            **SESSION_CONF,
+            "spark.connect.grpc.binding.address": "127.0.0.1",
+            "spark.connect.grpc.binding.port": str(self.port),
+            "spark.driver.host": "127.0.0.1",
+            "spark.driver.bindAddress": "127.0.0.1",
+            "spark.jars.ivy": str(workdir / "ivy"),
+            "spark.sql.warehouse.dir": str(workdir / "warehouse"),
+        }
+        argv = [
+            os.path.join(home, "bin", "spark-submit"),
+            "--class",
+            "org.apache.spark.sql.connect.service.SparkConnectServer",
+            "--master",
+            MASTER,
+            "--driver-memory",
+            "1g",
+        ]
         for key, value in conf.items():
             argv += ["--conf", f"{key}={value}"]
         argv.append("spark-internal")
@@ -130,9 +141,14 @@ def local_session(warehouse_dir: str) -> object:
     """The suite's one classic local SparkSession (created, or the running one)."""
     from pyspark.sql import SparkSession
 
-    builder = (SparkSession.builder.master(MASTER).appName("mds-streaming-tests")
-               .config("spark.driver.host", "127.0.0.1").config("spark.driver.bindAddress", "127.0.0.1")
-               .config("spark.driver.memory", "1g").config("spark.sql.warehouse.dir", warehouse_dir))
+    builder = (
+        SparkSession.builder.master(MASTER)
+        .appName("mds-streaming-tests")
+        .config("spark.driver.host", "127.0.0.1")
+        .config("spark.driver.bindAddress", "127.0.0.1")
+        .config("spark.driver.memory", "1g")
+        .config("spark.sql.warehouse.dir", warehouse_dir)
+    )
     for key, value in SESSION_CONF.items():
         builder = builder.config(key, value)
     session = builder.getOrCreate()

@@ -10,8 +10,19 @@ import numpy as np
 
 from streaming.dataset.local import LocalDataset
 
-MDS_SHARD_KEYS = {"column_encodings", "column_names", "column_sizes", "compression", "format", "hashes",
-                  "raw_data", "samples", "size_limit", "version", "zip_data"}
+MDS_SHARD_KEYS = {
+    "column_encodings",
+    "column_names",
+    "column_sizes",
+    "compression",
+    "format",
+    "hashes",
+    "raw_data",
+    "samples",
+    "size_limit",
+    "version",
+    "zip_data",
+}
 
 
 def files_under(root: str) -> set[str]:
@@ -55,8 +66,9 @@ def read_samples(root: str) -> list[dict[str, Any]]:
 def assert_same(got: Any, expected: Any, where: str = "") -> None:
     """Exact comparison of decoded values: numpy by dtype and bits (NaN equals NaN), containers deeply."""
     if isinstance(expected, np.ndarray):
-        assert isinstance(got, np.ndarray) and got.dtype == expected.dtype and got.shape == expected.shape, \
+        assert isinstance(got, np.ndarray) and got.dtype == expected.dtype and got.shape == expected.shape, (
             f"{where}: {got!r} != {expected!r}"
+        )
         assert np.array_equal(got, expected, equal_nan=expected.dtype.kind == "f"), f"{where}: {got!r} != {expected!r}"
     elif isinstance(expected, np.generic):
         assert type(got) is type(expected), f"{where}: {type(got)} != {type(expected)}"
@@ -70,7 +82,8 @@ def assert_same(got: Any, expected: Any, where: str = "") -> None:
         for index, (a, b) in enumerate(zip(got, expected)):
             assert_same(a, b, f"{where}[{index}]")
     else:
-        assert type(got) is type(expected) and (got == expected or got != got and expected != expected), \
+        assert type(got) is type(expected) and (got == expected or got != got and expected != expected), (
             f"{where}: {got!r} != {expected!r}"
+        )
         if type(expected).__name__ == "Decimal":
             assert str(got) == str(expected), f"{where}: {got!r} != {expected!r} (scale)"

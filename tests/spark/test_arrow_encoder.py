@@ -22,7 +22,7 @@ EPOCH = datetime.date(1970, 1, 1)
 def split_samples(buffer: memoryview, sizes: np.ndarray) -> list[bytes]:
     out, position = [], 0
     for size in sizes:
-        out.append(bytes(buffer[position:position + int(size)]))
+        out.append(bytes(buffer[position : position + int(size)]))
         position += int(size)
     assert position == len(buffer)
     return out
@@ -42,30 +42,57 @@ def test_matches_writer_for_every_vectorised_encoding(tmp_path):
     arrays = [rng.standard_normal(n).astype(np.float32) for n in lengths]
     texts = ["".join(chr(c) for c in rng.integers(32, 0x2FF, int(n))) for n in rng.integers(0, 40, rows)]
     blobs = [rng.bytes(int(n)) for n in rng.integers(0, 50, rows)]
-    ints = rng.integers(-2**63, 2**63 - 1, rows, dtype=np.int64)
+    ints = rng.integers(-(2**63), 2**63 - 1, rows, dtype=np.int64)
     small = rng.integers(-128, 128, rows).astype(np.int8)
     floats = rng.standard_normal(rows)
     floats[:3] = [np.nan, -0.0, np.inf]
-    decimals = [Decimal(f"{int(v)}.{abs(int(v)) % 100:02d}") for v in rng.integers(-10**6, 10**6, rows)]
+    decimals = [Decimal(f"{int(v)}.{abs(int(v)) % 100:02d}") for v in rng.integers(-(10**6), 10**6, rows)]
     dates = rng.integers(-100000, 100000, rows).astype(np.int32)
-    batch = pa.record_batch({
-        "a_ints": pa.array(ints), "b_small": pa.array(small), "c_float": pa.array(floats),
-        "d_text": pa.array(texts), "e_blob": pa.array(blobs, pa.binary()),
-        "f_dec": pa.array(decimals, pa.decimal128(12, 2)), "g_date": pa.array(dates, pa.date32()),
-        "h_vec": pa.array([a.tolist() for a in arrays], pa.list_(pa.float32())),
-        "i_flag": pa.array(rng.integers(0, 2, rows).astype(bool)),
-        "j_fixed": pa.array([[i, i + 1, i + 2, i + 3] for i in range(rows)], pa.list_(pa.int64())),
-        "k_wide": pa.array(small.astype(np.int32)),
-    })
-    columns = {"a_ints": "int64", "b_small": "int8", "c_float": "float64", "d_text": "str", "e_blob": "bytes",
-               "f_dec": "str_decimal", "g_date": "int32", "h_vec": "ndarray:float32", "i_flag": "uint8",
-               "j_fixed": "ndarray:int64:2,2", "k_wide": "int16"}
+    batch = pa.record_batch(
+        {
+            "a_ints": pa.array(ints),
+            "b_small": pa.array(small),
+            "c_float": pa.array(floats),
+            "d_text": pa.array(texts),
+            "e_blob": pa.array(blobs, pa.binary()),
+            "f_dec": pa.array(decimals, pa.decimal128(12, 2)),
+            "g_date": pa.array(dates, pa.date32()),
+            "h_vec": pa.array([a.tolist() for a in arrays], pa.list_(pa.float32())),
+            "i_flag": pa.array(rng.integers(0, 2, rows).astype(bool)),
+            "j_fixed": pa.array([[i, i + 1, i + 2, i + 3] for i in range(rows)], pa.list_(pa.int64())),
+            "k_wide": pa.array(small.astype(np.int32)),
+        }
+    )
+    columns = {
+        "a_ints": "int64",
+        "b_small": "int8",
+        "c_float": "float64",
+        "d_text": "str",
+        "e_blob": "bytes",
+        "f_dec": "str_decimal",
+        "g_date": "int32",
+        "h_vec": "ndarray:float32",
+        "i_flag": "uint8",
+        "j_fixed": "ndarray:int64:2,2",
+        "k_wide": "int16",
+    }
     buffer, sizes = BatchEncoder(columns).encode(batch)
-    samples = [{"a_ints": int(ints[i]), "b_small": int(small[i]), "c_float": float(floats[i]), "d_text": texts[i],
-                "e_blob": blobs[i], "f_dec": decimals[i], "g_date": int(dates[i]), "h_vec": arrays[i],
-                "i_flag": int(batch.column("i_flag")[i].as_py()),
-                "j_fixed": np.arange(i, i + 4, dtype=np.int64).reshape(2, 2), "k_wide": int(small[i])}
-               for i in range(rows)]
+    samples = [
+        {
+            "a_ints": int(ints[i]),
+            "b_small": int(small[i]),
+            "c_float": float(floats[i]),
+            "d_text": texts[i],
+            "e_blob": blobs[i],
+            "f_dec": decimals[i],
+            "g_date": int(dates[i]),
+            "h_vec": arrays[i],
+            "i_flag": int(batch.column("i_flag")[i].as_py()),
+            "j_fixed": np.arange(i, i + 4, dtype=np.int64).reshape(2, 2),
+            "k_wide": int(small[i]),
+        }
+        for i in range(rows)
+    ]
     assert split_samples(buffer, sizes) == writer_bytes(tmp_path, columns, samples)
 
 
@@ -88,12 +115,15 @@ def test_empty_arrays_decode_to_shape_zero():
 
 
 def test_first_row_offset_and_sliced_batches(tmp_path):
-    batch = pa.record_batch({"s": pa.array(["a", "bb", "ccc", "dddd"]),
-                             "v": pa.array([[1], [2, 3], [4, 5, 6], [7]], pa.list_(pa.int32()))}).slice(1, 2)
+    batch = pa.record_batch(
+        {"s": pa.array(["a", "bb", "ccc", "dddd"]), "v": pa.array([[1], [2, 3], [4, 5, 6], [7]], pa.list_(pa.int32()))}
+    ).slice(1, 2)
     buffer, sizes = BatchEncoder({"s": "str", "v": "ndarray:int32"}).encode(batch)
-    expected = writer_bytes(tmp_path, {"s": "str", "v": "ndarray:int32"},
-                            [{"s": "bb", "v": np.array([2, 3], np.int32)},
-                             {"s": "ccc", "v": np.array([4, 5, 6], np.int32)}])
+    expected = writer_bytes(
+        tmp_path,
+        {"s": "str", "v": "ndarray:int32"},
+        [{"s": "bb", "v": np.array([2, 3], np.int32)}, {"s": "ccc", "v": np.array([4, 5, 6], np.int32)}],
+    )
     assert split_samples(buffer, sizes) == expected
 
 
@@ -115,20 +145,23 @@ def test_str_int_and_int_encodings(tmp_path):
     assert split_samples(buffer, sizes) == expected
 
 
-@pytest.mark.parametrize("array, encoding", [
-    (pa.array([1, None], pa.int32()), "int32"),
-    (pa.array([1.0, None], pa.float32()), "float32"),
-    (pa.array([True, None]), "uint8"),
-    (pa.array(["a", None]), "str"),
-    (pa.array([b"a", None]), "bytes"),
-    (pa.array([Decimal("1.0"), None], pa.decimal128(3, 1)), "str_decimal"),
-    (pa.array([EPOCH, None], pa.date32()), "int32"),
-    (pa.array([0, None], pa.timestamp("us", "UTC")), "int64"),
-    (pa.array([0, None], pa.timestamp("us")), "int64"),
-    (pa.array([0, None], pa.duration("us")), "int64"),
-    (pa.array([0, None], pa.time64("ns")), "int64"),
-    (pa.array([[1], None], pa.list_(pa.int32())), "ndarray:int32"),
-])
+@pytest.mark.parametrize(
+    "array, encoding",
+    [
+        (pa.array([1, None], pa.int32()), "int32"),
+        (pa.array([1.0, None], pa.float32()), "float32"),
+        (pa.array([True, None]), "uint8"),
+        (pa.array(["a", None]), "str"),
+        (pa.array([b"a", None]), "bytes"),
+        (pa.array([Decimal("1.0"), None], pa.decimal128(3, 1)), "str_decimal"),
+        (pa.array([EPOCH, None], pa.date32()), "int32"),
+        (pa.array([0, None], pa.timestamp("us", "UTC")), "int64"),
+        (pa.array([0, None], pa.timestamp("us")), "int64"),
+        (pa.array([0, None], pa.duration("us")), "int64"),
+        (pa.array([0, None], pa.time64("ns")), "int64"),
+        (pa.array([[1], None], pa.list_(pa.int32())), "ndarray:int32"),
+    ],
+)
 def test_null_in_a_native_encoding_is_refused_with_choices(array, encoding):
     batch = pa.record_batch({"col": array})
     with pytest.raises(ColumnValueError) as err:
@@ -146,44 +179,85 @@ def test_null_array_element_is_refused():
 
 def test_static_shape_length_is_checked():
     batch = pa.record_batch({"v": pa.array([[1, 2], [1, 2, 3]], pa.list_(pa.int32()))})
-    with pytest.raises(ColumnValueError, match=r"row 1: column 'v' holds an array of 3 elements but "
-                                               r"'ndarray:int32:2' needs exactly 2"):
+    with pytest.raises(
+        ColumnValueError,
+        match=r"row 1: column 'v' holds an array of 3 elements but "
+        r"'ndarray:int32:2' needs exactly 2",
+    ):
         BatchEncoder({"v": "ndarray:int32:2"}).encode(batch)
 
 
 def test_json_rule_for_every_arrow_type():
-    struct_type = pa.struct([("bin", pa.binary()), ("dec", pa.decimal128(4, 2)), ("d", pa.date32()),
-                             ("ts", pa.timestamp("us", "UTC")), ("ntz", pa.timestamp("us")),
-                             ("dur", pa.duration("us")), ("t", pa.time64("ns")),
-                             ("m", pa.map_(pa.string(), pa.binary())), ("im", pa.map_(pa.int32(), pa.float32())),
-                             ("a", pa.list_(pa.list_(pa.int8()))), ("i", pa.month_day_nano_interval()),
-                             ("n", pa.null()), ("f", pa.float64())])
-    value = {"bin": b"\x00\xff", "dec": Decimal("1.50"), "d": datetime.date(1969, 12, 31),
-             "ts": datetime.datetime(1970, 1, 1, 0, 0, 0, 1, tzinfo=datetime.timezone.utc),
-             "ntz": datetime.datetime(2020, 1, 2, 3, 4, 5, 123456), "dur": datetime.timedelta(days=1, microseconds=5),
-             "t": 3_000_000_123, "m": [("k", b"v"), ("z", None)], "im": [(2, 0.5)], "a": [[1, None], []],
-             "i": pa.MonthDayNano([14, 3, 4_000_005_000]), "n": None, "f": float("nan")}
+    struct_type = pa.struct(
+        [
+            ("bin", pa.binary()),
+            ("dec", pa.decimal128(4, 2)),
+            ("d", pa.date32()),
+            ("ts", pa.timestamp("us", "UTC")),
+            ("ntz", pa.timestamp("us")),
+            ("dur", pa.duration("us")),
+            ("t", pa.time64("ns")),
+            ("m", pa.map_(pa.string(), pa.binary())),
+            ("im", pa.map_(pa.int32(), pa.float32())),
+            ("a", pa.list_(pa.list_(pa.int8()))),
+            ("i", pa.month_day_nano_interval()),
+            ("n", pa.null()),
+            ("f", pa.float64()),
+        ]
+    )
+    value = {
+        "bin": b"\x00\xff",
+        "dec": Decimal("1.50"),
+        "d": datetime.date(1969, 12, 31),
+        "ts": datetime.datetime(1970, 1, 1, 0, 0, 0, 1, tzinfo=datetime.timezone.utc),
+        "ntz": datetime.datetime(2020, 1, 2, 3, 4, 5, 123456),
+        "dur": datetime.timedelta(days=1, microseconds=5),
+        "t": 3_000_000_123,
+        "m": [("k", b"v"), ("z", None)],
+        "im": [(2, 0.5)],
+        "a": [[1, None], []],
+        "i": pa.MonthDayNano([14, 3, 4_000_005_000]),
+        "n": None,
+        "f": float("nan"),
+    }
     array = pa.array([value, None], struct_type)
     first, second = json_payloads(array)
     assert second == b"null"
     decoded = json.loads(first)
-    ntz_micros = int((datetime.datetime(2020, 1, 2, 3, 4, 5, 123456) - datetime.datetime(1970, 1, 1))
-                     / datetime.timedelta(microseconds=1))
+    ntz_micros = int(
+        (datetime.datetime(2020, 1, 2, 3, 4, 5, 123456) - datetime.datetime(1970, 1, 1))
+        / datetime.timedelta(microseconds=1)
+    )
     assert {k: v for k, v in decoded.items() if k != "f"} == {
-        "bin": "AP8=", "dec": "1.50", "d": -1, "ts": 1, "ntz": ntz_micros, "dur": 86_400_000_005,
-        "t": 3_000_000_123, "m": {"k": "dg==", "z": None}, "im": [[2, 0.5]], "a": [[1, None], []],
-        "i": {"months": 14, "days": 3, "microseconds": 4_000_005}, "n": None}
+        "bin": "AP8=",
+        "dec": "1.50",
+        "d": -1,
+        "ts": 1,
+        "ntz": ntz_micros,
+        "dur": 86_400_000_005,
+        "t": 3_000_000_123,
+        "m": {"k": "dg==", "z": None},
+        "im": [[2, 0.5]],
+        "a": [[1, None], []],
+        "i": {"months": 14, "days": 3, "microseconds": 4_000_005},
+        "n": None,
+    }
     assert np.isnan(decoded["f"])
     assert list(decoded) == [field.name for field in struct_type]
 
 
 def test_json_column_through_the_encoder_matches_the_writer(tmp_path):
     values = [{"role": "user", "n": 3}, None, {"role": None, "n": -1}]
-    batch = pa.record_batch({"m": pa.array(values, pa.struct([("role", pa.string()), ("n", pa.int64())])),
-                             "id": pa.array([0, 1, 2], pa.int64())})
+    batch = pa.record_batch(
+        {
+            "m": pa.array(values, pa.struct([("role", pa.string()), ("n", pa.int64())])),
+            "id": pa.array([0, 1, 2], pa.int64()),
+        }
+    )
     buffer, sizes = BatchEncoder({"m": "json", "id": "int64"}).encode(batch)
-    expected = writer_bytes(tmp_path, {"m": "json", "id": "int64"},
-                            [{"m": value, "id": i} for i, value in enumerate(values)])
+    expected = writer_bytes(
+        tmp_path, {"m": "json", "id": "int64"}, [{"m": value, "id": i} for i, value in enumerate(values)]
+    )
     assert split_samples(buffer, sizes) == expected
 
 

@@ -7,21 +7,38 @@ import os
 
 import pytest
 
-from streaming.spark.commit import (Attempt, Destination, check_append_columns, check_destination,
-                                    committed_shards, publish)
+from streaming.spark.commit import (
+    Attempt,
+    Destination,
+    check_append_columns,
+    check_destination,
+    committed_shards,
+    publish,
+)
 from tests.spark.helpers import files_under
 
 
 def shard(name: str, samples: int) -> dict:
-    return {"column_encodings": ["int64"], "column_names": ["id"], "column_sizes": [8], "compression": None,
-            "format": "mds", "hashes": [], "raw_data": {"basename": name, "bytes": 100, "hashes": {}},
-            "samples": samples, "size_limit": 1024, "version": 2, "zip_data": None}
+    return {
+        "column_encodings": ["int64"],
+        "column_names": ["id"],
+        "column_sizes": [8],
+        "compression": None,
+        "format": "mds",
+        "hashes": [],
+        "raw_data": {"basename": name, "bytes": 100, "hashes": {}},
+        "samples": samples,
+        "size_limit": 1024,
+        "version": 2,
+        "zip_data": None,
+    }
 
 
 def attempt(partition: int, number: int, run: str = "r1", shards: int = 2) -> Attempt:
     folder = f"{run}/part-{partition:05d}-attempt-{number}"
-    return Attempt(partition, number, folder, [shard(f"shard.{i:05d}.mds", 3) for i in range(shards)],
-                   3 * shards, 100 * shards, 0)
+    return Attempt(
+        partition, number, folder, [shard(f"shard.{i:05d}.mds", 3) for i in range(shards)], 3 * shards, 100 * shards, 0
+    )
 
 
 def touch(root: str, relative: str) -> None:
@@ -40,9 +57,14 @@ def write_attempt_files(root: str, item: Attempt) -> None:
 def test_committed_shards_follow_partition_order_with_root_relative_names():
     shards = committed_shards([attempt(2, 9), attempt(0, 4), attempt(1, 5), attempt(0, 7)])
     names = [entry["raw_data"]["basename"] for entry in shards]
-    assert names == ["r1/part-00000-attempt-4/shard.00000.mds", "r1/part-00000-attempt-4/shard.00001.mds",
-                     "r1/part-00001-attempt-5/shard.00000.mds", "r1/part-00001-attempt-5/shard.00001.mds",
-                     "r1/part-00002-attempt-9/shard.00000.mds", "r1/part-00002-attempt-9/shard.00001.mds"]
+    assert names == [
+        "r1/part-00000-attempt-4/shard.00000.mds",
+        "r1/part-00000-attempt-4/shard.00001.mds",
+        "r1/part-00001-attempt-5/shard.00000.mds",
+        "r1/part-00001-attempt-5/shard.00001.mds",
+        "r1/part-00002-attempt-9/shard.00000.mds",
+        "r1/part-00002-attempt-9/shard.00001.mds",
+    ]
 
 
 def test_publish_keeps_only_reported_attempts(tmp_path):
@@ -56,9 +78,16 @@ def test_publish_keeps_only_reported_attempts(tmp_path):
     publish(destination, "r1", winners, "error", metadata={"run": "r1"})
     index = json.load(open(os.path.join(root, "index.json")))
     assert index["version"] == 2 and len(index["shards"]) == 4
-    assert files_under(root) == {"index.json", "mds_conversion.json", "unrelated/readme.txt",
-                                 *(f"{item.directory}/{name}" for item in winners
-                                   for name in ("index.json", "shard.00000.mds", "shard.00001.mds"))}
+    assert files_under(root) == {
+        "index.json",
+        "mds_conversion.json",
+        "unrelated/readme.txt",
+        *(
+            f"{item.directory}/{name}"
+            for item in winners
+            for name in ("index.json", "shard.00000.mds", "shard.00001.mds")
+        ),
+    }
     assert sorted(os.listdir(os.path.join(root, "r1"))) == ["part-00000-attempt-1", "part-00001-attempt-2"]
 
 
@@ -77,8 +106,12 @@ def test_overwrite_removes_the_old_dataset_after_publishing_and_append_extends_i
     newest = attempt(0, 9, run="newest", shards=1)
     write_attempt_files(root, newest)
     publish(destination, "newest", [newest], "overwrite", metadata={"run": "newest"})
-    assert files_under(root) == {"index.json", "mds_conversion.json", "newest/part-00000-attempt-9/index.json",
-                                 "newest/part-00000-attempt-9/shard.00000.mds"}
+    assert files_under(root) == {
+        "index.json",
+        "mds_conversion.json",
+        "newest/part-00000-attempt-9/index.json",
+        "newest/part-00000-attempt-9/shard.00000.mds",
+    }
     assert sorted(os.listdir(root)) == ["index.json", "mds_conversion.json", "newest"]
 
 
@@ -88,8 +121,7 @@ def test_without_a_merged_index_leftovers_are_still_removed(tmp_path):
     write_attempt_files(root, kept)
     write_attempt_files(root, lost)
     publish(Destination(root), "r1", [kept], "error", merge_index=False)
-    assert files_under(root) == {f"{kept.directory}/{n}" for n in ("index.json", "shard.00000.mds",
-                                                                   "shard.00001.mds")}
+    assert files_under(root) == {f"{kept.directory}/{n}" for n in ("index.json", "shard.00000.mds", "shard.00001.mds")}
 
 
 def test_check_destination_and_append_columns(tmp_path):

@@ -10,50 +10,87 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
-from streaming.spark import dataframe_to_mds
 from streaming.spark import commit as commit_module
-from tests.spark.helpers import (MDS_SHARD_KEYS, assert_no_orphans, assert_same, files_under, load_index,
-                                 read_samples)
+from streaming.spark import dataframe_to_mds
+from tests.spark.helpers import MDS_SHARD_KEYS, assert_no_orphans, assert_same, files_under, load_index, read_samples
 
 # (column, SQL for row 0, SQL for row 1, value read back for row 0, value read back for row 1)
 TYPES = [
     ("i8", "CAST(-128 AS TINYINT)", "CAST(127 AS TINYINT)", np.int8(-128), np.int8(127)),
     ("i16", "CAST(-32768 AS SMALLINT)", "CAST(7 AS SMALLINT)", np.int16(-32768), np.int16(7)),
     ("i32", "-2147483648", "2147483647", np.int32(-2147483648), np.int32(2147483647)),
-    ("i64", "-9223372036854775808L", "9223372036854775807L", np.int64(-2**63), np.int64(2**63 - 1)),
+    ("i64", "-9223372036854775808L", "9223372036854775807L", np.int64(-(2**63)), np.int64(2**63 - 1)),
     ("f32", "CAST('NaN' AS FLOAT)", "CAST('-0.0' AS FLOAT)", np.float32("nan"), np.float32(-0.0)),
     ("f64", "CAST('-Infinity' AS DOUBLE)", "0.1D", np.float64("-inf"), np.float64(0.1)),
     ("flag", "true", "false", np.uint8(1), np.uint8(0)),
-    ("dec38", "CAST('-12345678901234567890.123456789012345678' AS DECIMAL(38,18))",
-     "CAST('0.000000000000000001' AS DECIMAL(38,18))",
-     Decimal("-12345678901234567890.123456789012345678"), Decimal("1E-18")),
+    (
+        "dec38",
+        "CAST('-12345678901234567890.123456789012345678' AS DECIMAL(38,18))",
+        "CAST('0.000000000000000001' AS DECIMAL(38,18))",
+        Decimal("-12345678901234567890.123456789012345678"),
+        Decimal("1E-18"),
+    ),
     ("dec5", "CAST('0.10' AS DECIMAL(5,2))", "CAST('-999.99' AS DECIMAL(5,2))", Decimal("0.10"), Decimal("-999.99")),
     ("text", "'héllo ✓'", "''", "héllo ✓", ""),
     ("blob", "X'00FF'", "X''", b"\x00\xff", b""),
     ("day", "DATE'1969-12-31'", "DATE'2024-02-29'", np.int32(-1), np.int32(19782)),
-    ("ts", "TIMESTAMP'1970-01-01 00:00:00.000001'", "TIMESTAMP'1900-01-01 00:00:00'", np.int64(1),
-     np.int64(-2208988800000000)),
-    ("ntz", "TIMESTAMP_NTZ'2020-01-02 03:04:05.123456'", "TIMESTAMP_NTZ'1970-01-01 00:00:00'",
-     np.int64(1577934245123456), np.int64(0)),
+    (
+        "ts",
+        "TIMESTAMP'1970-01-01 00:00:00.000001'",
+        "TIMESTAMP'1900-01-01 00:00:00'",
+        np.int64(1),
+        np.int64(-2208988800000000),
+    ),
+    (
+        "ntz",
+        "TIMESTAMP_NTZ'2020-01-02 03:04:05.123456'",
+        "TIMESTAMP_NTZ'1970-01-01 00:00:00'",
+        np.int64(1577934245123456),
+        np.int64(0),
+    ),
     ("tod", "TIME'12:34:56.789'", "TIME'00:00:00'", np.int64(45296789000000), np.int64(0)),
-    ("dti", "INTERVAL '1 02:03:04.5' DAY TO SECOND", "INTERVAL '-0 00:00:00.000001' DAY TO SECOND",
-     np.int64(93784500000), np.int64(-1)),
+    (
+        "dti",
+        "INTERVAL '1 02:03:04.5' DAY TO SECOND",
+        "INTERVAL '-0 00:00:00.000001' DAY TO SECOND",
+        np.int64(93784500000),
+        np.int64(-1),
+    ),
     ("ymi", "INTERVAL '-1-2' YEAR TO MONTH", "INTERVAL '0-5' YEAR TO MONTH", np.int32(-14), np.int32(5)),
     ("ints", "array(1, 2, 3)", "CAST(array() AS ARRAY<INT>)", np.array([1, 2, 3], np.int32), np.array([], np.int32)),
-    ("floats", "array(CAST(1.5 AS FLOAT), CAST('NaN' AS FLOAT))", "array(CAST(-1 AS FLOAT))",
-     np.array([1.5, np.nan], np.float32), np.array([-1], np.float32)),
+    (
+        "floats",
+        "array(CAST(1.5 AS FLOAT), CAST('NaN' AS FLOAT))",
+        "array(CAST(-1 AS FLOAT))",
+        np.array([1.5, np.nan], np.float32),
+        np.array([-1], np.float32),
+    ),
     ("flags", "array(true, false)", "array(false)", np.array([1, 0], np.uint8), np.array([0], np.uint8)),
-    ("days", "array(DATE'1970-01-02')", "array(DATE'1969-12-30', DATE'1970-01-01')", np.array([1], np.int32),
-     np.array([-2, 0], np.int32)),
+    (
+        "days",
+        "array(DATE'1970-01-02')",
+        "array(DATE'1969-12-30', DATE'1970-01-01')",
+        np.array([1], np.int32),
+        np.array([-2, 0], np.int32),
+    ),
     ("words", "array('x', NULL)", "CAST(NULL AS ARRAY<STRING>)", ["x", None], None),
     ("nested", "array(array(1), array())", "array(array(2, 3))", [[1], []], [[2, 3]]),
-    ("rec", "named_struct('bin', X'01', 'dec', CAST(1.5 AS DECIMAL(4,2)), 'd', DATE'1970-01-02', "
-            "'m', map('k', 1L), 'n', CAST(NULL AS STRING))",
-     "CAST(NULL AS STRUCT<bin: BINARY, dec: DECIMAL(4,2), d: DATE, m: MAP<STRING, BIGINT>, n: STRING>)",
-     {"bin": "AQ==", "dec": "1.50", "d": 1, "m": {"k": 1}, "n": None}, None),
+    (
+        "rec",
+        "named_struct('bin', X'01', 'dec', CAST(1.5 AS DECIMAL(4,2)), 'd', DATE'1970-01-02', "
+        "'m', map('k', 1L), 'n', CAST(NULL AS STRING))",
+        "CAST(NULL AS STRUCT<bin: BINARY, dec: DECIMAL(4,2), d: DATE, m: MAP<STRING, BIGINT>, n: STRING>)",
+        {"bin": "AQ==", "dec": "1.50", "d": 1, "m": {"k": 1}, "n": None},
+        None,
+    ),
     ("lookup", "map(1, 'one', 2, NULL)", "map(3, 'three')", [[1, "one"], [2, None]], [[3, "three"]]),
-    ("cal", "make_interval(1, 2, 1, 3, 4, 5, 6.000007)", "make_interval(0, 0, 0, 0, 0, 0, 0)",
-     {"months": 14, "days": 10, "microseconds": 14706000007}, {"months": 0, "days": 0, "microseconds": 0}),
+    (
+        "cal",
+        "make_interval(1, 2, 1, 3, 4, 5, 6.000007)",
+        "make_interval(0, 0, 0, 0, 0, 0, 0)",
+        {"months": 14, "days": 10, "microseconds": 14706000007},
+        {"months": 0, "days": 0, "microseconds": 0},
+    ),
     ("nothing", "CAST(NULL AS VOID)", "CAST(NULL AS VOID)", None, None),
 ]
 
@@ -75,8 +112,10 @@ def test_every_spark_type_round_trips(session, tmp_path):
     shard = index["shards"][0]
     assert set(shard) == MDS_SHARD_KEYS
     assert shard["compression"] == "zstd" and set(shard["zip_data"]["hashes"]) == {"sha1", "xxh64"}
-    assert shard["zip_data"]["basename"] == f"{result.run}/part-00000-attempt-" \
+    assert (
+        shard["zip_data"]["basename"] == f"{result.run}/part-00000-attempt-"
         f"{shard['zip_data']['basename'].split('-attempt-')[1].split('/')[0]}/shard.00000.mds.zstd"
+    )
     assert_no_orphans(out)
     samples = sorted(read_samples(out), key=lambda sample: int(sample["id"]))
     for row, sample in enumerate(samples):
@@ -93,7 +132,11 @@ def test_declared_json_keeps_nulls_of_every_scalar_type(spark, tmp_path):
     dataframe_to_mds(frame, str(tmp_path / "out"), columns=columns, compression=None, progress=False)
     first, second = sorted(read_samples(str(tmp_path / "out")), key=lambda sample: int(sample["id"]))
     assert all(second[spec[0]] is None for spec in scalars)
-    assert first["i64"] == -2**63 and first["flag"] is True and first["dec38"] == "-12345678901234567890.123456789012345678"
+    assert (
+        first["i64"] == -(2**63)
+        and first["flag"] is True
+        and first["dec38"] == "-12345678901234567890.123456789012345678"
+    )
     assert first["blob"] == "AP8=" and first["day"] == -1 and first["ymi"] == -14 and np.isnan(first["f32"])
 
 
@@ -108,8 +151,14 @@ def test_null_in_a_native_column_fails_naming_column_and_choices(session, tmp_pa
 
 
 def test_empty_and_skewed_partitions(session, tmp_path):
-    frame = (session.sql("SELECT id, CASE WHEN id < 180 THEN 0 ELSE 1 END AS k, repeat('x', CAST(id % 7 AS INT)) AS s "
-                         "FROM range(200)").repartition(6, "k").drop("k"))
+    frame = (
+        session.sql(
+            "SELECT id, CASE WHEN id < 180 THEN 0 ELSE 1 END AS k, repeat('x', CAST(id % 7 AS INT)) AS s "
+            "FROM range(200)"
+        )
+        .repartition(6, "k")
+        .drop("k")
+    )
     result = dataframe_to_mds(frame, str(tmp_path / "out"), size_limit="1kb", progress=False)
     folders = {info["raw_data"]["basename"].rsplit("/", 1)[0] for info in load_index(str(tmp_path / "out"))["shards"]}
     assert result.samples == 200 and 1 <= len(folders) <= 2  # 6 partitions, at most 2 with rows (180 and 20)
@@ -176,10 +225,12 @@ def flaky_frame(session, fail: bool):
 
 
 def test_task_failures_are_retried_and_leave_no_trace(session, tmp_path):
-    clean = dataframe_to_mds(flaky_frame(session, False), str(tmp_path / "clean"), size_limit="2kb",
-                             compression=None, progress=False)
-    retried = dataframe_to_mds(flaky_frame(session, True), str(tmp_path / "retried"), size_limit="2kb",
-                               compression=None, progress=False)
+    clean = dataframe_to_mds(
+        flaky_frame(session, False), str(tmp_path / "clean"), size_limit="2kb", compression=None, progress=False
+    )
+    retried = dataframe_to_mds(
+        flaky_frame(session, True), str(tmp_path / "retried"), size_limit="2kb", compression=None, progress=False
+    )
     attempts = {}
     for shard in load_index(str(tmp_path / "retried"))["shards"]:
         folder = shard["raw_data"]["basename"].split("/")[1]
@@ -197,8 +248,15 @@ def test_a_speculative_copy_that_lost_is_deleted(session, tmp_path, monkeypatch)
 
     out = str(tmp_path / "spec")
     monkeypatch.setattr("streaming.spark.convert.new_run_id", lambda: "run-fixed")
-    loser = TaskConfig(destination=out, run="run-fixed", columns={"id": "int64", "s": "str"}, compression="zstd",
-                       hashes=(), size_limit=2048, direct=True)
+    loser = TaskConfig(
+        destination=out,
+        run="run-fixed",
+        columns={"id": "int64", "s": "str"},
+        compression="zstd",
+        hashes=(),
+        size_limit=2048,
+        direct=True,
+    )
 
     def with_speculative_twin(batches):
         batches = list(batches)

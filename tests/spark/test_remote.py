@@ -16,12 +16,16 @@ from streaming.spark import dataframe_to_mds
 from streaming.storage.base import storage_for
 from streaming.storage.url import relative_to
 from tests.services import azurite, fake_databricks, fake_gcs, seaweedfs  # noqa: F401 (fixtures)
-from tests.storage.conftest import (CREDENTIAL_PREFIXES, azure_container, gcs_bucket,  # noqa: F401 (fixtures)
-                                    isolated_environment, remote_factory, s3_bucket)
+from tests.storage.conftest import (
+    CREDENTIAL_PREFIXES,
+    gcs_bucket,  # noqa: F401 (fixtures)
+    )
 
 # Every scheme on the classic session; on Spark Connect (same executor code) the S3 and Volumes ones.
-CASES = [("classic", scheme) for scheme in ("s3", "gs", "azure", "dbfs", "volumes")] + \
-        [("connect", "s3"), ("connect", "volumes")]
+CASES = [("classic", scheme) for scheme in ("s3", "gs", "azure", "dbfs", "volumes")] + [
+    ("connect", "s3"),
+    ("connect", "volumes"),
+]
 SIZE_LIMIT = 8 * 1024
 
 
@@ -36,8 +40,9 @@ def test_conversion_into_remote_storage(mode, scheme, request, remote_factory, t
     session = request.getfixturevalue("spark" if mode == "classic" else "connect")
     remote = remote_factory(scheme)
     monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
-    frame = session.range(0, 400, 1, 2).selectExpr("id", "sha2(CAST(id AS STRING), 256) AS digest",
-                                                   "array(CAST(id AS FLOAT), CAST(-id AS FLOAT)) AS pair")
+    frame = session.range(0, 400, 1, 2).selectExpr(
+        "id", "sha2(CAST(id AS STRING), 256) AS digest", "array(CAST(id AS FLOAT), CAST(-id AS FLOAT)) AS pair"
+    )
     result = dataframe_to_mds(frame, remote.root, size_limit=SIZE_LIMIT, progress=False, executor_env=storage_env())
     assert result.samples == 400 and result.shards > 4
     assert 0 < result.peak_local_bytes <= 4 * SIZE_LIMIT

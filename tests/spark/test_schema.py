@@ -8,34 +8,59 @@ from pyspark.sql import types as T
 from streaming.spark.schema import allowed_encodings, default_encoding, resolve_columns, select_expressions
 
 
-@pytest.mark.parametrize("data_type, encoding", [
-    (T.ByteType(), "int8"), (T.ShortType(), "int16"), (T.IntegerType(), "int32"), (T.LongType(), "int64"),
-    (T.FloatType(), "float32"), (T.DoubleType(), "float64"), (T.BooleanType(), "uint8"),
-    (T.DecimalType(38, 18), "str_decimal"), (T.DecimalType(1, 0), "str_decimal"), (T.StringType(), "str"),
-    (T.VarcharType(5), "str"), (T.CharType(3), "str"), (T.BinaryType(), "bytes"), (T.DateType(), "int32"),
-    (T.TimestampType(), "int64"), (T.TimestampNTZType(), "int64"), (T.TimeType(6), "int64"),
-    (T.DayTimeIntervalType(), "int64"), (T.YearMonthIntervalType(), "int32"), (T.CalendarIntervalType(), "json"),
-    (T.NullType(), "json"),
-    (T.ArrayType(T.ByteType()), "ndarray:int8"), (T.ArrayType(T.IntegerType(), False), "ndarray:int32"),
-    (T.ArrayType(T.FloatType()), "ndarray:float32"), (T.ArrayType(T.BooleanType()), "ndarray:uint8"),
-    (T.ArrayType(T.DateType()), "ndarray:int32"), (T.ArrayType(T.TimestampType()), "ndarray:int64"),
-    (T.ArrayType(T.StringType()), "json"), (T.ArrayType(T.ArrayType(T.IntegerType())), "json"),
-    (T.ArrayType(T.DecimalType(5, 2)), "json"), (T.MapType(T.StringType(), T.LongType()), "json"),
-    (T.MapType(T.IntegerType(), T.BinaryType()), "json"),
-    (T.StructType([T.StructField("a", T.LongType()), T.StructField("b", T.BinaryType())]), "json"),
-])
+@pytest.mark.parametrize(
+    "data_type, encoding",
+    [
+        (T.ByteType(), "int8"),
+        (T.ShortType(), "int16"),
+        (T.IntegerType(), "int32"),
+        (T.LongType(), "int64"),
+        (T.FloatType(), "float32"),
+        (T.DoubleType(), "float64"),
+        (T.BooleanType(), "uint8"),
+        (T.DecimalType(38, 18), "str_decimal"),
+        (T.DecimalType(1, 0), "str_decimal"),
+        (T.StringType(), "str"),
+        (T.VarcharType(5), "str"),
+        (T.CharType(3), "str"),
+        (T.BinaryType(), "bytes"),
+        (T.DateType(), "int32"),
+        (T.TimestampType(), "int64"),
+        (T.TimestampNTZType(), "int64"),
+        (T.TimeType(6), "int64"),
+        (T.DayTimeIntervalType(), "int64"),
+        (T.YearMonthIntervalType(), "int32"),
+        (T.CalendarIntervalType(), "json"),
+        (T.NullType(), "json"),
+        (T.ArrayType(T.ByteType()), "ndarray:int8"),
+        (T.ArrayType(T.IntegerType(), False), "ndarray:int32"),
+        (T.ArrayType(T.FloatType()), "ndarray:float32"),
+        (T.ArrayType(T.BooleanType()), "ndarray:uint8"),
+        (T.ArrayType(T.DateType()), "ndarray:int32"),
+        (T.ArrayType(T.TimestampType()), "ndarray:int64"),
+        (T.ArrayType(T.StringType()), "json"),
+        (T.ArrayType(T.ArrayType(T.IntegerType())), "json"),
+        (T.ArrayType(T.DecimalType(5, 2)), "json"),
+        (T.MapType(T.StringType(), T.LongType()), "json"),
+        (T.MapType(T.IntegerType(), T.BinaryType()), "json"),
+        (T.StructType([T.StructField("a", T.LongType()), T.StructField("b", T.BinaryType())]), "json"),
+    ],
+)
 def test_default_encoding_for_every_type(data_type, encoding):
     assert default_encoding(data_type, "c") == encoding
 
 
-@pytest.mark.parametrize("data_type, hint", [
-    (T.VariantType(), "to_json"),
-    (T.GeometryType(0), "st_asbinary"),
-    (T.GeographyType(4326), "st_asbinary"),
-    (T.ArrayType(T.VariantType()), "to_json"),
-    (T.StructType([T.StructField("g", T.GeometryType(0))]), "st_asbinary"),
-    (T.ArrayType(T.YearMonthIntervalType()), "months"),
-])
+@pytest.mark.parametrize(
+    "data_type, hint",
+    [
+        (T.VariantType(), "to_json"),
+        (T.GeometryType(0), "st_asbinary"),
+        (T.GeographyType(4326), "st_asbinary"),
+        (T.ArrayType(T.VariantType()), "to_json"),
+        (T.StructType([T.StructField("g", T.GeometryType(0))]), "st_asbinary"),
+        (T.ArrayType(T.YearMonthIntervalType()), "months"),
+    ],
+)
 def test_types_without_a_lossless_form_are_refused_naming_the_column(data_type, hint):
     schema = T.StructType([T.StructField("bad col", data_type)])
     with pytest.raises(ValueError, match=r"column 'bad col'") as err:
@@ -56,35 +81,59 @@ def test_struct_with_duplicate_field_names_is_refused():
         resolve_columns(T.StructType([T.StructField("s", struct)]), None)
 
 
-SCHEMA = T.StructType([
-    T.StructField("id", T.LongType()), T.StructField("flag", T.BooleanType()), T.StructField("x", T.FloatType()),
-    T.StructField("blob", T.BinaryType()), T.StructField("vec", T.ArrayType(T.DoubleType())),
-    T.StructField("d", T.DateType()), T.StructField("ym", T.YearMonthIntervalType()),
-    T.StructField("amount", T.DecimalType(10, 2)), T.StructField("name", T.StringType()),
-])
+SCHEMA = T.StructType(
+    [
+        T.StructField("id", T.LongType()),
+        T.StructField("flag", T.BooleanType()),
+        T.StructField("x", T.FloatType()),
+        T.StructField("blob", T.BinaryType()),
+        T.StructField("vec", T.ArrayType(T.DoubleType())),
+        T.StructField("d", T.DateType()),
+        T.StructField("ym", T.YearMonthIntervalType()),
+        T.StructField("amount", T.DecimalType(10, 2)),
+        T.StructField("name", T.StringType()),
+    ]
+)
 
 
 def test_user_columns_override_within_the_allowed_choices():
-    chosen = {"id": "uint32", "flag": "int", "x": "float64", "blob": "jpeg", "vec": "ndarray:float64:2,2",
-              "d": "json", "amount": "json", "name": "str"}
+    chosen = {
+        "id": "uint32",
+        "flag": "int",
+        "x": "float64",
+        "blob": "jpeg",
+        "vec": "ndarray:float64:2,2",
+        "d": "json",
+        "amount": "json",
+        "name": "str",
+    }
     assert resolve_columns(SCHEMA, chosen) == chosen
     assert resolve_columns(SCHEMA, ["vec", "id"]) == {"vec": "ndarray:float64", "id": "int64"}
     assert resolve_columns(SCHEMA, {"vec": "ndarray", "id": "str_int"}) == {"vec": "ndarray", "id": "str_int"}
 
 
-@pytest.mark.parametrize("columns, message", [
-    ({"nope": "str"}, r"Column 'nope' is not in the DataFrame; its columns are \['id', 'flag'"),
-    ({"x": "float16"}, r"Column 'x' of Spark type float cannot be stored as 'float16'; valid choices: float32, "
-                       r"float64, json"),
-    ({"vec": "ndarray:float32"}, r"valid choices: ndarray:float64, ndarray, ndarray:float64:<shape>, json"),
-    ({"vec": "ndarray:float64:0"}, "cannot be stored as 'ndarray:float64:0'"),
-    ({"name": "bytes"}, r"valid choices: str, json"),
-    ({"blob": "str"}, r"valid choices: bytes, pil, png, jpeg, pkl, json"),
-    ({"amount": "float64"}, r"valid choices: str_decimal, json"),
-    ({"id": "float64"}, r"valid choices: int64, int8, int16, int32, uint8, uint16, uint32, uint64, int, str_int, "
-                        r"json\."),
-    ({}, "`columns` is empty"),
-])
+@pytest.mark.parametrize(
+    "columns, message",
+    [
+        ({"nope": "str"}, r"Column 'nope' is not in the DataFrame; its columns are \['id', 'flag'"),
+        (
+            {"x": "float16"},
+            r"Column 'x' of Spark type float cannot be stored as 'float16'; valid choices: float32, "
+            r"float64, json",
+        ),
+        ({"vec": "ndarray:float32"}, r"valid choices: ndarray:float64, ndarray, ndarray:float64:<shape>, json"),
+        ({"vec": "ndarray:float64:0"}, "cannot be stored as 'ndarray:float64:0'"),
+        ({"name": "bytes"}, r"valid choices: str, json"),
+        ({"blob": "str"}, r"valid choices: bytes, pil, png, jpeg, pkl, json"),
+        ({"amount": "float64"}, r"valid choices: str_decimal, json"),
+        (
+            {"id": "float64"},
+            r"valid choices: int64, int8, int16, int32, uint8, uint16, uint32, uint64, int, str_int, "
+            r"json\.",
+        ),
+        ({}, "`columns` is empty"),
+    ],
+)
 def test_user_columns_are_validated_against_the_schema(columns, message):
     with pytest.raises(ValueError, match=message):
         resolve_columns(SCHEMA, columns)

@@ -11,31 +11,68 @@ import numpy as np
 import pytest
 from pyspark.sql import types as T
 
-from streaming.base.converters import (SPARK_TO_MDS, dataframe_to_mds, dataframeToMDS, infer_dataframe_schema,
-                                       is_json_compatible)
+from streaming.base.converters import (
+    SPARK_TO_MDS,
+    dataframe_to_mds,
+    dataframeToMDS,
+    infer_dataframe_schema,
+    is_json_compatible,
+)
 from tests.spark.helpers import files_under, load_index, read_samples
 
 
 @pytest.fixture(scope="module")
 def people(spark):
-    schema = T.StructType([
-        T.StructField("id", T.StringType()), T.StructField("dept", T.StringType()),
-        T.StructField("properties", T.StructType([T.StructField("salary", T.IntegerType()),
-                                                  T.StructField("location", T.StringType())]))])
-    rows = [("36636", "Finance", (3000, "USA")), ("40288", "Finance", (5000, "IND")),
-            ("42114", "Sales", (3900, "USA")), ("39192", "Marketing", (2500, "CAN"))]
+    schema = T.StructType(
+        [
+            T.StructField("id", T.StringType()),
+            T.StructField("dept", T.StringType()),
+            T.StructField(
+                "properties",
+                T.StructType([T.StructField("salary", T.IntegerType()), T.StructField("location", T.StringType())]),
+            ),
+        ]
+    )
+    rows = [
+        ("36636", "Finance", (3000, "USA")),
+        ("40288", "Finance", (5000, "IND")),
+        ("42114", "Sales", (3900, "USA")),
+        ("39192", "Marketing", (2500, "CAN")),
+    ]
     return spark.createDataFrame(rows, schema).repartition(3)
 
 
 def test_type_mapping_fixes_the_sign_of_byte_and_short(spark):
-    schema = T.StructType([T.StructField(name, data_type) for name, data_type in [
-        ("b", T.ByteType()), ("s", T.ShortType()), ("i", T.IntegerType()), ("l", T.LongType()), ("f", T.FloatType()),
-        ("d", T.DoubleType()), ("dec", T.DecimalType(10, 2)), ("str", T.StringType()), ("bin", T.BinaryType()),
-        ("arr", T.ArrayType(T.IntegerType()))]])
+    schema = T.StructType(
+        [
+            T.StructField(name, data_type)
+            for name, data_type in [
+                ("b", T.ByteType()),
+                ("s", T.ShortType()),
+                ("i", T.IntegerType()),
+                ("l", T.LongType()),
+                ("f", T.FloatType()),
+                ("d", T.DoubleType()),
+                ("dec", T.DecimalType(10, 2)),
+                ("str", T.StringType()),
+                ("bin", T.BinaryType()),
+                ("arr", T.ArrayType(T.IntegerType())),
+            ]
+        ]
+    )
     frame = spark.createDataFrame([], schema)
-    assert infer_dataframe_schema(frame) == {"b": "int8", "s": "int16", "i": "int32", "l": "int64", "f": "float32",
-                                             "d": "float64", "dec": "str_decimal", "str": "str", "bin": "bytes",
-                                             "arr": "ndarray:int32"}
+    assert infer_dataframe_schema(frame) == {
+        "b": "int8",
+        "s": "int16",
+        "i": "int32",
+        "l": "int64",
+        "f": "float32",
+        "d": "float64",
+        "dec": "str_decimal",
+        "str": "str",
+        "bin": "bytes",
+        "arr": "ndarray:int32",
+    }
     assert SPARK_TO_MDS[T.ByteType()] == "int8" and SPARK_TO_MDS[T.BooleanType()] is None
     with pytest.raises(ValueError, match="is not supported by dataframe_to_mds"):
         infer_dataframe_schema(spark.createDataFrame([], T.StructType([T.StructField("t", T.TimestampType())])))
@@ -47,16 +84,18 @@ def test_user_columns_are_checked_as_upstream(people):
         infer_dataframe_schema(people, {"idd": "str"})
     with pytest.raises(ValueError, match="strr is not supported by dataframe_to_mds"):
         infer_dataframe_schema(people, {"id": "strr"})
-    arrays = people.sparkSession.createDataFrame([], T.StructType([T.StructField("a", T.ArrayType(T.ShortType())),
-                                                                   T.StructField("b", T.ByteType())]))
+    arrays = people.sparkSession.createDataFrame(
+        [], T.StructType([T.StructField("a", T.ArrayType(T.ShortType())), T.StructField("b", T.ByteType())])
+    )
     assert infer_dataframe_schema(arrays, {"a": "ndarray:int16:3", "b": "uint8"}) is None
     with pytest.raises(ValueError, match="Mismatched types: column name `a` is `ndarray:int16`"):
         infer_dataframe_schema(arrays, {"a": "ndarray:int32:3"})
 
 
 def test_is_json_compatible():
-    message = T.ArrayType(T.StructType([T.StructField("role", T.StringType()),
-                                        T.StructField("content", T.StringType())]))
+    message = T.ArrayType(
+        T.StructType([T.StructField("role", T.StringType()), T.StructField("content", T.StringType())])
+    )
     assert is_json_compatible(message)
     assert is_json_compatible(T.MapType(T.StringType(), T.ArrayType(T.FloatType())))
     assert not is_json_compatible(T.StructType([T.StructField("data", T.BinaryType())]))
@@ -67,8 +106,14 @@ def test_is_json_compatible():
 
 def test_end_to_end_with_upstream_arguments(people, tmp_path):
     out = str(tmp_path / "out")
-    mds_kwargs = {"out": out, "columns": {"id": "str", "dept": "str"}, "keep_local": True, "compression": "zstd:7",
-                  "hashes": ["sha1", "xxh64"], "size_limit": 1 << 26}
+    mds_kwargs = {
+        "out": out,
+        "columns": {"id": "str", "dept": "str"},
+        "keep_local": True,
+        "compression": "zstd:7",
+        "hashes": ["sha1", "xxh64"],
+        "size_limit": 1 << 26,
+    }
     assert dataframe_to_mds(people, merge_index=True, mds_kwargs=mds_kwargs) == (out, "")
     shards = load_index(out)["shards"]
     assert sum(shard["samples"] for shard in shards) == 4
@@ -97,16 +142,21 @@ def test_without_merge_index_only_attempt_indexes_exist(people, tmp_path):
 
 
 def test_udf_iterable_and_json_columns(spark, tmp_path):
-    frame = spark.sql("SELECT id, array(named_struct('role', 'user', 'content', CAST(id AS STRING))) AS messages "
-                      "FROM range(5)")
+    frame = spark.sql(
+        "SELECT id, array(named_struct('role', 'user', 'content', CAST(id AS STRING))) AS messages FROM range(5)"
+    )
 
     def to_samples(pdf, scale):
         for row in pdf.to_dict("records"):
             yield {"id": int(row["id"]) * scale, "messages": [dict(m) for m in row["messages"]]}
 
     out = str(tmp_path / "out")
-    dataframe_to_mds(frame, mds_kwargs={"out": out, "columns": {"id": "int", "messages": "json"}},
-                     udf_iterable=to_samples, udf_kwargs={"scale": 10})
+    dataframe_to_mds(
+        frame,
+        mds_kwargs={"out": out, "columns": {"id": "int", "messages": "json"}},
+        udf_iterable=to_samples,
+        udf_kwargs={"scale": 10},
+    )
     samples = sorted(read_samples(out), key=lambda s: s["id"])
     assert [s["id"] for s in samples] == [0, 10, 20, 30, 40]
     assert samples[2]["messages"] == [{"role": "user", "content": "2"}]
@@ -115,8 +165,9 @@ def test_udf_iterable_and_json_columns(spark, tmp_path):
 
 
 def test_decimal_and_arrays_as_upstream_tests_use_them(spark, tmp_path):
-    frame = spark.createDataFrame([(1, "Alice", Decimal("123.45")), (2, "Bob", Decimal("-67.80"))],
-                                  "id INT, name STRING, amount DECIMAL(10,2)")
+    frame = spark.createDataFrame(
+        [(1, "Alice", Decimal("123.45")), (2, "Bob", Decimal("-67.80"))], "id INT, name STRING, amount DECIMAL(10,2)"
+    )
     out = str(tmp_path / "dec")
     dataframe_to_mds(frame, mds_kwargs={"out": out, "columns": {"id": "int32", "name": "str", "amount": "str_decimal"}})
     assert sorted(str(s["amount"]) for s in read_samples(out)) == ["-67.80", "123.45"]
@@ -135,14 +186,15 @@ def test_empty_or_missing_input_is_refused_as_upstream(spark, tmp_path):
 
 
 def test_importing_without_pyspark_says_what_to_install():
-    code = ("import sys; sys.modules['pyspark'] = None\n"
-            "try:\n    import streaming.base.converters\nexcept ImportError as err:\n    print(err)\n")
+    code = (
+        "import sys; sys.modules['pyspark'] = None\n"
+        "try:\n    import streaming.base.converters\nexcept ImportError as err:\n    print(err)\n"
+    )
     output = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert 'pip install "mds-streaming[spark]"' in output
 
 
 def test_the_spark_path_never_imports_torch():
-    code = ("import sys, streaming.spark, streaming.base.converters, streaming.spark.task\n"
-            "print('torch' in sys.modules)")
+    code = "import sys, streaming.spark, streaming.base.converters, streaming.spark.task\nprint('torch' in sys.modules)"
     output = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert output.strip() == "False"

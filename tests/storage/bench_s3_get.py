@@ -37,8 +37,10 @@ def _timed(label: str, fetch: Callable[[int], None], threads: int) -> None:
         with ThreadPoolExecutor(threads) as pool:
             list(pool.map(fetch, range(OBJECTS)))
     elapsed = time.perf_counter() - started
-    print(f"{label:<34} threads={threads}: {elapsed:5.2f} s  {OBJECTS / elapsed:6.0f} objects/s  "
-          f"{OBJECTS * SIZE / elapsed / 1e6:6.0f} MB/s")
+    print(
+        f"{label:<34} threads={threads}: {elapsed:5.2f} s  {OBJECTS / elapsed:6.0f} objects/s  "
+        f"{OBJECTS * SIZE / elapsed / 1e6:6.0f} MB/s"
+    )
 
 
 def main() -> None:
@@ -48,8 +50,12 @@ def main() -> None:
         server_fixture = seaweedfs.__wrapped__(_TempPaths(scratch))
         server = next(server_fixture)
         try:
-            os.environ.update(AWS_ACCESS_KEY_ID=server.extra["key"], AWS_SECRET_ACCESS_KEY=server.extra["secret"],
-                              AWS_DEFAULT_REGION="us-east-1", S3_ENDPOINT_URL=server.endpoint)
+            os.environ.update(
+                AWS_ACCESS_KEY_ID=server.extra["key"],
+                AWS_SECRET_ACCESS_KEY=server.extra["secret"],
+                AWS_DEFAULT_REGION="us-east-1",
+                S3_ENDPOINT_URL=server.endpoint,
+            )
             from streaming.storage import storage_for
 
             storage = storage_for("s3://bench/")
@@ -64,8 +70,13 @@ def main() -> None:
                 storage.get(f"s3://bench/obj/{number:03d}", str(out / f"ours-{number}"))
 
             import s3fs
-            fs = s3fs.S3FileSystem(key=server.extra["key"], secret=server.extra["secret"],
-                                   endpoint_url=server.endpoint, skip_instance_cache=True)
+
+            fs = s3fs.S3FileSystem(
+                key=server.extra["key"],
+                secret=server.extra["secret"],
+                endpoint_url=server.endpoint,
+                skip_instance_cache=True,
+            )
             out.mkdir()
 
             def with_s3fs(number: int) -> None:

@@ -16,8 +16,14 @@ import pytest
 
 from streaming.storage.base import clear_storage_cache
 from tests.servers.flaky_proxy import FlakyProxy
-from tests.services import (OCI_FINGERPRINT, OCI_TENANCY, OCI_USER, Service, azurite,  # noqa: F401 (fixtures)
-                            fake_databricks, fake_gcs, fake_oci, free_port, seaweedfs)
+from tests.services import (
+    OCI_FINGERPRINT,
+    OCI_TENANCY,
+    OCI_USER,
+    Service,
+    azurite,  # noqa: F401 (fixtures)
+    free_port,
+)
 
 BUCKET = "storage-tests"
 CREDENTIAL_PREFIXES = ("AWS_", "AZURE_", "DATABRICKS_", "GOOGLE_", "GCS_", "OCI_", "S3_", "CLOUDSDK_")
@@ -30,8 +36,10 @@ SECRETS = {"wrong-secret-value-123", "dapi-wrong-token-456"}
 def isolated_environment(monkeypatch: pytest.MonkeyPatch, tmp_path) -> Iterator[None]:
     """No credentials of the machine, no metadata-server probes, and no backend cached across tests."""
     for name in list(os.environ):
-        if name.startswith(CREDENTIAL_PREFIXES) or name in ("STORAGE_EMULATOR_HOST",
-                                                            "MOSAICML_STREAMING_AWS_REQUESTER_PAYS"):
+        if name.startswith(CREDENTIAL_PREFIXES) or name in (
+            "STORAGE_EMULATOR_HOST",
+            "MOSAICML_STREAMING_AWS_REQUESTER_PAYS",
+        ):
             monkeypatch.delenv(name)
     monkeypatch.setenv("AWS_EC2_METADATA_DISABLED", "true")
     monkeypatch.setenv("NO_GCE_CHECK", "true")
@@ -77,8 +85,13 @@ class Remote:
 def s3_bucket(seaweedfs: Service) -> str:
     import boto3
 
-    client = boto3.client("s3", endpoint_url=seaweedfs.endpoint, region_name="us-east-1",
-                          aws_access_key_id=seaweedfs.extra["key"], aws_secret_access_key=seaweedfs.extra["secret"])
+    client = boto3.client(
+        "s3",
+        endpoint_url=seaweedfs.endpoint,
+        region_name="us-east-1",
+        aws_access_key_id=seaweedfs.extra["key"],
+        aws_secret_access_key=seaweedfs.extra["secret"],
+    )
     client.create_bucket(Bucket=BUCKET)
     return BUCKET
 
@@ -110,15 +123,19 @@ def oci_bucket(fake_oci: Service) -> str:
 
     config = oci.config.from_file(str(fake_oci.extra["config_file"]))
     client = oci.object_storage.ObjectStorageClient(config, service_endpoint=fake_oci.endpoint)
-    client.create_bucket(fake_oci.extra["namespace"],
-                         oci.object_storage.models.CreateBucketDetails(name=BUCKET, compartment_id=OCI_TENANCY))
+    client.create_bucket(
+        fake_oci.extra["namespace"],
+        oci.object_storage.models.CreateBucketDetails(name=BUCKET, compartment_id=OCI_TENANCY),
+    )
     return BUCKET
 
 
 def _azure_connection_string(service: Service, endpoint: str | None, key: str | None = None) -> str:
-    return (f"DefaultEndpointsProtocol=http;AccountName={service.extra['account']};"
-            f"AccountKey={key or service.extra['key']};BlobEndpoint={endpoint or service.endpoint}/"
-            f"{service.extra['account']};")
+    return (
+        f"DefaultEndpointsProtocol=http;AccountName={service.extra['account']};"
+        f"AccountKey={key or service.extra['key']};BlobEndpoint={endpoint or service.endpoint}/"
+        f"{service.extra['account']};"
+    )
 
 
 def make_remote(scheme: str, request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch, tmp_path) -> Remote:
@@ -137,8 +154,14 @@ def make_remote(scheme: str, request: pytest.FixtureRequest, monkeypatch: pytest
             monkeypatch.setenv("S3_ENDPOINT_URL", endpoint or server.endpoint)
 
         configure(None)
-        return Remote(scheme, f"s3://{bucket}/{unique}", monkeypatch, configure,
-                      lambda: monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "wrong-secret-value-123"), server.port)
+        return Remote(
+            scheme,
+            f"s3://{bucket}/{unique}",
+            monkeypatch,
+            configure,
+            lambda: monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "wrong-secret-value-123"),
+            server.port,
+        )
     if scheme == "gs":
         server = request.getfixturevalue("fake_gcs")
         bucket = request.getfixturevalue("gcs_bucket")
@@ -165,8 +188,11 @@ def make_remote(scheme: str, request: pytest.FixtureRequest, monkeypatch: pytest
             monkeypatch.setenv("AZURE_STORAGE_CONNECTION_STRING", _azure_connection_string(server, None, wrong))
 
         configure(None)
-        root = {"azure": f"azure://{container}/{unique}", "azure-dl": f"azure-dl://{container}/{unique}",
-                "abfss": f"abfss://{container}@{server.extra['account']}.dfs.core.windows.net/{unique}"}[scheme]
+        root = {
+            "azure": f"azure://{container}/{unique}",
+            "azure-dl": f"azure-dl://{container}/{unique}",
+            "abfss": f"abfss://{container}@{server.extra['account']}.dfs.core.windows.net/{unique}",
+        }[scheme]
         return Remote(scheme, root, monkeypatch, configure, break_credentials, server.port)
     if scheme == "oci":
         server = request.getfixturevalue("fake_oci")
@@ -178,13 +204,21 @@ def make_remote(scheme: str, request: pytest.FixtureRequest, monkeypatch: pytest
 
         def break_credentials() -> None:
             wrong = tmp_path / "wrong-oci-config"
-            wrong.write_text(f"[DEFAULT]\nuser={OCI_USER}\nfingerprint={OCI_FINGERPRINT.replace('ab', 'cd')}\n"
-                             f"tenancy={OCI_TENANCY}\nregion=us-ashburn-1\nkey_file={server.extra['key_file']}\n")
+            wrong.write_text(
+                f"[DEFAULT]\nuser={OCI_USER}\nfingerprint={OCI_FINGERPRINT.replace('ab', 'cd')}\n"
+                f"tenancy={OCI_TENANCY}\nregion=us-ashburn-1\nkey_file={server.extra['key_file']}\n"
+            )
             monkeypatch.setenv("OCI_CONFIG_FILE", str(wrong))
 
         configure(None)
-        return Remote(scheme, f"oci://{bucket}@{server.extra['namespace']}/{unique}", monkeypatch, configure,
-                      break_credentials, server.port)
+        return Remote(
+            scheme,
+            f"oci://{bucket}@{server.extra['namespace']}/{unique}",
+            monkeypatch,
+            configure,
+            break_credentials,
+            server.port,
+        )
     if scheme in ("dbfs", "volumes"):
         server = request.getfixturevalue("fake_databricks")
         monkeypatch.setenv("DATABRICKS_TOKEN", server.extra["token"])
@@ -194,8 +228,14 @@ def make_remote(scheme: str, request: pytest.FixtureRequest, monkeypatch: pytest
 
         configure(None)
         root = f"dbfs:/tmp/{unique}" if scheme == "dbfs" else f"dbfs:/Volumes/main/default/vol/{unique}"
-        return Remote(scheme, root, monkeypatch, configure,
-                      lambda: monkeypatch.setenv("DATABRICKS_TOKEN", "dapi-wrong-token-456"), server.port)
+        return Remote(
+            scheme,
+            root,
+            monkeypatch,
+            configure,
+            lambda: monkeypatch.setenv("DATABRICKS_TOKEN", "dapi-wrong-token-456"),
+            server.port,
+        )
     raise ValueError(f"unknown test scheme {scheme!r}; valid: {ALL_SCHEMES}")
 
 

@@ -7,8 +7,13 @@ import time
 
 import pytest
 
-from streaming.storage import (CredentialsError, EndpointUnreachableError, ObjectNotFoundError, download_file,
-                               storage_for)
+from streaming.storage import (
+    CredentialsError,
+    EndpointUnreachableError,
+    ObjectNotFoundError,
+    download_file,
+    storage_for,
+)
 
 pytestmark = pytest.mark.services
 
@@ -93,7 +98,7 @@ def test_outage_longer_than_retries_fails_after_backoff(cloud, tmp_path):
     url = cloud.url("x.bin")
     storage_for(url).put(_write(tmp_path / "x.bin", b"payload"), url)
     proxy = cloud.through_proxy()
-    proxy.fail_next(10 ** 6)
+    proxy.fail_next(10**6)
     started = time.monotonic()
     with pytest.raises(EndpointUnreachableError) as raised:
         download_file(url, str(tmp_path / "dst" / "x.bin"), retry=2, timeout=1, initial_backoff=0.3, max_jitter=0)
@@ -109,6 +114,7 @@ def test_bad_credentials(cloud, tmp_path):
     storage_for(url).put(source, url)
     cloud.break_credentials()
     from streaming.storage.base import clear_storage_cache
+
     clear_storage_cache()
     with pytest.raises(CredentialsError) as raised:
         storage_for(url).get(url, str(tmp_path / "dst" / "secret.bin"), timeout=5)
@@ -121,6 +127,7 @@ def test_bad_credentials(cloud, tmp_path):
 
 
 def _secrets() -> set[str]:
-    from tests.storage.conftest import SECRETS
     from tests.services import AZURITE_KEY, DATABRICKS_TOKEN, S3_SECRET
+    from tests.storage.conftest import SECRETS
+
     return SECRETS | {AZURITE_KEY, DATABRICKS_TOKEN, S3_SECRET}

@@ -13,8 +13,11 @@ from streaming.storage.url import join_url
 pytestmark = pytest.mark.services
 
 FIXTURES = Path(__file__).parent / "fixtures"
-PARTS = {"part-a": "mds_zstd_index.json", "part-b/train": "json_plain_index.json",
-         "part-b/val/2024": "mds_zstd_index.json"}
+PARTS = {
+    "part-a": "mds_zstd_index.json",
+    "part-b/train": "json_plain_index.json",
+    "part-b/val/2024": "mds_zstd_index.json",
+}
 
 
 def _fixture(name: str) -> dict:

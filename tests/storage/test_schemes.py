@@ -7,8 +7,7 @@ import os
 
 import pytest
 
-from streaming.storage import (CredentialsError, ObjectNotFoundError, StoragePermissionError, download_file,
-                               storage_for)
+from streaming.storage import CredentialsError, ObjectNotFoundError, StoragePermissionError, download_file, storage_for
 from streaming.storage.url import split_url
 
 pytestmark = pytest.mark.services
@@ -71,8 +70,9 @@ def test_storage_works_in_a_forked_worker(remote_factory, tmp_path):
     url = s3.url("fork.bin")
     storage_for(url).put(_source(tmp_path, b"x" * 4096), url)
     storage_for(url).get(url, str(tmp_path / "parent.bin"))  # the parent's client exists before the fork
-    child = multiprocessing.get_context("fork").Process(target=_download_in_child,
-                                                        args=(url, str(tmp_path / "child.bin")))
+    child = multiprocessing.get_context("fork").Process(
+        target=_download_in_child, args=(url, str(tmp_path / "child.bin"))
+    )
     child.start()
     child.join(60)
     assert child.exitcode == 0
@@ -124,8 +124,10 @@ def test_databricks_without_credentials(remote_factory, monkeypatch):
     volumes = remote_factory("volumes")
     monkeypatch.delenv("DATABRICKS_HOST")
     monkeypatch.delenv("DATABRICKS_TOKEN")
-    with pytest.raises(CredentialsError, match="default auth: cannot configure default credentials.*"
-                                               "DATABRICKS_HOST and DATABRICKS_TOKEN"):
+    with pytest.raises(
+        CredentialsError,
+        match="default auth: cannot configure default credentials.*DATABRICKS_HOST and DATABRICKS_TOKEN",
+    ):
         storage_for(volumes.url("x.bin")).exists(volumes.url("x.bin"))
 
 

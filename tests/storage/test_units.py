@@ -90,8 +90,11 @@ class TestUrls:
         uploader_form = parse_blob_url("azure://cont/dir/blob")
         assert (uploader_form.account, uploader_form.container, uploader_form.blob) == (None, "cont", "dir/blob")
         downloader_form = parse_blob_url("azure://acct.blob.core.windows.net/cont/dir/blob")
-        assert (downloader_form.account, downloader_form.container, downloader_form.blob) == \
-            ("acct", "cont", "dir/blob")
+        assert (downloader_form.account, downloader_form.container, downloader_form.blob) == (
+            "acct",
+            "cont",
+            "dir/blob",
+        )
         abfss = parse_blob_url("abfss://cont@acct.dfs.core.windows.net/dir/blob")
         assert (abfss.account, abfss.container, abfss.blob) == ("acct", "cont", "dir/blob")
         datalake = parse_blob_url("azure-dl://fs/dir/blob")
@@ -110,11 +113,19 @@ class TestRouting:
         from streaming.storage.oci import OCIStorage
         from streaming.storage.s3 import S3Storage
 
-        expected = {"/tmp/x": LocalStorage, "file:///tmp/x": LocalStorage, "s3://b/k": S3Storage,
-                    "gs://b/k": GCSStorage, "azure://c/k": AzureStorage, "azure-dl://c/k": AzureStorage,
-                    "abfss://c@a.dfs.core.windows.net/k": AzureStorage, "oci://b@ns/k": OCIStorage,
-                    "dbfs:/tmp/k": DBFSStorage, "dbfs:/Volumes/c/s/v/k": VolumesStorage,
-                    "/Volumes/c/s/v/k": VolumesStorage}
+        expected = {
+            "/tmp/x": LocalStorage,
+            "file:///tmp/x": LocalStorage,
+            "s3://b/k": S3Storage,
+            "gs://b/k": GCSStorage,
+            "azure://c/k": AzureStorage,
+            "azure-dl://c/k": AzureStorage,
+            "abfss://c@a.dfs.core.windows.net/k": AzureStorage,
+            "oci://b@ns/k": OCIStorage,
+            "dbfs:/tmp/k": DBFSStorage,
+            "dbfs:/Volumes/c/s/v/k": VolumesStorage,
+            "/Volumes/c/s/v/k": VolumesStorage,
+        }
         for url, kind in expected.items():
             assert type(storage_for(url)) is kind, url
         assert volume_mount("/Volumes/c/s/v/k") is None
@@ -206,8 +217,7 @@ def test_client_pool_rebuilds_in_a_forked_child():
     parent_client = pool.get()
     assert pool.get() is parent_client
     reader, writer = multiprocessing.Pipe(duplex=False)
-    child = multiprocessing.get_context("fork").Process(
-        target=lambda: writer.send(pool.get() is parent_client))
+    child = multiprocessing.get_context("fork").Process(target=lambda: writer.send(pool.get() is parent_client))
     child.start()
     child.join(30)
     assert reader.recv() is False
@@ -232,8 +242,14 @@ def test_sdks_are_imported_only_for_their_scheme(tmp_path):
         "try:\n"
         "    storage_for('s3://bucket/key').exists('s3://bucket/key')\n"
         "except ImportError as exc:\n"
-        "    print(exc)\n")
-    result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60,
-                            cwd=os.path.dirname(os.path.dirname(os.path.dirname(__file__))))
+        "    print(exc)\n"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", script],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=os.path.dirname(os.path.dirname(os.path.dirname(__file__))),
+    )
     assert result.returncode == 0, result.stderr
     assert 'pip install "mds-streaming[s3]"' in result.stdout

@@ -46,8 +46,9 @@ def test_keep_local_with_local_remote_pair(cloud, tmp_path):
     uploader = ShardUploader((local, cloud.root), keep_local=True, max_workers=2)
     _write_dataset(uploader)
     uploader.finish()
-    assert sorted(os.path.relpath(os.path.join(d, f), local) for d, _, fs in os.walk(local) for f in fs) == \
-        sorted([*FILES, "index.json"])
+    assert sorted(os.path.relpath(os.path.join(d, f), local) for d, _, fs in os.walk(local) for f in fs) == sorted(
+        [*FILES, "index.json"]
+    )
     assert storage_for(cloud.root).exists(join_url(cloud.root, "index.json"))
 
 

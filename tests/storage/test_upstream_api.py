@@ -6,8 +6,17 @@ import os
 
 import pytest
 
-from streaming.base.storage import (AzureUploader, CloudDownloader, CloudUploader, DatabricksUnityCatalogDownloader,
-                                    DBFSDownloader, LocalDownloader, LocalUploader, S3Downloader, S3Uploader)
+from streaming.base.storage import (
+    AzureUploader,
+    CloudDownloader,
+    CloudUploader,
+    DatabricksUnityCatalogDownloader,
+    DBFSDownloader,
+    LocalDownloader,
+    LocalUploader,
+    S3Downloader,
+    S3Uploader,
+)
 from streaming.base.storage.upload import UPLOADERS, DatabricksUnityCatalogUploader
 
 pytestmark = pytest.mark.services
@@ -50,8 +59,11 @@ def test_upload_list_and_download_over_s3(remote_factory, tmp_path):
         uploader.upload_file(name)
     assert os.listdir(local) == [], "keep_local=False deletes each file after its upload"
     key_root = s3.root.split("/", 3)[3]
-    assert uploader.list_objects() == [f"{key_root}/index.json", f"{key_root}/shard.00000.mds",
-                                       f"{key_root}/shard.00001.mds"]
+    assert uploader.list_objects() == [
+        f"{key_root}/index.json",
+        f"{key_root}/shard.00000.mds",
+        f"{key_root}/shard.00001.mds",
+    ]
     assert uploader.list_objects("shard.") == [f"{key_root}/shard.00000.mds", f"{key_root}/shard.00001.mds"]
     target = tmp_path / "copy" / "index.json"
     CloudDownloader.direct_download(s3.url("index.json"), str(target))

@@ -8,6 +8,11 @@ from streaming.spark._requires import require_pyspark
 require_pyspark()
 
 from streaming.base.converters.dataframe_to_mds import (  # noqa: E402
-    SPARK_TO_MDS, dataframe_to_mds, dataframeToMDS, infer_dataframe_schema, is_json_compatible)
+    SPARK_TO_MDS,
+    dataframe_to_mds,
+    dataframeToMDS,
+    infer_dataframe_schema,
+    is_json_compatible,
+)
 
 __all__ = ["dataframeToMDS", "dataframe_to_mds", "SPARK_TO_MDS", "infer_dataframe_schema", "is_json_compatible"]

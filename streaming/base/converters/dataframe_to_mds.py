@@ -107,14 +107,20 @@ def infer_dataframe_schema(dataframe: Any, user_defined_cols: dict[str, Any] | N
             raise ValueError(f"{encoding} is not supported by dataframe_to_mds")
         mapped = _mapped_encoding(data_type)
         if declared != mapped:
-            raise ValueError(f"Mismatched types: column name `{name}` is `{mapped}` in DataFrame but `{declared}` "
-                             f"in user_defined_cols")
+            raise ValueError(
+                f"Mismatched types: column name `{name}` is `{mapped}` in DataFrame but `{declared}` "
+                f"in user_defined_cols"
+            )
     return None
 
 
-def dataframe_to_mds(dataframe: Any, merge_index: bool = True, mds_kwargs: dict[str, Any] | None = None,
-                     udf_iterable: Callable[..., Any] | None = None,
-                     udf_kwargs: dict[str, Any] | None = None) -> tuple[str, str]:
+def dataframe_to_mds(
+    dataframe: Any,
+    merge_index: bool = True,
+    mds_kwargs: dict[str, Any] | None = None,
+    udf_iterable: Callable[..., Any] | None = None,
+    udf_kwargs: dict[str, Any] | None = None,
+) -> tuple[str, str]:
     """Convert a DataFrame to MDS, MosaicML Streaming style; returns ``(local, remote)`` (``remote`` is ``''``
     for a local ``out``).
 
@@ -143,10 +149,19 @@ def dataframe_to_mds(dataframe: Any, merge_index: bool = True, mds_kwargs: dict[
         infer_dataframe_schema(dataframe, columns)
     local, remote = _split_out(kwargs["out"])
     destination = remote or local
-    convert(dataframe, destination, columns=columns, compression=kwargs.get("compression", "zstd"),
-            hashes=kwargs.get("hashes") or (), size_limit=kwargs.get("size_limit", 1 << 26),
-            mode="overwrite" if kwargs.get("exist_ok") else "error", progress=bool(kwargs.get("progress_bar")),
-            merge_index=merge_index, udf=udf_iterable, udf_kwargs=udf_kwargs)
+    convert(
+        dataframe,
+        destination,
+        columns=columns,
+        compression=kwargs.get("compression", "zstd"),
+        hashes=kwargs.get("hashes") or (),
+        size_limit=kwargs.get("size_limit", 1 << 26),
+        mode="overwrite" if kwargs.get("exist_ok") else "error",
+        progress=bool(kwargs.get("progress_bar")),
+        merge_index=merge_index,
+        udf=udf_iterable,
+        udf_kwargs=udf_kwargs,
+    )
     if remote and merge_index:
         text = commit.Destination(normalize_destination(remote)).read_text(get_index_basename())
         os.makedirs(local, exist_ok=True)
@@ -166,9 +181,13 @@ def _split_out(out: Any) -> tuple[str, str]:
     return out, ""
 
 
-def dataframeToMDS(dataframe: Any, merge_index: bool = True, mds_kwargs: dict[str, Any] | None = None,
-                   udf_iterable: Callable[..., Any] | None = None,
-                   udf_kwargs: dict[str, Any] | None = None) -> tuple[str, str]:
+def dataframeToMDS(
+    dataframe: Any,
+    merge_index: bool = True,
+    mds_kwargs: dict[str, Any] | None = None,
+    udf_iterable: Callable[..., Any] | None = None,
+    udf_kwargs: dict[str, Any] | None = None,
+) -> tuple[str, str]:
     """Deprecated name of :func:`dataframe_to_mds` (same arguments)."""
     logger.warning("dataframeToMDS is deprecated; use dataframe_to_mds with the same arguments.")
     return dataframe_to_mds(dataframe, merge_index, mds_kwargs, udf_iterable, udf_kwargs)

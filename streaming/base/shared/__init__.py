@@ -12,11 +12,20 @@ from typing import Any, NoReturn
 from streaming.dataset.coordination import clean_stale_state, state_root
 from streaming.dataset.coordination.named_memory import SharedArray, SharedMemory, SharedScalar
 
-__all__ = ["SharedArray", "SharedBarrier", "SharedMemory", "SharedScalar", "clean_stale_state", "get_shm_prefix",
-           "state_root"]
+__all__ = [
+    "SharedArray",
+    "SharedBarrier",
+    "SharedMemory",
+    "SharedScalar",
+    "clean_stale_state",
+    "get_shm_prefix",
+    "state_root",
+]
 
-_REMOVED = ("is not provided by mds-streaming: StreamingDataset no longer uses process barriers or numbered "
-            "/dev/shm prefixes (see streaming.dataset.coordination: InstanceState, ShardLocks, CacheState).")
+_REMOVED = (
+    "is not provided by mds-streaming: StreamingDataset no longer uses process barriers or numbered "
+    "/dev/shm prefixes (see streaming.dataset.coordination: InstanceState, ShardLocks, CacheState)."
+)
 
 
 class SharedBarrier:

@@ -1,6 +1,5 @@
 """Upstream import path `streaming.base.shuffle.py1s`."""
 
-from streaming.dataset.shuffle import divide_spans
-from streaming.dataset.shuffle import get_shuffle_py1s
+from streaming.dataset.shuffle import divide_spans, get_shuffle_py1s
 
 __all__ = ["divide_spans", "get_shuffle_py1s"]

@@ -11,9 +11,19 @@ import os
 from streaming.storage.base import storage_for
 from streaming.storage.url import split_url
 
-__all__ = ["CloudDownloader", "S3Downloader", "GCSDownloader", "OCIDownloader", "AzureDownloader",
-           "AzureDataLakeDownloader", "DatabricksUnityCatalogDownloader", "DBFSDownloader", "LocalDownloader",
-           "DOWNLOADER_MAPPINGS", "BOTOCORE_CLIENT_ERROR_CODES"]
+__all__ = [
+    "CloudDownloader",
+    "S3Downloader",
+    "GCSDownloader",
+    "OCIDownloader",
+    "AzureDownloader",
+    "AzureDataLakeDownloader",
+    "DatabricksUnityCatalogDownloader",
+    "DBFSDownloader",
+    "LocalDownloader",
+    "DOWNLOADER_MAPPINGS",
+    "BOTOCORE_CLIENT_ERROR_CODES",
+]
 
 BOTOCORE_CLIENT_ERROR_CODES = {"403", "404", "NoSuchKey"}
 
@@ -33,12 +43,14 @@ class CloudDownloader:
     identifiers: tuple[str, ...] = ()
 
     @classmethod
-    def get(cls, remote_dir: str | None = None) -> "CloudDownloader":
+    def get(cls, remote_dir: str | None = None) -> CloudDownloader:
         """The downloader for the scheme of `remote_dir` (`LocalDownloader` for None or a local path)."""
         key = _downloader_key(remote_dir)
         if key not in DOWNLOADER_MAPPINGS:
-            raise ValueError(f"Unsupported remote path: {remote_dir!r}. Valid schemes: "
-                             f"{', '.join(repr(k) for k in sorted(DOWNLOADER_MAPPINGS))}.")
+            raise ValueError(
+                f"Unsupported remote path: {remote_dir!r}. Valid schemes: "
+                f"{', '.join(repr(k) for k in sorted(DOWNLOADER_MAPPINGS))}."
+            )
         return DOWNLOADER_MAPPINGS[key]()
 
     @classmethod
@@ -58,8 +70,10 @@ class CloudDownloader:
             raise ValueError("In the absence of a local copy, a remote path must be provided.")
         key = _downloader_key(remote)
         if key not in self.identifiers:
-            raise ValueError(f"{type(self).__name__} cannot download {remote!r}; it accepts "
-                             f"{', '.join(repr(i) for i in self.identifiers)} paths.")
+            raise ValueError(
+                f"{type(self).__name__} cannot download {remote!r}; it accepts "
+                f"{', '.join(repr(i) for i in self.identifiers)} paths."
+            )
         os.makedirs(os.path.dirname(os.path.abspath(local)), exist_ok=True)
         storage_for(remote).get(remote, local, timeout=timeout)
         self._last = remote

@@ -14,9 +14,19 @@ from streaming.storage.download import PERMANENT
 from streaming.storage.retry import call_with_retry
 from streaming.storage.url import is_remote, join_url, split_url
 
-__all__ = ["CloudUploader", "S3Uploader", "GCSUploader", "OCIUploader", "AzureUploader",
-           "AzureDataLakeUploader", "DatabricksUploader", "DatabricksUnityCatalogUploader", "DBFSUploader",
-           "LocalUploader", "UPLOADERS"]
+__all__ = [
+    "CloudUploader",
+    "S3Uploader",
+    "GCSUploader",
+    "OCIUploader",
+    "AzureUploader",
+    "AzureDataLakeUploader",
+    "DatabricksUploader",
+    "DatabricksUnityCatalogUploader",
+    "DBFSUploader",
+    "LocalUploader",
+    "UPLOADERS",
+]
 
 
 def _uploader_key(remote: str | None) -> str:
@@ -37,22 +47,38 @@ class CloudUploader:
     schemes: tuple[str, ...] = ()
 
     @classmethod
-    def get(cls, out: str | tuple[str, str], keep_local: bool = False, progress_bar: bool = False,
-            retry: int = 2, exist_ok: bool = False) -> "CloudUploader":
+    def get(
+        cls,
+        out: str | tuple[str, str],
+        keep_local: bool = False,
+        progress_bar: bool = False,
+        retry: int = 2,
+        exist_ok: bool = False,
+    ) -> CloudUploader:
         """The uploader for the scheme of `out` (a directory, a URL, or a `(local, remote)` pair)."""
         remote = _split(out)[1]
         key = _uploader_key(remote)
         if key not in UPLOADERS:
-            raise ValueError(f"Invalid Cloud provider prefix: {key!r} in {remote!r}. "
-                             f"Valid choices: {', '.join(repr(k) for k in sorted(UPLOADERS))}.")
+            raise ValueError(
+                f"Invalid Cloud provider prefix: {key!r} in {remote!r}. "
+                f"Valid choices: {', '.join(repr(k) for k in sorted(UPLOADERS))}."
+            )
         return UPLOADERS[key](out, keep_local=keep_local, progress_bar=progress_bar, retry=retry, exist_ok=exist_ok)
 
-    def __init__(self, out: str | tuple[str, str], keep_local: bool = False, progress_bar: bool = False,
-                 retry: int = 2, exist_ok: bool = False) -> None:
+    def __init__(
+        self,
+        out: str | tuple[str, str],
+        keep_local: bool = False,
+        progress_bar: bool = False,
+        retry: int = 2,
+        exist_ok: bool = False,
+    ) -> None:
         local, remote = _split(out)
         if remote is not None and _uploader_key(remote) not in self.schemes:
-            raise ValueError(f"{type(self).__name__} cannot upload to {remote!r}; it accepts "
-                             f"{', '.join(repr(s) for s in self.schemes)} URLs.")
+            raise ValueError(
+                f"{type(self).__name__} cannot upload to {remote!r}; it accepts "
+                f"{', '.join(repr(s) for s in self.schemes)} URLs."
+            )
         if local is None:
             local = tempfile.mkdtemp(prefix="mds-out-")
         if os.path.isdir(local) and os.listdir(local) and not exist_ok:
@@ -82,7 +108,7 @@ class CloudUploader:
         base = join_url(self.remote, folder) if folder else self.remote
         names = []
         for url in storage_for(base).list(base):
-            relative = url[len(base.rstrip("/")) + 1:]
+            relative = url[len(base.rstrip("/")) + 1 :]
             if relative.startswith(start):
                 names.append(split_url(url).key)
         return names
@@ -103,51 +129,68 @@ def _split(out: str | tuple[str, str]) -> tuple[str | None, str | None]:
 
 class S3Uploader(CloudUploader):
     """`s3://` (any S3-compatible endpoint)."""
+
     schemes = ("s3",)
 
 
 class GCSUploader(CloudUploader):
     """`gs://`."""
+
     schemes = ("gs",)
 
 
 class OCIUploader(CloudUploader):
     """`oci://bucket@namespace/...`."""
+
     schemes = ("oci",)
 
 
 class AzureUploader(CloudUploader):
     """`azure://`, `abfs://`, `abfss://` (through the Blob API)."""
+
     schemes = ("azure", "abfs", "abfss")
 
 
 class AzureDataLakeUploader(CloudUploader):
     """`azure-dl://`."""
+
     schemes = ("azure-dl",)
 
 
 class DatabricksUploader(CloudUploader):
     """Any Databricks path: `dbfs:/Volumes/...` (Files API) or `dbfs:/...` (DBFS API)."""
+
     schemes = ("dbfs:/Volumes", "dbfs")
 
 
 class DatabricksUnityCatalogUploader(DatabricksUploader):
     """`dbfs:/Volumes/<catalog>/<schema>/<volume>/...`."""
+
     schemes = ("dbfs:/Volumes",)
 
 
 class DBFSUploader(DatabricksUploader):
     """`dbfs:/...` outside `/Volumes`."""
+
     schemes = ("dbfs",)
 
 
 class LocalUploader(CloudUploader):
     """A local directory, optionally copied to another local directory."""
+
     schemes = ("", "file")
 
 
 UPLOADERS: dict[str, type[CloudUploader]] = {
-    "s3": S3Uploader, "gs": GCSUploader, "oci": OCIUploader, "azure": AzureUploader, "abfs": AzureUploader,
-    "abfss": AzureUploader, "azure-dl": AzureDataLakeUploader, "dbfs:/Volumes": DatabricksUnityCatalogUploader,
-    "dbfs": DBFSUploader, "": LocalUploader, "file": LocalUploader,
+    "s3": S3Uploader,
+    "gs": GCSUploader,
+    "oci": OCIUploader,
+    "azure": AzureUploader,
+    "abfs": AzureUploader,
+    "abfss": AzureUploader,
+    "azure-dl": AzureDataLakeUploader,
+    "dbfs:/Volumes": DatabricksUnityCatalogUploader,
+    "dbfs": DBFSUploader,
+    "": LocalUploader,
+    "file": LocalUploader,
 }

@@ -24,7 +24,8 @@ import mmap
 import os
 import time
 import weakref
-from typing import Any, Callable, Iterator
+from collections.abc import Callable, Iterator
+from typing import Any
 
 import numpy as np
 
@@ -109,24 +110,27 @@ class CacheState:
         return self._atimes
 
     def _header_matches(self) -> bool:
-        return self._map[:len(_MAGIC)] == _MAGIC and self._header[_NUM_SHARDS] == self.num_shards
+        return self._map[: len(_MAGIC)] == _MAGIC and self._header[_NUM_SHARDS] == self.num_shards
 
     def _consistent(self, atimes: np.ndarray) -> bool:
         header = self._header
         if not self._header_matches() or header[_INITIALISED] != 1 or header[_DIRTY] != 0:
             return False
         states = self._states
-        return bool(states.max(initial=0) <= self.PREPARING
-                    and header[_NUM_PREPARING] == np.count_nonzero(states == self.PREPARING)
-                    and header[_USAGE] == header[_INDEX_BYTES] + self._nbytes.sum() + self._reserved.sum()
-                    and atimes.min(initial=0) >= 0)
+        return bool(
+            states.max(initial=0) <= self.PREPARING
+            and header[_NUM_PREPARING] == np.count_nonzero(states == self.PREPARING)
+            and header[_USAGE] == header[_INDEX_BYTES] + self._nbytes.sum() + self._reserved.sum()
+            and atimes.min(initial=0) >= 0
+        )
 
     def _scan(self) -> tuple[np.ndarray, int]:
         sizes, index_bytes = self.scan()
         sizes = np.array(sizes, dtype=np.int64).reshape(-1)
         if sizes.shape != (self.num_shards,):
-            raise ValueError(f"Cache scan of {self.key_dirs} returned sizes for {sizes.size} shards, expected "
-                             f"{self.num_shards}.")
+            raise ValueError(
+                f"Cache scan of {self.key_dirs} returned sizes for {sizes.size} shards, expected {self.num_shards}."
+            )
         return sizes, int(index_bytes)
 
     def _rebuild(self, atimes: np.ndarray, keep_live: bool) -> None:
@@ -135,8 +139,10 @@ class CacheState:
         header, states, nbytes, reserved = self._header, self._states, self._nbytes, self._reserved
         header[_INITIALISED] = 0
         sizes, index_bytes = self._scan()
-        live = np.array([s for s in np.flatnonzero(states == self.PREPARING)
-                         if keep_live and self._file.claimed(1 + int(s))], np.int64)
+        live = np.array(
+            [s for s in np.flatnonzero(states == self.PREPARING) if keep_live and self._file.claimed(1 + int(s))],
+            np.int64,
+        )
         new_states = np.where(sizes > 0, self.LOCAL, self.REMOTE).astype(np.uint8)
         new_states[live] = self.PREPARING
         sizes[live] = nbytes[live]
@@ -147,7 +153,7 @@ class CacheState:
         states[:] = new_states
         if not keep_times:
             atimes[:] = 0
-        self._map[:len(_MAGIC)] = _MAGIC
+        self._map[: len(_MAGIC)] = _MAGIC
         header[_NUM_SHARDS] = self.num_shards
         header[_INDEX_BYTES] = index_bytes
         header[_USAGE] = index_bytes + nbytes.sum() + reserved.sum()
@@ -203,8 +209,10 @@ class CacheState:
 
     def _check(self, shard_id: int) -> int:
         if not 0 <= shard_id < self.num_shards:
-            raise IndexError(f"Shard {shard_id} is out of range for the cache of {self.key_dirs}: valid shards are "
-                             f"0 to {self.num_shards - 1}.")
+            raise IndexError(
+                f"Shard {shard_id} is out of range for the cache of {self.key_dirs}: valid shards are "
+                f"0 to {self.num_shards - 1}."
+            )
         return shard_id
 
     def usage(self) -> int:

@@ -24,7 +24,8 @@ import shutil
 import struct
 import uuid
 import weakref
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 
@@ -69,8 +70,8 @@ class InstanceState:
         try:
             os.ftruncate(lock_file.fd, _FILE_SIZE)
             state_map = mmap.mmap(lock_file.fd, _FILE_SIZE)
-            state_map[:len(_MAGIC)] = _MAGIC
-            self.path = lock_file.path[:-len(".lock")]
+            state_map[: len(_MAGIC)] = _MAGIC
+            self.path = lock_file.path[: -len(".lock")]
             os.mkdir(self.path, 0o700)
         except BaseException:
             lockfile.release(lock_file, unlink=True)
@@ -96,10 +97,11 @@ class InstanceState:
             try:
                 lock_file, _ = lockfile.open_shared(self.path + ".lock", create=False)
             except FileNotFoundError:
-                raise FileNotFoundError(f"Instance state {self.path} is gone: the process that created the dataset "
-                                        f"closed it or exited.") from None
+                raise FileNotFoundError(
+                    f"Instance state {self.path} is gone: the process that created the dataset closed it or exited."
+                ) from None
             state_map = mmap.mmap(lock_file.fd, _FILE_SIZE)
-            if state_map[:len(_MAGIC)] != _MAGIC:
+            if state_map[: len(_MAGIC)] != _MAGIC:
                 state_map.close()
                 lockfile.release(lock_file)
                 raise RuntimeError(f"Instance state file {self.path}.lock is not a valid state file.")
@@ -144,13 +146,15 @@ class InstanceState:
         """Store ``obj`` as JSON (sorted keys) for the workers to resume from; returns the new generation."""
         data = json.dumps(obj, sort_keys=True).encode("utf-8")
         if len(data) > MAX_RESUME_BYTES:
-            raise ValueError(f"Resume state is {len(data)} bytes of JSON, more than the {MAX_RESUME_BYTES}-byte "
-                             f"limit (instance {self.path}).")
+            raise ValueError(
+                f"Resume state is {len(data)} bytes of JSON, more than the {MAX_RESUME_BYTES}-byte "
+                f"limit (instance {self.path})."
+            )
         lock_file, state_map = self._state()
         lock_file.acquire(_RESUME_LOCK)
         try:
             (generation,) = _INT64.unpack_from(state_map, _RESUME)
-            state_map[_RESUME_DATA:_RESUME_DATA + len(data)] = data
+            state_map[_RESUME_DATA : _RESUME_DATA + len(data)] = data
             _INT64.pack_into(state_map, _RESUME + 8, len(data))
             _INT64.pack_into(state_map, _RESUME, generation + 1)
         finally:
@@ -164,7 +168,7 @@ class InstanceState:
         try:
             (generation,) = _INT64.unpack_from(state_map, _RESUME)
             (length,) = _INT64.unpack_from(state_map, _RESUME + 8)
-            data = state_map[_RESUME_DATA:_RESUME_DATA + length]
+            data = state_map[_RESUME_DATA : _RESUME_DATA + length]
         finally:
             lock_file.release(_RESUME_LOCK)
         return generation, (json.loads(data) if generation else None)
@@ -176,16 +180,18 @@ class InstanceState:
         ``build(tmp_path)`` and renames the result into place.  If a builder dies, the next caller builds it.
         """
         if not _KEY.match(key):
-            raise ValueError(f"Invalid shared file key {key!r}: use 1-200 letters, digits and '._=+-', not starting "
-                             f"with a dot.")
+            raise ValueError(
+                f"Invalid shared file key {key!r}: use 1-200 letters, digits and '._=+-', not starting with a dot."
+            )
         path = os.path.join(self.path, key)
         if os.path.exists(path):
             return path
         try:
             fd = os.open(os.path.join(self.path, f".{key}.lock"), os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
         except FileNotFoundError:
-            raise FileNotFoundError(f"Instance state {self.path} is gone: the process that created the dataset "
-                                    f"closed it or exited.") from None
+            raise FileNotFoundError(
+                f"Instance state {self.path} is gone: the process that created the dataset closed it or exited."
+            ) from None
         try:
             fcntl.flock(fd, fcntl.LOCK_EX)
             if not os.path.exists(path):

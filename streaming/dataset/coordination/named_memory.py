@@ -65,8 +65,9 @@ class SharedMemory:
     block in :meth:`cleanup` (run at exit when ``auto_cleanup``); attachers only unmap it.
     """
 
-    def __init__(self, name: str | None = None, create: bool | None = None, size: int = 0,
-                 auto_cleanup: bool = True) -> None:
+    def __init__(
+        self, name: str | None = None, create: bool | None = None, size: int = 0, auto_cleanup: bool = True
+    ) -> None:
         if name is None:
             if create is False:
                 raise ValueError("A shared memory name is required to attach (create=False).")

@@ -21,8 +21,11 @@ _SHM = "/dev/shm"
 def _shm_is_writable_tmpfs() -> bool:
     try:
         with open("/proc/mounts", encoding="utf-8") as mounts:
-            tmpfs = any(fields[1] == _SHM and fields[2] == "tmpfs"
-                        for fields in (line.split() for line in mounts) if len(fields) > 2)
+            tmpfs = any(
+                fields[1] == _SHM and fields[2] == "tmpfs"
+                for fields in (line.split() for line in mounts)
+                if len(fields) > 2
+            )
     except OSError:
         return False
     return tmpfs and os.access(_SHM, os.W_OK | os.X_OK)
@@ -39,11 +42,15 @@ def _make_private_dir(path: str) -> None:
         pass
     info = os.lstat(path)
     if not stat.S_ISDIR(info.st_mode):
-        raise RuntimeError(f"Coordination directory {path} exists but is not a directory; remove it or set "
-                           f"{STATE_DIR_ENV} to another directory.")
+        raise RuntimeError(
+            f"Coordination directory {path} exists but is not a directory; remove it or set "
+            f"{STATE_DIR_ENV} to another directory."
+        )
     if info.st_uid != uid:
-        raise PermissionError(f"Coordination directory {path} belongs to uid {info.st_uid}, not to you (uid {uid}); "
-                              f"set {STATE_DIR_ENV} to a directory of your own.")
+        raise PermissionError(
+            f"Coordination directory {path} belongs to uid {info.st_uid}, not to you (uid {uid}); "
+            f"set {STATE_DIR_ENV} to a directory of your own."
+        )
     if info.st_mode & 0o077:
         os.chmod(path, 0o700)
 

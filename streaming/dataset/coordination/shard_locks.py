@@ -70,8 +70,9 @@ class ShardLocks:
 
     def _lock_for(self, shard_id: int) -> lockfile.LockFile:
         if not 0 <= shard_id < self.num_shards:
-            raise IndexError(f"Shard {shard_id} is out of range for {self.local_dir}: valid shards are 0 to "
-                             f"{self.num_shards - 1}.")
+            raise IndexError(
+                f"Shard {shard_id} is out of range for {self.local_dir}: valid shards are 0 to {self.num_shards - 1}."
+            )
         return self._file or self._open()
 
     def hold(self, shard_id: int) -> _Hold:

@@ -11,12 +11,24 @@ from streaming.format.reader import SplitReader
 class JSONReader(SplitReader):
     """One JSON-lines shard; a sample is the parsed JSON object of its line."""
 
-    def __init__(self, dirname: str, split: str | None, columns: dict[str, str], compression: str | None,
-                 hashes: list[str], newline: str, raw_data: dict[str, Any], raw_meta: dict[str, Any],
-                 samples: int, size_limit: int | None, zip_data: dict[str, Any] | None,
-                 zip_meta: dict[str, Any] | None) -> None:
-        super().__init__(dirname, split, compression, hashes, raw_data, raw_meta, samples, size_limit, zip_data,
-                         zip_meta)
+    def __init__(
+        self,
+        dirname: str,
+        split: str | None,
+        columns: dict[str, str],
+        compression: str | None,
+        hashes: list[str],
+        newline: str,
+        raw_data: dict[str, Any],
+        raw_meta: dict[str, Any],
+        samples: int,
+        size_limit: int | None,
+        zip_data: dict[str, Any] | None,
+        zip_meta: dict[str, Any] | None,
+    ) -> None:
+        super().__init__(
+            dirname, split, compression, hashes, raw_data, raw_meta, samples, size_limit, zip_data, zip_meta
+        )
         self.columns = columns
         self.newline = newline
 

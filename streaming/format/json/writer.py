@@ -23,33 +23,56 @@ class JSONWriter(SplitWriter):
 
     format = "json"
 
-    def __init__(self, *, columns: dict[str, str], newline: str = "\n", out: str | tuple[str, str],
-                 keep_local: bool = False, compression: str | None = None, hashes: list[str] | None = None,
-                 size_limit: int | str | None = DEFAULT_SIZE_LIMIT, **kwargs: Any) -> None:
+    def __init__(
+        self,
+        *,
+        columns: dict[str, str],
+        newline: str = "\n",
+        out: str | tuple[str, str],
+        keep_local: bool = False,
+        compression: str | None = None,
+        hashes: list[str] | None = None,
+        size_limit: int | str | None = DEFAULT_SIZE_LIMIT,
+        **kwargs: Any,
+    ) -> None:
         if not isinstance(columns, dict) or not columns:
             raise ValueError(f"columns must be a non-empty dict of column name -> JSON encoding, got {columns!r}.")
         for name, encoding in columns.items():
             if not is_json_encoding(encoding):
-                raise UnknownEncodingError(f"Column {name!r} has unknown JSON encoding {encoding!r}. "
-                                           f"Valid encodings: {', '.join(JSON_ENCODINGS)}.")
+                raise UnknownEncodingError(
+                    f"Column {name!r} has unknown JSON encoding {encoding!r}. "
+                    f"Valid encodings: {', '.join(JSON_ENCODINGS)}."
+                )
         self.columns = columns
         self.newline = newline
-        super().__init__(out=out, keep_local=keep_local, compression=compression, hashes=hashes,
-                         size_limit=size_limit, **kwargs)
+        super().__init__(
+            out=out, keep_local=keep_local, compression=compression, hashes=hashes, size_limit=size_limit, **kwargs
+        )
 
     def get_config(self) -> dict[str, Any]:
-        return {"version": 2, "format": self.format, "compression": self.compression, "hashes": self.hashes,
-                "size_limit": self.size_limit, "columns": self.columns, "newline": self.newline}
+        return {
+            "version": 2,
+            "format": self.format,
+            "compression": self.compression,
+            "hashes": self.hashes,
+            "size_limit": self.size_limit,
+            "columns": self.columns,
+            "newline": self.newline,
+        }
 
     def encode_sample(self, sample: dict[str, Any]) -> bytes:
         row = {}
         for name, encoding in self.columns.items():
             if name not in sample:
-                raise KeyError(f"Sample {self.samples_written} has no column {name!r} "
-                               f"(the writer's columns are {sorted(self.columns)}).")
+                raise KeyError(
+                    f"Sample {self.samples_written} has no column {name!r} "
+                    f"(the writer's columns are {sorted(self.columns)})."
+                )
             value = sample[name]
             if not is_json_encoded(encoding, value):
-                raise TypeError(f"Column {name!r} (encoding {encoding!r}) of sample {self.samples_written}: "
-                                f"expected a {encoding}, got {type(value).__name__} {value!r:.80}.")
+                raise TypeError(
+                    f"Column {name!r} (encoding {encoding!r}) of sample {self.samples_written}: "
+                    f"expected a {encoding}, got {type(value).__name__} {value!r:.80}."
+                )
             row[name] = value
         return (json.dumps(row, sort_keys=True) + self.newline).encode("utf-8")

@@ -45,16 +45,27 @@ import os
 import pickle
 import struct
 from abc import ABC, abstractmethod
+from collections.abc import Callable
 from decimal import Decimal
 from functools import cache
 from io import BytesIO
 from types import ModuleType
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
 
-__all__ = ["Encoding", "NDArray", "get_mds_coder", "get_mds_encoded_size", "get_mds_encodings", "is_mds_encoding",
-           "is_mds_encoding_safe", "mds_decode", "mds_encode", "register_mds_encoding"]
+__all__ = [
+    "Encoding",
+    "NDArray",
+    "get_mds_coder",
+    "get_mds_encoded_size",
+    "get_mds_encodings",
+    "is_mds_encoding",
+    "is_mds_encoding_safe",
+    "mds_decode",
+    "mds_encode",
+    "register_mds_encoding",
+]
 
 _U32 = struct.Struct("<I")
 _INT64 = struct.Struct("<q")
@@ -145,8 +156,10 @@ class Int(Encoding):
 
     def encode(self, obj: Any) -> bytes:
         if not isinstance(obj, int):
-            raise TypeError(f"int expects a Python int, got {_describe(obj)} {obj!r:.80}; convert it with "
-                            f"int(value) or declare the column as int64")
+            raise TypeError(
+                f"int expects a Python int, got {_describe(obj)} {obj!r:.80}; convert it with "
+                f"int(value) or declare the column as int64"
+            )
         try:
             return _INT64.pack(obj)
         except struct.error:
@@ -379,8 +392,9 @@ def _save_image(obj: Any, image_format: str, encoding: str) -> bytes:
     try:
         obj.save(out, format=image_format)
     except (OSError, ValueError, KeyError) as err:
-        raise ValueError(f"{encoding} cannot store a {obj.mode} image ({err}); convert it first, e.g. "
-                         f"image.convert('RGB')") from None
+        raise ValueError(
+            f"{encoding} cannot store a {obj.mode} image ({err}); convert it first, e.g. image.convert('RGB')"
+        ) from None
     return out.getvalue()
 
 
@@ -398,7 +412,7 @@ class PIL(Encoding):
     def decode(self, data: bytes | memoryview) -> Any:
         width, height, mode_size = _PIL_HEADER.unpack_from(data, 0)
         start = _PIL_HEADER.size + mode_size
-        mode = str(data[_PIL_HEADER.size:start], "utf-8")
+        mode = str(data[_PIL_HEADER.size : start], "utf-8")
         return _pil().frombytes(mode, (width, height), data[start:])
 
 
@@ -467,14 +481,15 @@ class JPEGArray(Encoding):
         return _split(data, _U32.size * (count + 1), sizes, _open_image, "jpeg_array")
 
 
-def _split(data: bytes | memoryview, offset: int, sizes: tuple[int, ...], decode: Callable[[Any], Any],
-           encoding: str) -> list[Any]:
+def _split(
+    data: bytes | memoryview, offset: int, sizes: tuple[int, ...], decode: Callable[[Any], Any], encoding: str
+) -> list[Any]:
     """Decode consecutive items of the given sizes starting at ``offset``; their sizes must fill ``data``."""
     if offset + sum(sizes) != len(data):
         raise ValueError(f"{encoding} data is {len(data)} bytes but its header describes {offset + sum(sizes)}")
     items = []
     for size in sizes:
-        items.append(decode(data[offset:offset + size]))
+        items.append(decode(data[offset : offset + size]))
         offset += size
     return items
 
@@ -529,8 +544,19 @@ class PNGList(_ImageList):
     item_encoding, name = PNG, "list[png]"
 
 
-_NDARRAY_CODES = {"uint8": 8, "int8": 9, "uint16": 16, "int16": 17, "float16": 18, "uint32": 32, "int32": 33,
-                  "float32": 34, "uint64": 64, "int64": 65, "float64": 66}
+_NDARRAY_CODES = {
+    "uint8": 8,
+    "int8": 9,
+    "uint16": 16,
+    "int16": 17,
+    "float16": 18,
+    "uint32": 32,
+    "int32": 33,
+    "float32": 34,
+    "uint64": 64,
+    "int64": 65,
+    "float64": 66,
+}
 _CODE_OF_DTYPE = {np.dtype(name).newbyteorder("<"): code for name, code in _NDARRAY_CODES.items()}
 _DTYPE_OF_CODE: list[np.dtype | None] = [None] * 256
 for _dtype, _code in _CODE_OF_DTYPE.items():
@@ -589,8 +615,9 @@ class NDArray(Encoding):
             return cls()
         parts = config.split(":")
         if len(parts) > 2:
-            raise ValueError(f"expected ndarray, ndarray:<dtype> or ndarray:<dtype>:<d1,d2,...>, got "
-                             f"'ndarray:{config}'")
+            raise ValueError(
+                f"expected ndarray, ndarray:<dtype> or ndarray:<dtype>:<d1,d2,...>, got 'ndarray:{config}'"
+            )
         dtype = parts[0]
         if not dtype:
             raise ValueError("a shape needs a dtype: write ndarray:<dtype>:<shape>, e.g. ndarray:uint8:3")
@@ -611,8 +638,10 @@ class NDArray(Encoding):
             little = dtype.newbyteorder("<") if dtype.byteorder == ">" else None
             code = _CODE_OF_DTYPE.get(little)
             if code is None:
-                raise ValueError(f"ndarray cannot store dtype {dtype}; supported dtypes: "
-                                 f"{', '.join(_NDARRAY_CODES)} (convert with array.astype(...))")
+                raise ValueError(
+                    f"ndarray cannot store dtype {dtype}; supported dtypes: "
+                    f"{', '.join(_NDARRAY_CODES)} (convert with array.astype(...))"
+                )
             obj = obj.astype(little)
             dtype = little
         if self._dtype is not None and dtype != self._dtype:
@@ -627,8 +656,10 @@ class NDArray(Encoding):
         shape = obj.shape
         ndim = len(shape)
         if ndim == 0:
-            raise ValueError(f"{self._name()} cannot store a 0-d array (a scalar); use a scalar encoding "
-                             f"such as {dtype.name} or wrap it with numpy.atleast_1d")
+            raise ValueError(
+                f"{self._name()} cannot store a 0-d array (a scalar); use a scalar encoding "
+                f"such as {dtype.name} or wrap it with numpy.atleast_1d"
+            )
         if ndim > _MAX_NDIM:
             raise ValueError(f"{self._name()} stores at most {_MAX_NDIM} dimensions, got {ndim}")
         header = ndim << 2 | _shape_width_code(max(shape))
@@ -642,8 +673,9 @@ class NDArray(Encoding):
         if dtype is None:
             dtype = _DTYPE_OF_CODE[data[0]]
             if dtype is None:
-                raise ValueError(f"ndarray data starts with unknown dtype code {data[0]}; known codes: "
-                                 f"{_NDARRAY_CODES}")
+                raise ValueError(
+                    f"ndarray data starts with unknown dtype code {data[0]}; known codes: {_NDARRAY_CODES}"
+                )
             offset = 1
         shape = self.shape
         if shape is None:
@@ -703,36 +735,38 @@ class _EncodingRegistry(dict):
         super().clear()
 
 
-_encodings: dict[str, type[Encoding]] = _EncodingRegistry({
-    "bytes": Bytes,
-    "str": Str,
-    "int": Int,
-    "uint8": UInt8,
-    "uint16": UInt16,
-    "uint32": UInt32,
-    "uint64": UInt64,
-    "int8": Int8,
-    "int16": Int16,
-    "int32": Int32,
-    "int64": Int64,
-    "float16": Float16,
-    "float32": Float32,
-    "float64": Float64,
-    "str_int": StrInt,
-    "str_float": StrFloat,
-    "str_decimal": StrDecimal,
-    "pil": PIL,
-    "jpeg": JPEG,
-    "png": PNG,
-    "jpeg_array": JPEGArray,
-    "jpegarray": JPEGArray,
-    "list[pil]": PILList,
-    "list[jpeg]": JPEGList,
-    "list[png]": PNGList,
-    "pkl": Pickle,
-    "json": JSON,
-    "ndarray": NDArray,
-})
+_encodings: dict[str, type[Encoding]] = _EncodingRegistry(
+    {
+        "bytes": Bytes,
+        "str": Str,
+        "int": Int,
+        "uint8": UInt8,
+        "uint16": UInt16,
+        "uint32": UInt32,
+        "uint64": UInt64,
+        "int8": Int8,
+        "int16": Int16,
+        "int32": Int32,
+        "int64": Int64,
+        "float16": Float16,
+        "float32": Float32,
+        "float64": Float64,
+        "str_int": StrInt,
+        "str_float": StrFloat,
+        "str_decimal": StrDecimal,
+        "pil": PIL,
+        "jpeg": JPEG,
+        "png": PNG,
+        "jpeg_array": JPEGArray,
+        "jpegarray": JPEGArray,
+        "list[pil]": PILList,
+        "list[jpeg]": JPEGList,
+        "list[png]": PNGList,
+        "pkl": Pickle,
+        "json": JSON,
+        "ndarray": NDArray,
+    }
+)
 
 _unsafe_encodings: set[str] = {"pkl"}
 
@@ -773,11 +807,14 @@ def _build_coder(encoding: Any) -> Encoding:
     name, colon, config = encoding.partition(":")
     cls = _encodings.get(name)
     if cls is None:
-        raise ValueError(f"Unknown MDS encoding {encoding!r}. Valid encodings: {', '.join(sorted(_encodings))} "
-                         f"(ndarray also as ndarray:<dtype> or ndarray:<dtype>:<d1,d2,...>)")
+        raise ValueError(
+            f"Unknown MDS encoding {encoding!r}. Valid encodings: {', '.join(sorted(_encodings))} "
+            f"(ndarray also as ndarray:<dtype> or ndarray:<dtype>:<d1,d2,...>)"
+        )
     if not (isinstance(cls, type) and issubclass(cls, Encoding)):
-        raise TypeError(f"MDS encoding {name!r} is registered to {cls!r}, which is not a subclass of "
-                        f"{Encoding.__module__}.Encoding")
+        raise TypeError(
+            f"MDS encoding {name!r} is registered to {cls!r}, which is not a subclass of {Encoding.__module__}.Encoding"
+        )
     if not colon:
         return cls()
     try:

@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import struct
+from collections.abc import Callable, Iterator
 from functools import lru_cache
 from itertools import repeat
-from typing import Any, Callable, Iterator
+from typing import Any
 
 from streaming.format.errors import ShardCorruptError
 from streaming.format.mds.encodings import get_mds_coder, is_mds_encoding_safe
@@ -38,15 +39,18 @@ def build_decoder(names: tuple[str, ...], encodings: tuple[str, ...], sizes: tup
         plan.append((name, _column_decoder(encoding), size, -1 if size is not None else variable_index))
         variable_index += size is None
     if len(plan) == 1:
-        (name, decode, size, _), = plan
+        ((name, decode, size, _),) = plan
         if size is None:
+
             def decode_single_variable(buffer: memoryview, begin: int) -> dict[str, Any]:
-                length, = unpack_sizes(buffer, begin)
-                return {name: decode(buffer[begin + 4:begin + 4 + length])}
+                (length,) = unpack_sizes(buffer, begin)
+                return {name: decode(buffer[begin + 4 : begin + 4 + length])}
+
             return decode_single_variable
 
         def decode_single_fixed(buffer: memoryview, begin: int) -> dict[str, Any]:
-            return {name: decode(buffer[begin:begin + size])}
+            return {name: decode(buffer[begin : begin + size])}
+
         return decode_single_fixed
     header = 4 * num_variable
 
@@ -59,6 +63,7 @@ def build_decoder(names: tuple[str, ...], encodings: tuple[str, ...], sizes: tup
             sample[name] = decode(buffer[position:end])
             position = end
         return sample
+
     return decode_sample
 
 
@@ -66,17 +71,28 @@ def check_safe_columns(names: list[str], encodings: list[str]) -> None:
     """Refuse columns whose encoding can run code when decoded (``pkl``) unless the caller opted in."""
     for name, encoding in zip(names, encodings):
         if not is_mds_encoding_safe(encoding):
-            raise ValueError(f"Column {name} contains an unsafe type: {encoding}. "
-                             f"To proceed anyway, set allow_unsafe_types=True.")
+            raise ValueError(
+                f"Column {name} contains an unsafe type: {encoding}. To proceed anyway, set allow_unsafe_types=True."
+            )
 
 
 class MDSReader(JointReader):
     """One MDS shard: a data file with a sample count, sample offsets, a JSON header and packed samples."""
 
-    def __init__(self, dirname: str, split: str | None, column_encodings: list[str], column_names: list[str],
-                 column_sizes: list[int | None], compression: str | None, hashes: list[str],
-                 raw_data: dict[str, Any], samples: int, size_limit: int | None,
-                 zip_data: dict[str, Any] | None) -> None:
+    def __init__(
+        self,
+        dirname: str,
+        split: str | None,
+        column_encodings: list[str],
+        column_names: list[str],
+        column_sizes: list[int | None],
+        compression: str | None,
+        hashes: list[str],
+        raw_data: dict[str, Any],
+        samples: int,
+        size_limit: int | None,
+        zip_data: dict[str, Any] | None,
+    ) -> None:
         super().__init__(dirname, split, compression, hashes, raw_data, samples, size_limit, zip_data)
         self.column_encodings = column_encodings
         self.column_names = column_names
@@ -103,10 +119,8 @@ class MDSReader(JointReader):
         offsets = read_offsets(buffer, self.samples, path)
         count = self.samples
         if offsets[count] != len(mapped) or (count and offsets[0] > len(mapped)):
-            raise ShardCorruptError(f"Shard file {path} has sample offsets that point outside the file: "
-                                    f"it is corrupt.")
-        self._decode = build_decoder(tuple(self.column_names), tuple(self.column_encodings),
-                                     tuple(self.column_sizes))
+            raise ShardCorruptError(f"Shard file {path} has sample offsets that point outside the file: it is corrupt.")
+        self._decode = build_decoder(tuple(self.column_names), tuple(self.column_encodings), tuple(self.column_sizes))
         self._offsets = offsets
         self._buffer = buffer
 
@@ -115,26 +129,29 @@ class MDSReader(JointReader):
         if self._buffer is None:
             self.open()
         if not 0 <= index < self.samples:
-            raise IndexError(f"Sample {index} is out of range for shard {self.raw_data.basename} "
-                             f"of {self.samples} samples.")
-        return bytes(self._buffer[self._offsets[index]:self._offsets[index + 1]])
+            raise IndexError(
+                f"Sample {index} is out of range for shard {self.raw_data.basename} of {self.samples} samples."
+            )
+        return bytes(self._buffer[self._offsets[index] : self._offsets[index + 1]])
 
     def decode_sample(self, data: bytes) -> dict[str, Any]:
         """Decode the encoded bytes of one sample."""
         if self._decode is None:
-            self._decode = build_decoder(tuple(self.column_names), tuple(self.column_encodings),
-                                         tuple(self.column_sizes))
+            self._decode = build_decoder(
+                tuple(self.column_names), tuple(self.column_encodings), tuple(self.column_sizes)
+            )
         return self._decode(memoryview(data), 0)
 
     def get_item(self, index: int) -> dict[str, Any]:
         if self._buffer is None:
             self.open()
         if not 0 <= index < self.samples:
-            raise IndexError(f"Sample {index} is out of range for shard {self.raw_data.basename} "
-                             f"of {self.samples} samples.")
+            raise IndexError(
+                f"Sample {index} is out of range for shard {self.raw_data.basename} of {self.samples} samples."
+            )
         return self._decode(self._buffer, self._offsets[index])
 
     def __iter__(self) -> Iterator[dict[str, Any]]:
         if self._buffer is None:
             self.open()
-        return map(self._decode, repeat(self._buffer, self.samples), self._offsets[:self.samples])
+        return map(self._decode, repeat(self._buffer, self.samples), self._offsets[: self.samples])

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import json
 import struct
-from typing import Any, Callable, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 from streaming.format.errors import UnknownEncodingError, with_context
 from streaming.format.index import FileInfo
@@ -29,8 +30,10 @@ def _compile_encoder(plan: list[tuple[str, str, int | None]], slow: SampleEncode
         scope[f"enc{i}"] = get_mds_coder(encoding).encode
         value, data = f"v{i}", f"d{i}"
         generic = f"({value} if type({value}) is bytes else enc{i}({value}))"
-        inline = {"str": f"{value}.encode('utf-8') if type({value}) is str else {generic}",
-                  "int": f"pack_int({value}) if type({value}) is int else {generic}"}
+        inline = {
+            "str": f"{value}.encode('utf-8') if type({value}) is str else {generic}",
+            "int": f"pack_int({value}) if type({value}) is int else {generic}",
+        }
         body.append(f"{value} = sample[{name!r}]")
         body.append(f"{data} = {inline.get(encoding, generic)}")
         if size is None:
@@ -43,9 +46,16 @@ def _compile_encoder(plan: list[tuple[str, str, int | None]], slow: SampleEncode
     head = [f"pack_sizes({', '.join(lengths)})"] if variable else []
     chunks = ", ".join(head + [f"d{i}" for i in range(len(plan))])
     total = " + ".join([str(fixed_total + 4 * len(variable)), *lengths])
-    source = "\n".join(["def encode(sample):", "    try:", *(f"        {line}" for line in body),
-                        f"        return ({chunks},), {total}", "    except Exception:",
-                        "        return slow(sample)"])
+    source = "\n".join(
+        [
+            "def encode(sample):",
+            "    try:",
+            *(f"        {line}" for line in body),
+            f"        return ({chunks},), {total}",
+            "    except Exception:",
+            "        return slow(sample)",
+        ]
+    )
     exec(compile(source, "<mds sample encoder>", "exec"), scope)  # noqa: S102 - source built from the schema
     return scope["encode"]
 
@@ -60,33 +70,50 @@ class MDSWriter(Writer):
 
     format = "mds"
 
-    def __init__(self, *, columns: dict[str, str], out: str | tuple[str, str], keep_local: bool = False,
-                 compression: str | None = None, hashes: list[str] | None = None,
-                 size_limit: int | str | None = DEFAULT_SIZE_LIMIT, **kwargs: Any) -> None:
+    def __init__(
+        self,
+        *,
+        columns: dict[str, str],
+        out: str | tuple[str, str],
+        keep_local: bool = False,
+        compression: str | None = None,
+        hashes: list[str] | None = None,
+        size_limit: int | str | None = DEFAULT_SIZE_LIMIT,
+        **kwargs: Any,
+    ) -> None:
         if not isinstance(columns, dict) or not columns:
             raise ValueError(f"columns must be a non-empty dict of column name -> MDS encoding, got {columns!r}.")
         for name, encoding in columns.items():
             if not isinstance(encoding, str) or not is_mds_encoding(encoding):
                 raise UnknownEncodingError(
                     f"Column {name!r} has unknown MDS encoding {encoding!r}. Valid encodings: "
-                    f"{', '.join(sorted(get_mds_encodings()))} (ndarray also as ndarray:<dtype>[:<shape>]).")
+                    f"{', '.join(sorted(get_mds_encodings()))} (ndarray also as ndarray:<dtype>[:<shape>])."
+                )
         self.columns = columns
         self.column_names = sorted(columns)
         self.column_encodings = [columns[name] for name in self.column_names]
         self.column_sizes = [get_mds_coder(enc).size for enc in self.column_encodings]
         self._plan = list(zip(self.column_names, self.column_encodings, self.column_sizes))
         self._pack_sizes = struct.Struct(f"<{sum(size is None for size in self.column_sizes)}I").pack
-        super().__init__(out=out, keep_local=keep_local, compression=compression, hashes=hashes,
-                         size_limit=size_limit, **kwargs)
+        super().__init__(
+            out=out, keep_local=keep_local, compression=compression, hashes=hashes, size_limit=size_limit, **kwargs
+        )
         self._header = json.dumps(self.get_config(), sort_keys=True).encode("utf-8")
         self.extra_bytes_per_shard = 4 + 4 + len(self._header)
         self.extra_bytes_per_sample = 4
         self.new_shard_size = self.extra_bytes_per_shard
 
     def get_config(self) -> dict[str, Any]:
-        return {"version": 2, "format": self.format, "compression": self.compression, "hashes": self.hashes,
-                "size_limit": self.size_limit, "column_encodings": self.column_encodings,
-                "column_names": self.column_names, "column_sizes": self.column_sizes}
+        return {
+            "version": 2,
+            "format": self.format,
+            "compression": self.compression,
+            "hashes": self.hashes,
+            "size_limit": self.size_limit,
+            "column_encodings": self.column_encodings,
+            "column_names": self.column_names,
+            "column_sizes": self.column_sizes,
+        }
 
     def sample_encoder(self) -> SampleEncoder:
         return _compile_encoder(self._plan, self._encode_columns)
@@ -102,8 +129,10 @@ class MDSWriter(Writer):
             try:
                 value = sample[name]
             except KeyError:
-                raise KeyError(f"Sample {self.samples_written} has no column {name!r} "
-                               f"(the writer's columns are {self.column_names}).") from None
+                raise KeyError(
+                    f"Sample {self.samples_written} has no column {name!r} "
+                    f"(the writer's columns are {self.column_names})."
+                ) from None
             except TypeError:
                 raise TypeError(f"Sample {self.samples_written} must be a dict, got {type(sample).__name__}.") from None
             if type(value) is bytes:
@@ -111,15 +140,18 @@ class MDSWriter(Writer):
             else:
                 try:
                     data = get_mds_coder(encoding).encode(value)
-                except Exception as err:  # noqa: BLE001 - re-raised with the column and sample named
-                    raise with_context(err, f"Column {name!r} (encoding {encoding!r}) of sample "
-                                            f"{self.samples_written}") from err
+                except Exception as err:
+                    raise with_context(
+                        err, f"Column {name!r} (encoding {encoding!r}) of sample {self.samples_written}"
+                    ) from err
             if size is None:
                 sizes.append(len(data))
             elif len(data) != size:
-                raise ValueError(f"Column {name!r} (encoding {encoding!r}) of sample {self.samples_written}: "
-                                 f"encoded to {len(data)} bytes but the encoding has a fixed size of {size} bytes; "
-                                 f"was this value typed with the right encoding?")
+                raise ValueError(
+                    f"Column {name!r} (encoding {encoding!r}) of sample {self.samples_written}: "
+                    f"encoded to {len(data)} bytes but the encoding has a fixed size of {size} bytes; "
+                    f"was this value typed with the right encoding?"
+                )
             parts.append(data)
         if sizes:
             parts.insert(0, self._pack_sizes(*sizes))
@@ -130,6 +162,10 @@ class MDSWriter(Writer):
         return [[offsets_table(first, sample_sizes), self._header, *chunks]]
 
     def shard_entry(self, num_samples: int, files: list[tuple[FileInfo, FileInfo | None]]) -> dict[str, Any]:
-        (raw, zipped), = files
-        return {**self.get_config(), "samples": num_samples, "raw_data": raw.to_json(),
-                "zip_data": zipped.to_json() if zipped else None}
+        ((raw, zipped),) = files
+        return {
+            **self.get_config(),
+            "samples": num_samples,
+            "raw_data": raw.to_json(),
+            "zip_data": zipped.to_json() if zipped else None,
+        }

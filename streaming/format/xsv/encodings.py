@@ -8,7 +8,8 @@ reader could not parse back as an int).
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 __all__ = ["get_xsv_encodings", "is_xsv_encoding", "xsv_decode", "xsv_encode"]
 
@@ -41,8 +42,9 @@ def xsv_encode(encoding: str, value: Any) -> str:
     _check_encoding(encoding)
     expected = _TYPES[encoding]
     if not isinstance(value, expected):
-        raise TypeError(f"XSV encoding {encoding!r} expects a {expected.__name__}, got "
-                        f"{type(value).__name__} {value!r}.")
+        raise TypeError(
+            f"XSV encoding {encoding!r} expects a {expected.__name__}, got {type(value).__name__} {value!r}."
+        )
     if encoding == "str":
         return value
     return int.__repr__(value) if encoding == "int" else float.__repr__(value)

@@ -11,12 +11,26 @@ from streaming.format.xsv.encodings import xsv_decode
 class XSVReader(SplitReader):
     """One XSV shard; a sample maps each column name to its decoded value."""
 
-    def __init__(self, dirname: str, split: str | None, column_encodings: list[str], column_names: list[str],
-                 compression: str | None, hashes: list[str], newline: str, raw_data: dict[str, Any],
-                 raw_meta: dict[str, Any], samples: int, separator: str, size_limit: int | None,
-                 zip_data: dict[str, Any] | None, zip_meta: dict[str, Any] | None) -> None:
-        super().__init__(dirname, split, compression, hashes, raw_data, raw_meta, samples, size_limit, zip_data,
-                         zip_meta)
+    def __init__(
+        self,
+        dirname: str,
+        split: str | None,
+        column_encodings: list[str],
+        column_names: list[str],
+        compression: str | None,
+        hashes: list[str],
+        newline: str,
+        raw_data: dict[str, Any],
+        raw_meta: dict[str, Any],
+        samples: int,
+        separator: str,
+        size_limit: int | None,
+        zip_data: dict[str, Any] | None,
+        zip_meta: dict[str, Any] | None,
+    ) -> None:
+        super().__init__(
+            dirname, split, compression, hashes, raw_data, raw_meta, samples, size_limit, zip_data, zip_meta
+        )
         self.column_encodings = column_encodings
         self.column_names = column_names
         self.newline = newline
@@ -26,10 +40,12 @@ class XSVReader(SplitReader):
         return {**self.__dict__, "_data": None, "_offsets": None}
 
     def decode_sample(self, data: bytes) -> dict[str, Any]:
-        text = data.decode("utf-8")[:-len(self.newline)]
+        text = data.decode("utf-8")[: -len(self.newline)]
         values = text.split(self.separator)
-        return {name: xsv_decode(encoding, value)
-                for name, encoding, value in zip(self.column_names, self.column_encodings, values)}
+        return {
+            name: xsv_decode(encoding, value)
+            for name, encoding, value in zip(self.column_names, self.column_encodings, values)
+        }
 
     def get_item(self, index: int) -> dict[str, Any]:
         return self.decode_sample(self.get_sample_data(index))
@@ -40,12 +56,38 @@ class CSVReader(XSVReader):
 
     separator_char = ","
 
-    def __init__(self, dirname: str, split: str | None, column_encodings: list[str], column_names: list[str],
-                 compression: str | None, hashes: list[str], newline: str, raw_data: dict[str, Any],
-                 raw_meta: dict[str, Any], samples: int, size_limit: int | None, zip_data: dict[str, Any] | None,
-                 zip_meta: dict[str, Any] | None) -> None:
-        super().__init__(dirname, split, column_encodings, column_names, compression, hashes, newline, raw_data,
-                         raw_meta, samples, self.separator_char, size_limit, zip_data, zip_meta)
+    def __init__(
+        self,
+        dirname: str,
+        split: str | None,
+        column_encodings: list[str],
+        column_names: list[str],
+        compression: str | None,
+        hashes: list[str],
+        newline: str,
+        raw_data: dict[str, Any],
+        raw_meta: dict[str, Any],
+        samples: int,
+        size_limit: int | None,
+        zip_data: dict[str, Any] | None,
+        zip_meta: dict[str, Any] | None,
+    ) -> None:
+        super().__init__(
+            dirname,
+            split,
+            column_encodings,
+            column_names,
+            compression,
+            hashes,
+            newline,
+            raw_data,
+            raw_meta,
+            samples,
+            self.separator_char,
+            size_limit,
+            zip_data,
+            zip_meta,
+        )
 
 
 class TSVReader(CSVReader):

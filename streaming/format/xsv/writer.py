@@ -23,16 +23,27 @@ class XSVWriter(SplitWriter):
 
     format = "xsv"
 
-    def __init__(self, *, columns: dict[str, str], separator: str, newline: str = "\n",
-                 out: str | tuple[str, str], keep_local: bool = False, compression: str | None = None,
-                 hashes: list[str] | None = None, size_limit: int | str | None = DEFAULT_SIZE_LIMIT,
-                 **kwargs: Any) -> None:
+    def __init__(
+        self,
+        *,
+        columns: dict[str, str],
+        separator: str,
+        newline: str = "\n",
+        out: str | tuple[str, str],
+        keep_local: bool = False,
+        compression: str | None = None,
+        hashes: list[str] | None = None,
+        size_limit: int | str | None = DEFAULT_SIZE_LIMIT,
+        **kwargs: Any,
+    ) -> None:
         if not isinstance(columns, dict) or not columns:
             raise ValueError(f"columns must be a non-empty dict of column name -> encoding, got {columns!r}.")
         for name, encoding in columns.items():
             if not is_xsv_encoding(encoding):
-                raise UnknownEncodingError(f"Column {name!r} has unknown {self.format.upper()} encoding "
-                                           f"{encoding!r}. Valid encodings: {', '.join(XSV_ENCODINGS)}.")
+                raise UnknownEncodingError(
+                    f"Column {name!r} has unknown {self.format.upper()} encoding "
+                    f"{encoding!r}. Valid encodings: {', '.join(XSV_ENCODINGS)}."
+                )
         if not separator or not newline:
             raise ValueError("separator and newline must be non-empty strings.")
         self.column_names = sorted(columns)
@@ -41,18 +52,29 @@ class XSVWriter(SplitWriter):
         self.newline = newline
         for name in self.column_names:
             self._check_text(name, f"Column name {name!r}")
-        super().__init__(out=out, keep_local=keep_local, compression=compression, hashes=hashes,
-                         size_limit=size_limit, **kwargs)
+        super().__init__(
+            out=out, keep_local=keep_local, compression=compression, hashes=hashes, size_limit=size_limit, **kwargs
+        )
 
     def _check_text(self, text: str, what: str) -> None:
         if self.separator in text or self.newline in text:
-            raise ValueError(f"{what} contains the separator {self.separator!r} or the newline {self.newline!r}; "
-                             f"{self.format.upper()} shards have no quoting, so it cannot be stored.")
+            raise ValueError(
+                f"{what} contains the separator {self.separator!r} or the newline {self.newline!r}; "
+                f"{self.format.upper()} shards have no quoting, so it cannot be stored."
+            )
 
     def get_config(self) -> dict[str, Any]:
-        return {"version": 2, "format": self.format, "compression": self.compression, "hashes": self.hashes,
-                "size_limit": self.size_limit, "column_encodings": self.column_encodings,
-                "column_names": self.column_names, "newline": self.newline, "separator": self.separator}
+        return {
+            "version": 2,
+            "format": self.format,
+            "compression": self.compression,
+            "hashes": self.hashes,
+            "size_limit": self.size_limit,
+            "column_encodings": self.column_encodings,
+            "column_names": self.column_names,
+            "newline": self.newline,
+            "separator": self.separator,
+        }
 
     def data_prefix(self) -> bytes:
         return (self.separator.join(self.column_names) + self.newline).encode("utf-8")
@@ -61,13 +83,16 @@ class XSVWriter(SplitWriter):
         values = []
         for name, encoding in zip(self.column_names, self.column_encodings):
             if name not in sample:
-                raise KeyError(f"Sample {self.samples_written} has no column {name!r} "
-                               f"(the writer's columns are {self.column_names}).")
+                raise KeyError(
+                    f"Sample {self.samples_written} has no column {name!r} "
+                    f"(the writer's columns are {self.column_names})."
+                )
             try:
                 text = xsv_encode(encoding, sample[name])
-            except Exception as err:  # noqa: BLE001 - re-raised naming the column and sample
-                raise TypeError(f"Column {name!r} (encoding {encoding!r}) of sample {self.samples_written}: "
-                                f"{err}") from err
+            except Exception as err:
+                raise TypeError(
+                    f"Column {name!r} (encoding {encoding!r}) of sample {self.samples_written}: {err}"
+                ) from err
             self._check_text(text, f"Column {name!r} of sample {self.samples_written}")
             values.append(text)
         return (self.separator.join(values) + self.newline).encode("utf-8")
@@ -79,11 +104,29 @@ class CSVWriter(XSVWriter):
     format = "csv"
     fixed_separator = ","
 
-    def __init__(self, *, columns: dict[str, str], newline: str = "\n", out: str | tuple[str, str],
-                 keep_local: bool = False, compression: str | None = None, hashes: list[str] | None = None,
-                 size_limit: int | str | None = DEFAULT_SIZE_LIMIT, **kwargs: Any) -> None:
-        super().__init__(columns=columns, separator=self.fixed_separator, newline=newline, out=out, keep_local=keep_local,
-                         compression=compression, hashes=hashes, size_limit=size_limit, **kwargs)
+    def __init__(
+        self,
+        *,
+        columns: dict[str, str],
+        newline: str = "\n",
+        out: str | tuple[str, str],
+        keep_local: bool = False,
+        compression: str | None = None,
+        hashes: list[str] | None = None,
+        size_limit: int | str | None = DEFAULT_SIZE_LIMIT,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(
+            columns=columns,
+            separator=self.fixed_separator,
+            newline=newline,
+            out=out,
+            keep_local=keep_local,
+            compression=compression,
+            hashes=hashes,
+            size_limit=size_limit,
+            **kwargs,
+        )
 
     def get_config(self) -> dict[str, Any]:
         config = super().get_config()
