@@ -19,8 +19,13 @@ from streaming.storage.url import split_url
 from tests.services import azurite, fake_databricks, fake_gcs, fake_oci, seaweedfs  # noqa: F401 (fixtures)
 from tests.storage.conftest import (
     Remote,
-    gcs_bucket,  # noqa: F401 (fixtures)
-    )
+    azure_container,  # noqa: F401 - pytest fixture
+    gcs_bucket,  # noqa: F401 - pytest fixture
+    isolated_environment,  # noqa: F401 - pytest fixture
+    oci_bucket,  # noqa: F401 - pytest fixture
+    remote_factory,  # noqa: F401 - pytest fixture
+    s3_bucket,  # noqa: F401 - pytest fixture
+)
 
 CLOUD_SCHEMES = ["s3", "gs", "azure", "azure-dl", "abfss", "oci", "dbfs", "volumes", "plain-volumes"]
 SCHEMES = ["file", *CLOUD_SCHEMES]

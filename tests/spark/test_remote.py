@@ -18,8 +18,12 @@ from streaming.storage.url import relative_to
 from tests.services import azurite, fake_databricks, fake_gcs, seaweedfs  # noqa: F401 (fixtures)
 from tests.storage.conftest import (
     CREDENTIAL_PREFIXES,
-    gcs_bucket,  # noqa: F401 (fixtures)
-    )
+    azure_container,  # noqa: F401 - pytest fixture
+    gcs_bucket,  # noqa: F401 - pytest fixture
+    isolated_environment,  # noqa: F401 - pytest fixture
+    remote_factory,  # noqa: F401 - pytest fixture
+    s3_bucket,  # noqa: F401 - pytest fixture
+)
 
 # Every scheme on the classic session; on Spark Connect (same executor code) the S3 and Volumes ones.
 CASES = [("classic", scheme) for scheme in ("s3", "gs", "azure", "dbfs", "volumes")] + [

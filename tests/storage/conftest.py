@@ -21,8 +21,12 @@ from tests.services import (
     OCI_TENANCY,
     OCI_USER,
     Service,
-    azurite,  # noqa: F401 (fixtures)
+    azurite,  # noqa: F401 - pytest fixture
+    fake_databricks,  # noqa: F401 - pytest fixture
+    fake_gcs,  # noqa: F401 - pytest fixture
+    fake_oci,  # noqa: F401 - pytest fixture
     free_port,
+    seaweedfs,  # noqa: F401 - pytest fixture
 )
 
 BUCKET = "storage-tests"
