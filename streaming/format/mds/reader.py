@@ -124,15 +124,15 @@ class MDSReader(JointReader):
         self._offsets = offsets
         self._buffer = buffer
 
-    def get_sample_data(self, index: int) -> bytes:
-        """The encoded bytes of sample ``index``."""
+    def get_sample_data(self, idx: int) -> bytes:
+        """The encoded bytes of sample ``idx``."""
         if self._buffer is None:
             self.open()
-        if not 0 <= index < self.samples:
+        if not 0 <= idx < self.samples:
             raise IndexError(
-                f"Sample {index} is out of range for shard {self.raw_data.basename} of {self.samples} samples."
+                f"Sample {idx} is out of range for shard {self.raw_data.basename} of {self.samples} samples."
             )
-        return bytes(self._buffer[self._offsets[index] : self._offsets[index + 1]])
+        return bytes(self._buffer[self._offsets[idx] : self._offsets[idx + 1]])
 
     def decode_sample(self, data: bytes) -> dict[str, Any]:
         """Decode the encoded bytes of one sample."""
@@ -142,14 +142,14 @@ class MDSReader(JointReader):
             )
         return self._decode(memoryview(data), 0)
 
-    def get_item(self, index: int) -> dict[str, Any]:
+    def get_item(self, idx: int) -> dict[str, Any]:
         if self._buffer is None:
             self.open()
-        if not 0 <= index < self.samples:
+        if not 0 <= idx < self.samples:
             raise IndexError(
-                f"Sample {index} is out of range for shard {self.raw_data.basename} of {self.samples} samples."
+                f"Sample {idx} is out of range for shard {self.raw_data.basename} of {self.samples} samples."
             )
-        return self._decode(self._buffer, self._offsets[index])
+        return self._decode(self._buffer, self._offsets[idx])
 
     def __iter__(self) -> Iterator[dict[str, Any]]:
         if self._buffer is None:
