@@ -52,6 +52,9 @@ DELIBERATE: dict[str, str] = {
     # (a DataLoader takes it as a map-style dataset all the same: it has __getitem__ and __len__).
     "streaming.base.LocalDataset": "does not derive from Dataset",
     "streaming.base.local.LocalDataset": "does not derive from Dataset",
+    # Upstream's StreamingVisionDataset also derives from torchvision's VisionDataset (for its repr only); ours
+    # does not, so it works without torchvision (whose PyPI wheel does not import beside a CPU-only torch build).
+    "streaming.vision.base.StreamingVisionDataset": "does not derive from VisionDataset",
 }
 
 # Names in streaming/base/storage/upload.py and download.py, which helper "core" is rewriting in parallel (issue 9
