@@ -224,17 +224,7 @@ class Stream:
 
     def evict(self, reader: Reader) -> int:
         """Delete a shard's local files; return the bytes freed."""
-        freed = 0
-        for raw, zipped in reader.file_pairs:
-            for info in (raw, zipped):
-                if info is None:
-                    continue
-                try:
-                    os.remove(self.local_path(info.basename))
-                    freed += info.bytes
-                except FileNotFoundError:
-                    pass
-        return freed
+        return reader.evict()
 
     @staticmethod
     def validate_weights(streams: Sequence[Stream]) -> tuple[bool, bool]:
