@@ -20,8 +20,8 @@ class MappedStreamingDataset(StreamingDataset):
         """Turn one stored sample into what this dataset yields."""
         return sample
 
-    def get_item(self, idx: int) -> Any:
-        return self.map_sample(super().get_item(idx))
+    def get_item(self, idx: int, retry: int = 7) -> Any:
+        return self.map_sample(super().get_item(idx, retry))
 
     def __iter__(self) -> Iterator[Any]:
         return map(self.map_sample, super().__iter__())

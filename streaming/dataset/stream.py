@@ -262,7 +262,7 @@ class Stream:
 
     def set_up_local(self, shards: list[Reader], cache_usage_per_shard: NDArray[np.int64]) -> None:
         """Make the local directory consistent with ``shards`` and store each shard's bytes on disk."""
-        listing = set()
+        listing: set[str] = set()
         for dirname, _, files in os.walk(os.path.join(self.local, self.split)):
             listing.update(os.path.join(dirname, name) for name in files)
         for shard_id, shard in enumerate(shards):
