@@ -296,6 +296,37 @@ def test_registry_utils(tmp_path):
 # ----------------------------------------------------------------------------------------------------- distributed
 
 
+def _gather_in_a_group(rank: int, port: int, results) -> None:
+    os.environ.update(RANK=str(rank), WORLD_SIZE="2", LOCAL_WORLD_SIZE="2", MASTER_ADDR="127.0.0.1")
+    os.environ["MASTER_PORT"] = str(port)
+    from streaming.base.distributed import all_gather_object, maybe_init_dist
+
+    initialised = maybe_init_dist()
+    results.put((rank, initialised, all_gather_object({"rank": rank}), maybe_init_dist()))
+
+
+def test_all_gather_object_gathers_from_every_rank_of_a_real_group():
+    import multiprocessing
+    import socket
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    import torch.distributed  # noqa: F401 - loaded once here; the forked ranks inherit it instead of importing it
+
+    context = multiprocessing.get_context("fork")
+    results = context.Queue()
+    procs = [context.Process(target=_gather_in_a_group, args=(rank, port, results)) for rank in range(2)]
+    for proc in procs:
+        proc.start()
+    gathered = sorted(results.get(timeout=120) for _ in procs)
+    for proc in procs:
+        proc.join(60)
+    # Each rank initialised the group itself (gloo on CPU), got every rank's object in rank order, and a second
+    # call finds the group there already.
+    assert gathered == [(rank, True, [{"rank": 0}, {"rank": 1}], False) for rank in range(2)]
+
+
 def test_all_gather_object_and_maybe_init_dist(monkeypatch):
     from streaming.base.distributed import all_gather_object, maybe_init_dist
 
