@@ -1,6 +1,7 @@
 """Upstream path `streaming.base.distributed`: re-exports."""
 
 from streaming.dataset.distributed import (
+    TObj,
     all_gather,
     all_gather_object,
     barrier,
@@ -9,9 +10,11 @@ from streaming.dataset.distributed import (
     get_local_world_size,
     get_rank,
     get_world_size,
+    maybe_init_dist,
 )
 
 __all__ = [
+    "TObj",
     "all_gather",
     "all_gather_object",
     "barrier",
@@ -20,4 +23,5 @@ __all__ = [
     "get_local_world_size",
     "get_rank",
     "get_world_size",
+    "maybe_init_dist",
 ]

@@ -6,7 +6,9 @@ The dataset itself never needs a process group; these helpers exist for user cod
 from __future__ import annotations
 
 import os
-from typing import Any
+from typing import Any, TypeVar
+
+TObj = TypeVar("TObj")
 
 
 def _env(name: str, default: int) -> int:
@@ -66,11 +68,41 @@ def all_gather(tensor_list: list[Any], tensor: Any) -> None:
         tensor_list[0] = tensor
 
 
-def all_gather_object(objects: list[Any], obj: Any) -> None:
-    """Gather a picklable object from every rank, when a process group is initialised."""
+def all_gather_object(obj: TObj) -> list[TObj]:
+    """Return the picklable ``obj`` of every rank, indexed by rank.
+
+    Raises:
+        RuntimeError: ``WORLD_SIZE`` is above 1 but no process group is initialised.
+    """
+    world_size = get_world_size()
+    if world_size == 1:
+        return [obj]  # what a one-rank group gathers too, without importing torch
     if _initialized():
         import torch.distributed as dist
 
-        dist.all_gather_object(objects, obj)
-    else:
-        objects[0] = obj
+        gathered: list[Any] = [None] * dist.get_world_size()
+        dist.all_gather_object(gathered, obj)
+        return gathered
+    raise RuntimeError(
+        f"The world_size({world_size}) > 1, but the distributed package is not available or has not been "
+        f"initialized: call torch.distributed.init_process_group (or streaming.base.distributed.maybe_init_dist) "
+        f"first."
+    )
+
+
+def maybe_init_dist() -> bool:
+    """Initialise the default process group from the torchrun variables when there are several ranks.
+
+    Uses NCCL when CUDA is there, else Gloo. Returns whether this call initialised it (``False`` for a single
+    rank, or when a group exists already or torch has no distributed support).
+    """
+    if get_world_size() == 1:
+        return False
+    import torch
+    import torch.distributed as dist
+
+    if not dist.is_available() or dist.is_initialized():
+        return False
+    backend = "nccl" if torch.cuda.is_available() and dist.is_nccl_available() else "gloo"
+    dist.init_process_group(backend=backend, rank=get_rank(), world_size=get_world_size())
+    return True

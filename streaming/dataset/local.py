@@ -43,15 +43,15 @@ class LocalDataset(Array):
     def size(self) -> int:
         return self.num_samples
 
-    def get_item(self, index: int) -> dict[str, Any]:
+    def get_item(self, sample_id: int) -> dict[str, Any]:
         """Read one sample; consecutive reads from one shard skip the shard lookup."""
         start, end, reader = self._last
-        if not start <= index < end:
-            shard_id = bisect_right(self._shard_starts, index) - 1
+        if not start <= sample_id < end:
+            shard_id = bisect_right(self._shard_starts, sample_id) - 1
             start = self._shard_starts[shard_id]
             reader = self.shards[shard_id]
             self._last = (start, start + reader.samples, reader)
-        return reader.get_item(index - start)
+        return reader.get_item(sample_id - start)
 
     def __getitem__(self, at: Any) -> Any:
         if type(at) is int and 0 <= at < self.num_samples:

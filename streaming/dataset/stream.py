@@ -5,13 +5,20 @@ from __future__ import annotations
 import hashlib
 import os
 import tempfile
-from typing import Any
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
 
-from streaming.dataset.weighting import StreamWeight
+import numpy as np
+from numpy.typing import NDArray
+
+from streaming.dataset.weighting import StreamWeight, resolve_weights, validate_weights
 from streaming.format.errors import ShardCorruptError
 from streaming.format.index import get_index_basename
 from streaming.format.reader import Reader
 from streaming.format.table import ShardTable
+
+if TYPE_CHECKING:
+    from streaming.dataset.world import World
 
 _DEFAULTS = ("remote", "local", "split", "download_retry", "download_timeout", "validate_hash", "keep_zip")
 
@@ -163,14 +170,14 @@ class Stream:
                     total += info.bytes
         return total
 
-    def prepare_shard(self, reader: Reader) -> int:
+    def prepare_shard(self, shard: Reader) -> int:
         """Make a shard's raw files present (download, verify, decompress); return the change in bytes on disk.
 
         Every file appears under its real name only once complete (downloads and decompression go through
         temp names and an atomic rename), so a crash never leaves a partial shard.
         """
-        before = self.present_bytes(reader)
-        for raw, zipped in reader.file_pairs:
+        before = self.present_bytes(shard)
+        for raw, zipped in shard.file_pairs:
             raw_path = self.local_path(raw.basename)
             if os.path.exists(raw_path):
                 if zipped is not None and not self.safe_keep_zip and os.path.exists(self.local_path(zipped.basename)):
@@ -184,12 +191,12 @@ class Stream:
             if not os.path.exists(zip_path):
                 self._download(zipped.basename)
             self._verify(zip_path, zipped)
-        reader.ensure_raw()
+        shard.ensure_raw()
         if not self.safe_keep_zip:
-            for _, zipped in reader.file_pairs:
+            for _, zipped in shard.file_pairs:
                 if zipped is not None and os.path.exists(self.local_path(zipped.basename)):
                     os.remove(self.local_path(zipped.basename))
-        return self.present_bytes(reader) - before
+        return self.present_bytes(shard) - before
 
     def _verify(self, path: str, info: Any) -> None:
         size = os.stat(path).st_size
@@ -217,17 +224,49 @@ class Stream:
 
     def evict(self, reader: Reader) -> int:
         """Delete a shard's local files; return the bytes freed."""
-        freed = 0
-        for raw, zipped in reader.file_pairs:
-            for info in (raw, zipped):
-                if info is None:
-                    continue
-                try:
-                    os.remove(self.local_path(info.basename))
-                    freed += info.bytes
-                except FileNotFoundError:
-                    pass
-        return freed
+        return reader.evict()
+
+    @staticmethod
+    def validate_weights(streams: Sequence[Stream]) -> tuple[bool, bool]:
+        """Return whether the streams are weighted relatively (``proportion``) and whether no weight is set.
+
+        Raises:
+            ValueError: relative and absolute weights are mixed.
+        """
+        return validate_weights([stream.weight for stream in streams])
+
+    @staticmethod
+    def apply_weights(
+        streams: Sequence[Stream], samples_per_stream: NDArray[np.int64], choose_per_epoch: int | None, seed: int
+    ) -> int:
+        """Derive every stream's proportion, repeat and choose for an epoch, store them on the streams (as
+        upstream does), and return the samples per epoch."""
+        resolved = resolve_weights([stream.weight for stream in streams], samples_per_stream, choose_per_epoch, seed)
+        for stream_id, stream in enumerate(streams):
+            stream.proportion = float(resolved.proportion[stream_id])
+            stream.repeat = float(resolved.repeat[stream_id])
+            stream.choose = int(resolved.choose[stream_id])
+        return resolved.epoch_size
+
+    def get_shards(self, world: World, allow_unsafe_types: bool) -> list[Reader]:
+        """Load this stream's index (downloading it if needed) and return a checked reader per shard.
+
+        Raises:
+            ValueError: a shard uses an unsafe encoding and ``allow_unsafe_types`` is false.
+        """
+        table = self.load_table()
+        shards = [table.reader(self.local, self.split, shard_id) for shard_id in range(len(table))]
+        for shard in shards:
+            shard.validate(allow_unsafe_types)
+        return shards
+
+    def set_up_local(self, shards: list[Reader], cache_usage_per_shard: NDArray[np.int64]) -> None:
+        """Make the local directory consistent with ``shards`` and store each shard's bytes on disk."""
+        listing: set[str] = set()
+        for dirname, _, files in os.walk(os.path.join(self.local, self.split)):
+            listing.update(os.path.join(dirname, name) for name in files)
+        for shard_id, shard in enumerate(shards):
+            cache_usage_per_shard[shard_id] = shard.set_up_local(listing, self.safe_keep_zip)
 
     def __repr__(self) -> str:
         return f"Stream(remote={self.remote!r}, local={self._local!r}, split={self.split!r})"

@@ -6,6 +6,9 @@ family except ``gz``, whose header carries a modification time: upstream stamps 
 module stamps 0 so that the same shard always compresses to the same bytes (and the same hashes).
 
 Codec modules are imported on first use, so importing this module costs nothing.
+
+Upstream's classes (``Zstandard(level=7).compress(data)``, ``Compression.each()``, …) are here too, over the
+same codecs: an instance compresses exactly as ``compress("<extension>:<level>", data)`` does.
 """
 
 from __future__ import annotations
@@ -14,12 +17,20 @@ import os
 import struct
 import threading
 import zlib
-from collections.abc import Callable
+from abc import ABC, abstractmethod
+from collections.abc import Callable, Iterator
 from functools import cache
 from types import ModuleType
 from typing import NamedTuple
 
 __all__ = [
+    "Brotli",
+    "Bzip2",
+    "Compression",
+    "Gzip",
+    "LevelledCompression",
+    "Snappy",
+    "Zstandard",
     "check_compression",
     "compress",
     "decompress",
@@ -241,3 +252,111 @@ def decompress(algo: str | None, data: bytes | memoryview) -> bytes:
         return data  # type: ignore[return-value]
     family, _ = _parse(algo)
     return _DECOMPRESSORS[family](data)
+
+
+class Compression(ABC):
+    """A compression family without levels (upstream's base class); ``extension`` is its algorithm name."""
+
+    extension: str = ""
+
+    @classmethod
+    def each(cls) -> Iterator[tuple[str, Compression]]:
+        """Yield (algorithm name, instance) for every setting of this family."""
+        yield cls.extension, cls()
+
+    @abstractmethod
+    def compress(self, data: bytes) -> bytes:
+        """Return ``data`` compressed."""
+
+    @abstractmethod
+    def decompress(self, data: bytes) -> bytes:
+        """Return the data that ``compress`` turned into ``data``."""
+
+
+class LevelledCompression(Compression):
+    """A compression family with levels; a subclass sets ``extension`` and ``levels``.
+
+    Args:
+        level: one of ``levels``; ``None`` means the family's default level.
+
+    Raises:
+        ValueError: a level the family does not have.
+    """
+
+    levels: list = []
+
+    def __init__(self, level: int | None = None) -> None:
+        family = _FAMILIES.get(self.extension)
+        if family is None:
+            raise TypeError(f"{type(self).__name__} names no known compression family ({self.extension!r})")
+        if level is None:
+            level = family.default
+        if level not in self.levels:
+            raise ValueError(
+                f"{self.extension} compression levels are {self.levels[0]}..{self.levels[-1]}, got {level!r}"
+            )
+        self.level = level
+
+    @classmethod
+    def each(cls) -> Iterator[tuple[str, Compression]]:
+        yield cls.extension, cls()
+        for level in cls.levels:
+            yield f"{cls.extension}:{level}", cls(level)
+
+    def compress(self, data: bytes) -> bytes:
+        return _COMPRESSORS[self.extension](data, self.level)
+
+    def decompress(self, data: bytes) -> bytes:
+        return _DECOMPRESSORS[self.extension](data)
+
+
+class Brotli(LevelledCompression):
+    """``br``: Brotli, levels 0..11 (default 11)."""
+
+    extension = "br"
+    levels = list(_FAMILIES["br"].levels)
+
+    def __init__(self, level: int = 11) -> None:
+        super().__init__(level)
+
+
+class Bzip2(LevelledCompression):
+    """``bz2``: bzip2, levels 1..9 (default 9)."""
+
+    extension = "bz2"
+    levels = list(_FAMILIES["bz2"].levels)
+
+    def __init__(self, level: int = 9) -> None:
+        super().__init__(level)
+
+
+class Gzip(LevelledCompression):
+    """``gz``: gzip, levels 0..9 (default 9), with modification time 0 in the header."""
+
+    extension = "gz"
+    levels = list(_FAMILIES["gz"].levels)
+
+    def __init__(self, level: int = 9) -> None:
+        super().__init__(level)
+
+
+class Snappy(Compression):
+    """``snappy``: raw Snappy blocks, no levels."""
+
+    extension = "snappy"
+
+    def compress(self, data: bytes) -> bytes:
+        return _COMPRESSORS["snappy"](data, None)
+
+    def decompress(self, data: bytes) -> bytes:
+        return _DECOMPRESSORS["snappy"](data)
+
+
+class Zstandard(LevelledCompression):
+    """``zstd``: Zstandard, levels 1..22 (default 3)."""
+
+    extension = "zstd"
+    levels = list(_FAMILIES["zstd"].levels)
+
+    def __init__(self, level: int = 3) -> None:
+        super().__init__(level)

@@ -11,9 +11,11 @@ import os
 import struct
 import sys
 import uuid
+from abc import ABC, abstractmethod
 from collections.abc import Iterator, Sequence
 from typing import Any
 
+from streaming.format.array import Array
 from streaming.format.compression import decompress
 from streaming.format.errors import ShardCorruptError
 from streaming.format.index import FileInfo
@@ -44,8 +46,8 @@ def read_offsets(buffer: memoryview, samples: int, path: str) -> Sequence[int]:
     return table.cast("I") if sys.byteorder == "little" else struct.unpack(f"<{count + 1}I", table)
 
 
-class Reader:
-    """One shard of a dataset, read from ``<dirname>/<split>/``.
+class Reader(Array, ABC):
+    """One shard of a dataset, read from ``<dirname>/<split>/``; indexable like an :class:`Array`.
 
     Args:
         dirname: dataset root (local directory).
@@ -73,7 +75,26 @@ class Reader:
         self.size_limit = size_limit
         self.file_pairs: list[tuple[FileInfo, FileInfo | None]] = []
 
+    @classmethod
+    def from_json(cls, dirname: str, split: str | None, obj: dict[str, Any]) -> Reader:
+        """Build the reader of one shard from its ``index.json`` entry (keys it does not take are ignored).
+
+        Raises:
+            ValueError: the entry lacks a field the reader needs.
+        """
+        code = cls.__init__.__code__
+        params = code.co_varnames[3 : code.co_argcount]
+        try:
+            return cls(dirname, split, **{key: obj[key] for key in params if key in obj})
+        except TypeError as err:
+            raise ValueError(f"Index entry for a {obj.get('format')} shard is missing fields: {err}") from None
+
     def __len__(self) -> int:
+        return self.samples
+
+    @property
+    def size(self) -> int:
+        """The number of samples."""
         return self.samples
 
     def local_path(self, basename: str) -> str:
@@ -90,6 +111,68 @@ class Reader:
         if not self.compression:
             return None
         return sum(zipped.bytes for _, zipped in self.file_pairs if zipped)
+
+    def get_persistent_size(self, keep_zip: bool) -> int:
+        """Bytes the shard keeps on disk once ready: raw files, plus compressed ones if ``keep_zip``."""
+        if self.compression and keep_zip:
+            return self.get_max_size()
+        return self.get_raw_size()
+
+    def _evict(self, which: int) -> int:
+        """Delete the raw (``which=0``) or compressed (``1``) files present; return the bytes freed."""
+        freed = 0
+        for pair in self.file_pairs:
+            info = pair[which]
+            if info is None:
+                continue
+            path = self.local_path(info.basename)
+            try:
+                os.remove(path)
+            except FileNotFoundError:
+                continue
+            freed += info.bytes
+        return freed
+
+    def evict(self) -> int:
+        """Delete this shard's local files; return the bytes freed."""
+        return self._evict(0) + self._evict(1)
+
+    def set_up_local(self, listing: set[str], safe_keep_zip: bool) -> int:
+        """Make the shard's local files consistent and return the bytes they take (upstream's cache scan).
+
+        A form (raw or compressed) counts only when all its files are in ``listing`` (full paths); a partial
+        form is deleted. With compression, a raw form without its compressed form is dropped when
+        ``safe_keep_zip`` (the compressed files must be kept), and a compressed form beside a complete raw
+        form is dropped otherwise.
+
+        Raises:
+            ValueError: an uncompressed shard has compressed files.
+        """
+        present = [0, 0]
+        for pair in self.file_pairs:
+            for which, info in enumerate(pair):
+                if info is not None and self.local_path(info.basename) in listing:
+                    present[which] += 1
+        has = [False, False]
+        for which in (0, 1):
+            if present[which] == len(self.file_pairs):
+                has[which] = True
+            elif present[which]:
+                self._evict(which)
+        has_raw, has_zip = has
+        if not self.compression:
+            if has_zip:
+                raise ValueError(
+                    f"Shard {self.local_path(self.file_pairs[-1][0].basename)} is invalid: it was written "
+                    f"without compression, yet compressed files of it exist."
+                )
+        elif safe_keep_zip and has_raw and not has_zip:
+            self._evict(0)
+            has_raw = False
+        elif not safe_keep_zip and has_raw and has_zip:
+            self._evict(1)
+            has_zip = False
+        return (self.get_raw_size() if has_raw else 0) + ((self.get_zip_size() or 0) if has_zip else 0)
 
     def validate(self, allow_unsafe_types: bool) -> None:
         """Raise if the shard uses an encoding the caller did not allow."""
@@ -131,11 +214,16 @@ class Reader:
                 out.write(data)
             os.replace(tmp, raw_path)
 
-    def get_item(self, index: int) -> dict[str, Any]:
-        raise NotImplementedError
+    @abstractmethod
+    def decode_sample(self, data: bytes) -> dict[str, Any]:
+        """Decode one sample from its bytes."""
 
-    def __getitem__(self, index: int) -> dict[str, Any]:
-        return self.get_item(index)
+    @abstractmethod
+    def get_sample_data(self, idx: int) -> bytes:
+        """Return the bytes of sample ``idx`` of this shard."""
+
+    def get_item(self, idx: int) -> dict[str, Any]:
+        return self.decode_sample(self.get_sample_data(idx))
 
     def __iter__(self) -> Iterator[dict[str, Any]]:
         for index in range(self.samples):
@@ -198,11 +286,11 @@ class SplitReader(Reader):
                 f"Shard file {data_path} ends at byte {len(self._data)} but its meta file says {self._offsets[-1]}."
             )
 
-    def get_sample_data(self, index: int) -> bytes:
+    def get_sample_data(self, idx: int) -> bytes:
         if self._data is None:
             self._open()
-        if not 0 <= index < self.samples:
+        if not 0 <= idx < self.samples:
             raise IndexError(
-                f"Sample {index} is out of range for shard {self.raw_data.basename} of {self.samples} samples."
+                f"Sample {idx} is out of range for shard {self.raw_data.basename} of {self.samples} samples."
             )
-        return self._data[self._offsets[index] : self._offsets[index + 1]]
+        return self._data[self._offsets[idx] : self._offsets[idx + 1]]

@@ -27,8 +27,4 @@ def reader_from_json(dirname: str, split: str | None, obj: dict[str, Any]) -> Re
     cls = READERS.get(shard_format)
     if cls is None:
         raise ValueError(f"Unsupported shard format {shard_format!r}; known formats: {', '.join(sorted(READERS))}.")
-    params = cls.__init__.__code__.co_varnames[3 : cls.__init__.__code__.co_argcount]
-    try:
-        return cls(dirname, split, **{key: obj[key] for key in params if key in obj})
-    except TypeError as err:
-        raise ValueError(f"Index entry for a {shard_format} shard is missing fields: {err}") from None
+    return cls.from_json(dirname, split, obj)

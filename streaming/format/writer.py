@@ -301,6 +301,18 @@ class Writer(ABC):
         finally:
             self._pool.shutdown(wait=True)
 
+    def cancel_future_jobs(self) -> None:
+        """Cancel the shards still waiting to be stored and stop the background pool (upstream's abort hook)."""
+        while self._pending:
+            self._pending.popleft().cancel()
+        self._pool.shutdown(wait=False, cancel_futures=True)
+
+    def exception_callback(self, future: Future) -> None:
+        """Raise the error of a finished background job, if it failed (upstream's future callback)."""
+        error = future.exception()
+        if error is not None:
+            raise error
+
     def _refuse_after_finish(self, sample: dict[str, Any]) -> tuple[Sequence[bytes], int]:
         raise RuntimeError("This writer is finished; create a new writer to write more samples.")
 
@@ -314,8 +326,25 @@ class Writer(ABC):
         self.finish()
 
 
+class JointWriter(Writer):
+    """A format that stores each shard as one data file (MDS)."""
+
+    def encode_joint_shard(self) -> bytes:
+        """Return the file of the shard being filled, as ``flush_shard`` would store it now."""
+        (chunks,) = self.encode_shard(self._chunks, self._sample_sizes)
+        return b"".join(chunks)
+
+
 class SplitWriter(Writer):
     """A format that stores each shard as a data file plus a ``.meta`` file of sample offsets and settings."""
+
+    extra_bytes_per_shard = 0
+    extra_bytes_per_sample = 0
+
+    def encode_split_shard(self) -> tuple[bytes, bytes]:
+        """Return the (data, meta) files of the shard being filled, as ``flush_shard`` would store them now."""
+        data, meta = self.encode_shard(self._chunks, self._sample_sizes)
+        return b"".join(data), b"".join(meta)
 
     def shard_basenames(self, shard_id: int) -> list[str]:
         data = f"shard.{shard_id:05}.{self.format}"

@@ -16,7 +16,7 @@ from typing import Any, TypeVar, overload
 
 logger = logging.getLogger(__name__)
 
-F = TypeVar("F", bound=Callable[..., Any])
+TCallable = TypeVar("TCallable", bound=Callable[..., Any])
 
 
 def backoff_delay(attempt: int, initial_backoff: float, max_jitter: float) -> float:
@@ -25,7 +25,7 @@ def backoff_delay(attempt: int, initial_backoff: float, max_jitter: float) -> fl
 
 
 @overload
-def retry(exc_class: F) -> F: ...
+def retry(exc_class: TCallable) -> TCallable: ...
 
 
 @overload
@@ -35,7 +35,7 @@ def retry(
     num_attempts: int = 3,
     initial_backoff: float = 1.0,
     max_jitter: float = 0.5,
-) -> Callable[[F], F]: ...
+) -> Callable[[TCallable], TCallable]: ...
 
 
 def retry(
@@ -51,7 +51,7 @@ def retry(
     if num_attempts < 1:
         raise ValueError(f"num_attempts must be at least 1, got {num_attempts}.")
 
-    def decorate(function: F) -> F:
+    def decorate(function: TCallable) -> TCallable:
         @functools.wraps(function)
         def wrapper(*args: Any, **kwargs: Any) -> Any:
             for attempt in range(num_attempts):

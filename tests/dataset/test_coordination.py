@@ -16,7 +16,7 @@ import time
 import numpy as np
 import pytest
 
-from streaming.base.shared import SharedArray, SharedBarrier, SharedMemory, SharedScalar, get_shm_prefix
+from streaming.base.shared import SharedArray, SharedMemory, SharedScalar
 from streaming.dataset.coordination import CacheState, InstanceState, ShardLocks, clean_stale_state, state_root
 from streaming.dataset.coordination import root as root_module
 
@@ -552,10 +552,6 @@ def test_named_shared_memory(state_dir):
     scalar = SharedScalar(np.int64, "scalar")
     scalar.set(41)
     assert SharedScalar(np.int64, "scalar").get() == 41
-    with pytest.raises(NotImplementedError, match="barriers"):
-        SharedBarrier("x", 2)
-    with pytest.raises(NotImplementedError, match="prefixes"):
-        get_shm_prefix(["/tmp"], None)
 
 
 def test_finaliser_during_registry_update_does_not_deadlock():

@@ -1,16 +1,14 @@
-"""Upstream import path `streaming.base.shared`.
+"""Upstream import path `streaming.base.shared`: named shared blocks, a barrier and the prefix search.
 
-The named blocks are kept (as per-user, lock-guarded files); the barrier and the numbered-prefix search are gone:
-StreamingDataset coordinates through `streaming.dataset.coordination`, where nothing waits for other processes
-to arrive and no name is ever guessed.
+They are built on this package's coordination layer (per-user lock-guarded files that the kernel frees when
+their users die); StreamingDataset itself coordinates through `streaming.dataset.coordination` and uses none
+of them, so these exist for user code written against upstream.
 """
 
-from __future__ import annotations
-
-from typing import Any, NoReturn
-
 from streaming.dataset.coordination import clean_stale_state, state_root
+from streaming.dataset.coordination.barrier import SharedBarrier
 from streaming.dataset.coordination.named_memory import SharedArray, SharedMemory, SharedScalar
+from streaming.dataset.coordination.prefix import get_shm_prefix
 
 __all__ = [
     "SharedArray",
@@ -21,20 +19,3 @@ __all__ = [
     "get_shm_prefix",
     "state_root",
 ]
-
-_REMOVED = (
-    "is not provided by mds-streaming: StreamingDataset no longer uses process barriers or numbered "
-    "/dev/shm prefixes (see streaming.dataset.coordination: InstanceState, ShardLocks, CacheState)."
-)
-
-
-class SharedBarrier:
-    """Upstream's shared-memory barrier; not provided (constructing one raises ``NotImplementedError``)."""
-
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        raise NotImplementedError(f"SharedBarrier {_REMOVED}")
-
-
-def get_shm_prefix(*args: Any, **kwargs: Any) -> NoReturn:
-    """Upstream's shared-memory prefix search; not provided (calling it raises ``NotImplementedError``)."""
-    raise NotImplementedError(f"get_shm_prefix {_REMOVED}")

@@ -97,12 +97,34 @@ class SharedMemory:
         self._fd = fd
         self.size = os.fstat(fd).st_size
         self._map: mmap.mmap | None = mmap.mmap(fd, self.size)
-        self.buf = memoryview(self._map)
+        self._buf = memoryview(self._map)
         if auto_cleanup:
             atexit.register(self.cleanup)
 
+    @property
+    def buf(self) -> memoryview:
+        """The block's bytes, writable and shared with every process that has it open."""
+        return self._buf
+
+    @property
+    def created(self) -> bool:
+        """Whether this object made the block (rather than attached to an existing one)."""
+        return self._created
+
     def __reduce__(self) -> tuple[Any, ...]:
         return SharedMemory, (self.name, False)
+
+    def fix_register(self, name: str, rtype: str) -> Any:
+        """Upstream's guard against Python's resource tracker; nothing to guard here, so it does nothing.
+
+        Blocks are lock-guarded files, never ``multiprocessing`` segments: the resource tracker never registers
+        them, so it can neither unlink a block early nor warn about a "leaked" one.
+        """
+        return None
+
+    def fix_unregister(self, name: str, rtype: str) -> Any:
+        """Upstream's counterpart of :meth:`fix_register`; likewise nothing to undo."""
+        return None
 
     def cleanup(self) -> None:
         """Unmap the block; its creating process also deletes it."""
@@ -110,7 +132,7 @@ class SharedMemory:
             return
         if self._created and os.getpid() == self._pid and lockfile.same_file(self._fd, self._path):
             os.unlink(self._path)
-        self.buf.release()
+        self._buf.release()
         try:
             self._map.close()
         except BufferError:

@@ -38,5 +38,5 @@ class JSONReader(SplitReader):
     def decode_sample(self, data: bytes) -> dict[str, Any]:
         return json.loads(data)
 
-    def get_item(self, index: int) -> dict[str, Any]:
-        return json.loads(self.get_sample_data(index))
+    def get_item(self, idx: int) -> dict[str, Any]:
+        return json.loads(self.get_sample_data(idx))

@@ -12,7 +12,7 @@ Custom encodings
         _encodings["myint"] = MyInt
 
     A registered class is instantiated with no arguments; one that accepts a configuration
-    (``"myenc:..."``) implements the classmethod ``from_str(config)``. Instances are cached and shared
+    (``"myenc:..."``) implements the classmethod ``from_str(text)``. Instances are cached and shared
     between threads, so ``encode``/``decode`` must not keep per-call state.
 
 Differences from MosaicML Streaming, on purpose
@@ -55,8 +55,37 @@ from typing import Any
 import numpy as np
 
 __all__ = [
+    "JPEG",
+    "JSON",
+    "PIL",
+    "PNG",
+    "Bytes",
     "Encoding",
+    "Float16",
+    "Float32",
+    "Float64",
+    "Int",
+    "Int8",
+    "Int16",
+    "Int32",
+    "Int64",
+    "JPEGArray",
+    "JPEGList",
+    "List",
     "NDArray",
+    "PILList",
+    "PNGList",
+    "Pickle",
+    "Scalar",
+    "Str",
+    "StrDecimal",
+    "StrEncoding",
+    "StrFloat",
+    "StrInt",
+    "UInt8",
+    "UInt16",
+    "UInt32",
+    "UInt64",
     "get_mds_coder",
     "get_mds_encoded_size",
     "get_mds_encodings",
@@ -93,6 +122,13 @@ class Encoding(ABC):
     size: int | None = None
     zero_copy: bool = False
 
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        # A subclass of a built-in coder that overrides `decode` is handed `bytes`, as upstream's coders always
+        # were, unless it declares that it takes a memoryview too.
+        if "decode" in cls.__dict__ and "zero_copy" not in cls.__dict__:
+            cls.zero_copy = False
+
     @abstractmethod
     def encode(self, obj: Any) -> bytes:
         """Return the bytes of ``obj``; raise ``TypeError``/``ValueError`` naming what was expected and got."""
@@ -102,12 +138,12 @@ class Encoding(ABC):
         """Return the value that ``encode`` turned into ``data``."""
 
     @classmethod
-    def from_str(cls, config: str) -> Encoding:
+    def from_str(cls, text: str) -> Encoding:
         """Build a coder from the configuration after the first ``:`` of the encoding string.
 
         Only encodings that take a configuration override this; the default refuses one.
         """
-        raise ValueError(f"this encoding takes no ':' configuration, got {config!r}")
+        raise ValueError(f"this encoding takes no ':' configuration, got {text!r}")
 
     @staticmethod
     def _validate(obj: Any, expected_type: type | tuple[type, ...]) -> None:
@@ -169,32 +205,39 @@ class Int(Encoding):
         return _INT64.unpack(data)[0]
 
 
-class _Scalar(Encoding):
+# Numpy scalar kind and size -> the struct code that packs the same little-endian bytes.
+_STRUCT_CODES = {("i", 1): "b", ("i", 2): "h", ("i", 4): "i", ("i", 8): "q", ("u", 1): "B", ("u", 2): "H"}
+_STRUCT_CODES |= {("u", 4): "I", ("u", 8): "Q", ("f", 2): "e", ("f", 4): "f", ("f", 8): "d"}
+
+
+class Scalar(Encoding):
     """A fixed-width numpy scalar, little-endian; decodes to the numpy scalar type.
 
     Python values of the matching kind (``int`` for integer types, ``float`` for float types) are packed
     with ``struct``, which gives the same bytes as numpy; everything else goes through numpy's conversion.
+
+    Args:
+        dtype: the numpy scalar type, e.g. ``numpy.int32`` (upstream's ``Scalar(np.int32)``).
     """
 
     zero_copy = True
-    numpy_type: type[np.generic]
-    struct_format: str
-    fast_type: type
 
-    def __init_subclass__(cls, **kwargs: Any) -> None:
-        super().__init_subclass__(**kwargs)
-        if "struct_format" in cls.__dict__:
-            cls.size = struct.calcsize("<" + cls.struct_format)
-
-    def __init__(self) -> None:
-        layout = struct.Struct("<" + self.struct_format)
-        self._pack = layout.pack
-        self._unpack = layout.unpack
-        self._dtype = np.dtype(self.numpy_type).newbyteorder("<")
+    def __init__(self, dtype: type) -> None:
+        self.dtype = dtype
+        self._dtype = np.dtype(dtype).newbyteorder("<")
         self._name = self._dtype.name
+        self.size = self._dtype.itemsize
+        code = _STRUCT_CODES.get((self._dtype.kind, self._dtype.itemsize))
+        self._fast_type: type | None = None
+        self._nan_aware = self._dtype.kind == "f"
+        if code is not None:
+            layout = struct.Struct("<" + code)
+            self._pack = layout.pack
+            self._unpack = layout.unpack
+            self._fast_type = float if self._dtype.kind == "f" else int
 
     def encode(self, obj: Any) -> bytes:
-        if type(obj) is self.fast_type:
+        if type(obj) is self._fast_type:
             try:
                 return self._pack(obj)
             except (struct.error, OverflowError):
@@ -208,88 +251,97 @@ class _Scalar(Encoding):
         return value.tobytes()
 
     def decode(self, data: bytes | memoryview) -> Any:
-        return self.numpy_type(self._unpack(data)[0])
-
-
-class _FloatScalar(_Scalar):
-    """A numpy float scalar; NaNs are decoded by numpy so that their payload bits survive."""
-
-    fast_type = float
-
-    def decode(self, data: bytes | memoryview) -> Any:
-        value = self._unpack(data)[0]
-        if value != value:
+        if self._fast_type is None:
             return np.frombuffer(data, self._dtype, 1)[0]
-        return self.numpy_type(value)
+        value = self._unpack(data)[0]
+        if self._nan_aware and value != value:
+            # Decoded by numpy so that the NaN's payload bits survive.
+            return np.frombuffer(data, self._dtype, 1)[0]
+        return self.dtype(value)
 
 
-class UInt8(_Scalar):
+class UInt8(Scalar):
     """``uint8``."""
 
-    numpy_type, struct_format, fast_type = np.uint8, "B", int
+    def __init__(self) -> None:
+        super().__init__(np.uint8)
 
 
-class UInt16(_Scalar):
+class UInt16(Scalar):
     """``uint16``."""
 
-    numpy_type, struct_format, fast_type = np.uint16, "H", int
+    def __init__(self) -> None:
+        super().__init__(np.uint16)
 
 
-class UInt32(_Scalar):
+class UInt32(Scalar):
     """``uint32``."""
 
-    numpy_type, struct_format, fast_type = np.uint32, "I", int
+    def __init__(self) -> None:
+        super().__init__(np.uint32)
 
 
-class UInt64(_Scalar):
+class UInt64(Scalar):
     """``uint64``."""
 
-    numpy_type, struct_format, fast_type = np.uint64, "Q", int
+    def __init__(self) -> None:
+        super().__init__(np.uint64)
 
 
-class Int8(_Scalar):
+class Int8(Scalar):
     """``int8``."""
 
-    numpy_type, struct_format, fast_type = np.int8, "b", int
+    def __init__(self) -> None:
+        super().__init__(np.int8)
 
 
-class Int16(_Scalar):
+class Int16(Scalar):
     """``int16``."""
 
-    numpy_type, struct_format, fast_type = np.int16, "h", int
+    def __init__(self) -> None:
+        super().__init__(np.int16)
 
 
-class Int32(_Scalar):
+class Int32(Scalar):
     """``int32``."""
 
-    numpy_type, struct_format, fast_type = np.int32, "i", int
+    def __init__(self) -> None:
+        super().__init__(np.int32)
 
 
-class Int64(_Scalar):
+class Int64(Scalar):
     """``int64``."""
 
-    numpy_type, struct_format, fast_type = np.int64, "q", int
+    def __init__(self) -> None:
+        super().__init__(np.int64)
 
 
-class Float16(_FloatScalar):
+class Float16(Scalar):
     """``float16``."""
 
-    numpy_type, struct_format = np.float16, "e"
+    def __init__(self) -> None:
+        super().__init__(np.float16)
 
 
-class Float32(_FloatScalar):
+class Float32(Scalar):
     """``float32``."""
 
-    numpy_type, struct_format = np.float32, "f"
+    def __init__(self) -> None:
+        super().__init__(np.float32)
 
 
-class Float64(_FloatScalar):
+class Float64(Scalar):
     """``float64``."""
 
-    numpy_type, struct_format = np.float64, "d"
+    def __init__(self) -> None:
+        super().__init__(np.float64)
 
 
-class StrInt(Encoding):
+class StrEncoding(Encoding):
+    """The base of the encodings that store a number as its text (upstream's class of the same name)."""
+
+
+class StrInt(StrEncoding):
     """``str_int``: an ``int`` as its decimal digits (any size)."""
 
     zero_copy = True
@@ -494,26 +546,36 @@ def _split(
     return items
 
 
-class _ImageList(Encoding):
-    """A list of images, each with an image encoding.
+class List(Encoding):
+    """A list of values of one encoding, which subclasses name in ``underlying_encoder``.
 
-    Layout: uint32 0 (reserved), uint32 count n, uint32[n] sizes, then the encoded images back to back.
+    Layout: uint32 0 (reserved), uint32 count n, uint32[n] sizes, then the encoded items back to back.
+    Upstream's way of defining one works: subclass and return the item coder from ``underlying_encoder``.
     """
 
     zero_copy = True
-    item_encoding: type[Encoding]
-    name: str
+    name = "list"
+    items = "values"
 
-    def __init__(self) -> None:
-        self._item = self.item_encoding()
+    @abstractmethod
+    def underlying_encoder(self) -> Encoding:
+        """Return the coder of the list's items."""
+
+    def _item_coder(self) -> Encoding:
+        # Built once per instance; a race between threads only builds an equal coder twice.
+        item = self.__dict__.get("_item")
+        if item is None:
+            item = self.__dict__["_item"] = self.underlying_encoder()
+        return item
 
     def encode(self, obj: Any) -> bytes:
         if not isinstance(obj, (list, tuple)):
-            raise TypeError(f"{self.name} expects a list of PIL images, got {_describe(obj)} {obj!r:.80}")
+            raise TypeError(f"{self.name} expects a list of {self.items}, got {_describe(obj)} {obj!r:.80}")
+        item_coder = self._item_coder()
         parts = []
         for index, item in enumerate(obj):
             try:
-                parts.append(self._item.encode(item))
+                parts.append(item_coder.encode(item))
             except (TypeError, ValueError) as err:
                 raise type(err)(f"{self.name} item {index}: {err}") from None
         count = len(parts)
@@ -521,27 +583,39 @@ class _ImageList(Encoding):
         return b"".join((header, *parts))
 
     def decode(self, data: bytes | memoryview) -> list[Any]:
+        item_coder = self._item_coder()
+        if not item_coder.zero_copy and type(data) is not bytes:
+            data = bytes(data)
         count = _LIST_HEADER.unpack_from(data, 0)[1]
         sizes = struct.unpack_from(f"<{count}I", data, _LIST_HEADER.size)
-        return _split(data, _LIST_HEADER.size + _U32.size * count, sizes, self._item.decode, self.name)
+        return _split(data, _LIST_HEADER.size + _U32.size * count, sizes, item_coder.decode, self.name)
 
 
-class PILList(_ImageList):
+class PILList(List):
     """``list[pil]``."""
 
-    item_encoding, name = PIL, "list[pil]"
+    name, items = "list[pil]", "PIL images"
+
+    def underlying_encoder(self) -> Encoding:
+        return PIL()
 
 
-class JPEGList(_ImageList):
+class JPEGList(List):
     """``list[jpeg]``."""
 
-    item_encoding, name = JPEG, "list[jpeg]"
+    name, items = "list[jpeg]", "PIL images"
+
+    def underlying_encoder(self) -> Encoding:
+        return JPEG()
 
 
-class PNGList(_ImageList):
+class PNGList(List):
     """``list[png]``."""
 
-    item_encoding, name = PNG, "list[png]"
+    name, items = "list[png]", "PIL images"
+
+    def underlying_encoder(self) -> Encoding:
+        return PNG()
 
 
 _NDARRAY_CODES = {
@@ -609,15 +683,13 @@ class NDArray(Encoding):
             self.size = int(np.prod(shape)) * self._dtype.itemsize
 
     @classmethod
-    def from_str(cls, config: str) -> NDArray:
+    def from_str(cls, text: str) -> NDArray:
         """Parse ``""``, ``"<dtype>"`` or ``"<dtype>:<d1,d2,...>"`` (the part after ``ndarray:``)."""
-        if not config:
+        if not text:
             return cls()
-        parts = config.split(":")
+        parts = text.split(":")
         if len(parts) > 2:
-            raise ValueError(
-                f"expected ndarray, ndarray:<dtype> or ndarray:<dtype>:<d1,d2,...>, got 'ndarray:{config}'"
-            )
+            raise ValueError(f"expected ndarray, ndarray:<dtype> or ndarray:<dtype>:<d1,d2,...>, got 'ndarray:{text}'")
         dtype = parts[0]
         if not dtype:
             raise ValueError("a shape needs a dtype: write ndarray:<dtype>:<shape>, e.g. ndarray:uint8:3")

@@ -9,28 +9,38 @@ from itertools import repeat
 from typing import Any
 
 from streaming.format.errors import ShardCorruptError
-from streaming.format.mds.encodings import get_mds_coder, is_mds_encoding_safe
+from streaming.format.mds.encodings import Bytes, Int, Str, get_mds_coder, is_mds_encoding_safe
 from streaming.format.reader import JointReader, _map_file, read_offsets
 
 Decoder = Callable[[memoryview, int], dict[str, Any]]
 
 
 def _column_decoder(encoding: str) -> Callable[[memoryview], Any]:
-    if encoding == "str":
-        return lambda view: str(view, "utf-8")
-    if encoding == "bytes":
-        return bytes
-    if encoding == "int":
-        return lambda view: int.from_bytes(view, "little", signed=True)
     coder = get_mds_coder(encoding)
+    # Inlined only for the built-in classes themselves: a subclass registered in their place keeps its decode.
+    if type(coder) is Str:
+        return lambda view: str(view, "utf-8")
+    if type(coder) is Bytes:
+        return bytes
+    if type(coder) is Int:
+        return lambda view: int.from_bytes(view, "little", signed=True)
     if getattr(coder, "zero_copy", False):
         return coder.decode
     return lambda view: coder.decode(bytes(view))
 
 
-@lru_cache(maxsize=256)
 def build_decoder(names: tuple[str, ...], encodings: tuple[str, ...], sizes: tuple[int | None, ...]) -> Decoder:
-    """Compile a function that decodes one sample starting at a byte position of a shard buffer."""
+    """Compile a function that decodes one sample starting at a byte position of a shard buffer.
+
+    Compiled once per schema and per coder classes, so registering another class under a name takes effect.
+    """
+    return _build_decoder(names, encodings, sizes, tuple(type(get_mds_coder(encoding)) for encoding in encodings))
+
+
+@lru_cache(maxsize=256)
+def _build_decoder(
+    names: tuple[str, ...], encodings: tuple[str, ...], sizes: tuple[int | None, ...], coder_types: tuple[type, ...]
+) -> Decoder:
     num_variable = sum(size is None for size in sizes)
     unpack_sizes = struct.Struct(f"<{num_variable}I").unpack_from
     plan = []
@@ -124,15 +134,15 @@ class MDSReader(JointReader):
         self._offsets = offsets
         self._buffer = buffer
 
-    def get_sample_data(self, index: int) -> bytes:
-        """The encoded bytes of sample ``index``."""
+    def get_sample_data(self, idx: int) -> bytes:
+        """The encoded bytes of sample ``idx``."""
         if self._buffer is None:
             self.open()
-        if not 0 <= index < self.samples:
+        if not 0 <= idx < self.samples:
             raise IndexError(
-                f"Sample {index} is out of range for shard {self.raw_data.basename} of {self.samples} samples."
+                f"Sample {idx} is out of range for shard {self.raw_data.basename} of {self.samples} samples."
             )
-        return bytes(self._buffer[self._offsets[index] : self._offsets[index + 1]])
+        return bytes(self._buffer[self._offsets[idx] : self._offsets[idx + 1]])
 
     def decode_sample(self, data: bytes) -> dict[str, Any]:
         """Decode the encoded bytes of one sample."""
@@ -142,14 +152,14 @@ class MDSReader(JointReader):
             )
         return self._decode(memoryview(data), 0)
 
-    def get_item(self, index: int) -> dict[str, Any]:
+    def get_item(self, idx: int) -> dict[str, Any]:
         if self._buffer is None:
             self.open()
-        if not 0 <= index < self.samples:
+        if not 0 <= idx < self.samples:
             raise IndexError(
-                f"Sample {index} is out of range for shard {self.raw_data.basename} of {self.samples} samples."
+                f"Sample {idx} is out of range for shard {self.raw_data.basename} of {self.samples} samples."
             )
-        return self._decode(self._buffer, self._offsets[index])
+        return self._decode(self._buffer, self._offsets[idx])
 
     def __iter__(self) -> Iterator[dict[str, Any]]:
         if self._buffer is None:

@@ -9,8 +9,8 @@ from typing import Any
 
 from streaming.format.errors import UnknownEncodingError, with_context
 from streaming.format.index import FileInfo
-from streaming.format.mds.encodings import get_mds_coder, get_mds_encodings, is_mds_encoding
-from streaming.format.writer import DEFAULT_SIZE_LIMIT, Chunks, SampleEncoder, Writer, offsets_table
+from streaming.format.mds.encodings import Int, Str, get_mds_coder, get_mds_encodings, is_mds_encoding
+from streaming.format.writer import DEFAULT_SIZE_LIMIT, Chunks, JointWriter, SampleEncoder, offsets_table
 
 _INT64 = struct.Struct("<q")
 
@@ -27,15 +27,17 @@ def _compile_encoder(plan: list[tuple[str, str, int | None]], slow: SampleEncode
     variable = []
     fixed_total = 0
     for i, (name, encoding, size) in enumerate(plan):
-        scope[f"enc{i}"] = get_mds_coder(encoding).encode
+        coder = get_mds_coder(encoding)
+        scope[f"enc{i}"] = coder.encode
         value, data = f"v{i}", f"d{i}"
         generic = f"({value} if type({value}) is bytes else enc{i}({value}))"
+        # Inlined only for the built-in classes themselves: a subclass registered in their place keeps its encode.
         inline = {
-            "str": f"{value}.encode('utf-8') if type({value}) is str else {generic}",
-            "int": f"pack_int({value}) if type({value}) is int else {generic}",
+            Str: f"{value}.encode('utf-8') if type({value}) is str else {generic}",
+            Int: f"pack_int({value}) if type({value}) is int else {generic}",
         }
         body.append(f"{value} = sample[{name!r}]")
-        body.append(f"{data} = {inline.get(encoding, generic)}")
+        body.append(f"{data} = {inline.get(type(coder), generic)}")
         if size is None:
             variable.append(data)
         else:
@@ -60,7 +62,7 @@ def _compile_encoder(plan: list[tuple[str, str, int | None]], slow: SampleEncode
     return scope["encode"]
 
 
-class MDSWriter(Writer):
+class MDSWriter(JointWriter):
     """Write samples to MDS shards.
 
     Args:
@@ -69,6 +71,7 @@ class MDSWriter(Writer):
     """
 
     format = "mds"
+    extra_bytes_per_sample = 4  # the sample's entry in the offsets table
 
     def __init__(
         self,

@@ -47,14 +47,11 @@ class XSVReader(SplitReader):
             for name, encoding, value in zip(self.column_names, self.column_encodings, values)
         }
 
-    def get_item(self, index: int) -> dict[str, Any]:
-        return self.decode_sample(self.get_sample_data(index))
-
 
 class CSVReader(XSVReader):
     """A CSV shard (separator ``,``, not stored in the index)."""
 
-    separator_char = ","
+    separator = ","
 
     def __init__(
         self,
@@ -83,7 +80,7 @@ class CSVReader(XSVReader):
             raw_data,
             raw_meta,
             samples,
-            self.separator_char,
+            self.separator,
             size_limit,
             zip_data,
             zip_meta,
@@ -93,4 +90,4 @@ class CSVReader(XSVReader):
 class TSVReader(CSVReader):
     """A TSV shard (separator tab, not stored in the index)."""
 
-    separator_char = "\t"
+    separator = "\t"

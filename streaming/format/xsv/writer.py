@@ -102,7 +102,7 @@ class CSVWriter(XSVWriter):
     """`XSVWriter` with separator ``,``; the index records format ``csv`` and no separator."""
 
     format = "csv"
-    fixed_separator = ","
+    separator = ","
 
     def __init__(
         self,
@@ -118,7 +118,7 @@ class CSVWriter(XSVWriter):
     ) -> None:
         super().__init__(
             columns=columns,
-            separator=self.fixed_separator,
+            separator=self.separator,
             newline=newline,
             out=out,
             keep_local=keep_local,
@@ -138,4 +138,4 @@ class TSVWriter(CSVWriter):
     """`XSVWriter` with separator tab; the index records format ``tsv`` and no separator."""
 
     format = "tsv"
-    fixed_separator = "\t"
+    separator = "\t"

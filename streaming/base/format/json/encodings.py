@@ -1,5 +1,5 @@
-"""Upstream path `streaming.base.format.json.encodings`: re-exports."""
+"""Upstream path `streaming.base.format.json.encodings`: the same registry and classes."""
 
-from streaming.format.json.encodings import is_json_encoded, is_json_encoding
+from streaming.format.json.encodings import Encoding, Float, Int, Str, _encodings, is_json_encoded, is_json_encoding
 
-__all__ = ["is_json_encoded", "is_json_encoding"]
+__all__ = ["Encoding", "Float", "Int", "Str", "_encodings", "is_json_encoded", "is_json_encoding"]

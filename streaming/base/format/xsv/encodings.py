@@ -1,5 +1,14 @@
-"""Upstream path `streaming.base.format.xsv.encodings`: re-exports."""
+"""Upstream path `streaming.base.format.xsv.encodings`: the same registry and classes."""
 
-from streaming.format.xsv.encodings import is_xsv_encoding, xsv_decode, xsv_encode
+from streaming.format.xsv.encodings import (
+    Encoding,
+    Float,
+    Int,
+    Str,
+    _encodings,
+    is_xsv_encoding,
+    xsv_decode,
+    xsv_encode,
+)
 
-__all__ = ["is_xsv_encoding", "xsv_decode", "xsv_encode"]
+__all__ = ["Encoding", "Float", "Int", "Str", "_encodings", "is_xsv_encoding", "xsv_decode", "xsv_encode"]

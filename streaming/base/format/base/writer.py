@@ -1,0 +1,5 @@
+"""Upstream path `streaming.base.format.base.writer`: re-exports."""
+
+from streaming.format.writer import JointWriter, SplitWriter, Writer
+
+__all__ = ["JointWriter", "SplitWriter", "Writer"]
