@@ -192,6 +192,8 @@ _BACKENDS = {
     "oci": ("streaming.storage.oci", "OCIStorage"),
     "dbfs": ("streaming.storage.databricks", "DBFSStorage"),
     "volumes": ("streaming.storage.databricks", "VolumesStorage"),
+    "hf": ("streaming.storage.hf", "HFStorage"),
+    "sftp": ("streaming.storage.sftp", "SFTPStorage"),
 }
 _SCHEMES = {
     "": "local",
@@ -204,6 +206,15 @@ _SCHEMES = {
     "abfss": "azure",
     "oci": "oci",
     "dbfs": "dbfs",
+    "hf": "hf",
+    "sftp": "sftp",
+}
+# Schemes upstream knows that are deliberately not served, with what to use instead.
+_UNSUPPORTED = {
+    "alipan": (
+        "Aliyun Drive (alipan://) is not supported by mds-streaming; copy the dataset to a supported store "
+        "(s3://, gs://, azure://, oci://, sftp://, hf://datasets/, dbfs:/Volumes/) or to a local directory"
+    ),
 }
 _CACHE: dict[tuple, Storage] = {}
 _CACHE_LOCK = threading.Lock()
@@ -224,6 +235,8 @@ def volume_mount(url: str) -> str | None:
 def _route(url: str) -> str:
     location = split_url(url)
     route = _SCHEMES.get(location.scheme)
+    if location.scheme in _UNSUPPORTED:
+        raise ValueError(f"Unsupported storage URL {url!r}: {_UNSUPPORTED[location.scheme]}.")
     if route is None:
         valid = ", ".join(sorted(f"{s}://" for s in _SCHEMES if s) + ["dbfs:/", "local paths"])
         raise ValueError(
