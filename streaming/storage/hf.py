@@ -204,7 +204,10 @@ class HFStorage(Storage):
         if isinstance(exc, errors.HfHubHTTPError) and exc.response is not None:
             status = exc.response.status_code
             if status == 401:
-                return CredentialsError(url, f"{endpoint} rejected the token (401); check {TOKEN_HINT}")
+                return CredentialsError(
+                    url,
+                    f"{endpoint} rejected the credentials: the token is invalid or expired (401); check {TOKEN_HINT}",
+                )
             if status == 403:
                 return StoragePermissionError(
                     url, f"access denied (403); check that the token ({TOKEN_HINT}) may write to dataset {repo!r}"
