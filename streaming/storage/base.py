@@ -232,11 +232,17 @@ def volume_mount(url: str) -> str | None:
     return path if os.path.isdir("/".join(parts[:5])) else None
 
 
+def refuse_unsupported(url: str) -> None:
+    """Raise ValueError naming the alternatives when `url` has a scheme upstream knows but this package refuses."""
+    scheme = split_url(url).scheme
+    if scheme in _UNSUPPORTED:
+        raise ValueError(f"Unsupported storage URL {url!r}: {_UNSUPPORTED[scheme]}.")
+
+
 def _route(url: str) -> str:
     location = split_url(url)
     route = _SCHEMES.get(location.scheme)
-    if location.scheme in _UNSUPPORTED:
-        raise ValueError(f"Unsupported storage URL {url!r}: {_UNSUPPORTED[location.scheme]}.")
+    refuse_unsupported(url)
     if route is None:
         valid = ", ".join(sorted(f"{s}://" for s in _SCHEMES if s) + ["dbfs:/", "local paths"])
         raise ValueError(
