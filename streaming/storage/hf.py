@@ -97,11 +97,11 @@ class HFStorage(Storage):
 
     # -- operations -----------------------------------------------------------------------------
     def _download(self, url: str, sink: BinaryIO, timeout: float) -> int | None:
+        api = self._hub()
         from huggingface_hub import hf_hub_url
         from huggingface_hub.utils import build_hf_headers, get_session, hf_raise_for_status
 
         where = parse_hub_url(url)
-        api = self._hub()
         file_url = hf_hub_url(
             where.repo_id, where.path, repo_type=REPO_TYPE, revision=where.revision, endpoint=api.endpoint
         )
@@ -126,6 +126,7 @@ class HFStorage(Storage):
         )
 
     def _list(self, prefix_url: str) -> Iterator[str]:
+        api = self._hub()
         from huggingface_hub.errors import RemoteEntryNotFoundError
         from huggingface_hub.hf_api import RepoFile
 
@@ -133,7 +134,7 @@ class HFStorage(Storage):
         folder = where.path.strip("/")
         try:
             entries = list(
-                self._hub().list_repo_tree(
+                api.list_repo_tree(
                     where.repo_id,
                     path_in_repo=folder or None,
                     recursive=True,
@@ -148,14 +149,13 @@ class HFStorage(Storage):
                 yield where.url(entry.path)
 
     def _size(self, url: str) -> int | None:
+        api = self._hub()
         from huggingface_hub.errors import RemoteEntryNotFoundError, RepositoryNotFoundError
         from huggingface_hub.hf_api import RepoFile
 
         where = parse_hub_url(url)
         try:
-            found = self._hub().get_paths_info(
-                where.repo_id, [where.path], repo_type=REPO_TYPE, revision=where.revision
-            )
+            found = api.get_paths_info(where.repo_id, [where.path], repo_type=REPO_TYPE, revision=where.revision)
         except (RemoteEntryNotFoundError, RepositoryNotFoundError):
             return None
         for entry in found:
@@ -164,11 +164,12 @@ class HFStorage(Storage):
         return None
 
     def _delete(self, url: str) -> None:
+        api = self._hub()
         from huggingface_hub.errors import RemoteEntryNotFoundError
 
         where = parse_hub_url(url)
         try:
-            self._hub().delete_file(
+            api.delete_file(
                 where.path,
                 where.repo_id,
                 repo_type=REPO_TYPE,

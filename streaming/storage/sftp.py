@@ -143,6 +143,12 @@ class SFTPStorage(Storage):
                 self._sessions[thread] = session
         return session
 
+    def __getstate__(self) -> dict[str, Any]:  # connections stay with their process
+        return {"server": self.server}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__init__(state["server"])  # type: ignore[misc]
+
     def reset(self) -> None:
         with self._lock:
             sessions, self._sessions = self._sessions, {}

@@ -3,7 +3,7 @@
 Run: `python fake_hf_hub.py PORT TOKEN [PAGE_SIZE]`; point `HF_ENDPOINT` at `http://127.0.0.1:PORT`.
 
 Endpoints, as huggingface_hub 2.x calls them (read from its source and checked by logging its requests):
-* `POST /api/repos/create` `{"name", "organization", "type", "private"}`, 409 if the repository exists;
+* `POST /api/repos/create` `{"name", "organization", "type", "visibility"}`, 409 if the repository exists;
 * `GET /api/datasets/<org>/<name>[/revision/<rev>]`: repository info with `sha` and `siblings`;
 * `GET /api/datasets/<org>/<name>/tree/<rev>[/<path>]?recursive=&expand=`: a page of entries, the next page
   named by a `Link: <...>; rel="next"` header (the Hub pages at 1000 entries; PAGE_SIZE makes it smaller);
@@ -279,7 +279,8 @@ class Handler(BaseHTTPRequestHandler):
         if repo_id in self.server.state.repos:
             message = "You already created this dataset repo"
             return self._json({"error": message, "url": url}, 409, {"X-Error-Message": message})
-        repo = Repo(repo_id, bool(payload.get("private")))
+        # huggingface_hub 2.x sends "visibility" ("private", "protected", "public"); older clients "private": bool.
+        repo = Repo(repo_id, payload.get("visibility", "public") != "public" or bool(payload.get("private")))
         self.server.state.commit(repo, {})
         self.server.state.repos[repo_id] = repo
         self._json({"url": url, "name": repo_id, "id": repo_id})
