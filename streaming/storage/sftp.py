@@ -99,6 +99,10 @@ class _Session:
             raise
         self.sftp.get_channel().settimeout(timeout)
 
+    def alive(self) -> bool:
+        transport = self.ssh.get_transport()
+        return transport is not None and transport.is_active()
+
     def close(self) -> None:
         with contextlib.suppress(Exception):
             self.ssh.close()
@@ -137,6 +141,9 @@ class SFTPStorage(Storage):
             self._pid = os.getpid()
         thread = threading.get_ident()
         session = self._sessions.get(thread)
+        if session is not None and not session.alive():  # dropped by the server or the network: reconnect
+            session.close()
+            session = None
         if session is None:
             session = _Session(self.server, timeout)
             with self._lock:
@@ -166,6 +173,7 @@ class SFTPStorage(Storage):
     def _download(self, url: str, sink: BinaryIO, timeout: float) -> int | None:
         path = self._path(url)
         sftp = self._session(timeout).sftp
+        sftp.get_channel().settimeout(timeout)
         attributes = sftp.stat(path)
         if stat.S_ISDIR(attributes.st_mode or 0):
             raise FileNotFoundError(errno.ENOENT, "is a directory", path)

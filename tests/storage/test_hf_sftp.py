@@ -11,6 +11,7 @@ import pytest
 
 from streaming.storage import CredentialsError, ObjectNotFoundError, download_file, storage_for
 from streaming.storage.base import clear_storage_cache
+from streaming.storage.retry import call_with_retry
 from tests.servers.hub_and_sftp import known_hosts_line
 from tests.storage.conftest import Remote
 
@@ -131,6 +132,18 @@ def test_sftp_url_path_is_absolute_and_uploads_are_atomic(remote_factory, reques
     on_disk = server.extra["root"] / url.split("/", 3)[3]
     assert on_disk.read_bytes() == b"version 2"
     assert sorted(os.listdir(on_disk.parent)) == ["shard.00000.mds"], "no temporary upload is left behind"
+
+
+def test_sftp_reconnects_after_the_connection_drops(remote_factory, tmp_path):
+    """A retry without `reset()` (as the shard uploader's) gets a new connection, not the dead one."""
+    sftp = remote_factory("sftp")
+    url = sftp.url("x.bin")
+    storage = storage_for(url)
+    storage.put(_source(tmp_path, b"before"), url)
+    sftp.proxies[0].fail_next(0)  # cut the open connection (new ones still go through)
+    source = _source(tmp_path, b"after the cut")
+    call_with_retry(lambda: storage.put(source, url), 2, initial_backoff=0.2, max_jitter=0)
+    assert storage.size(url) == len(b"after the cut")
 
 
 def test_sftp_password_in_the_url(remote_factory, request, monkeypatch, tmp_path):
