@@ -12,6 +12,7 @@ from streaming.format.errors import ShardCorruptError
 from streaming.format.index import get_index_basename
 from streaming.format.reader import Reader
 from streaming.format.table import ShardTable
+from streaming.storage.url import without_password
 
 _DEFAULTS = ("remote", "local", "split", "download_retry", "download_timeout", "validate_hash", "keep_zip")
 
@@ -230,4 +231,5 @@ class Stream:
         return freed
 
     def __repr__(self) -> str:
-        return f"Stream(remote={self.remote!r}, local={self._local!r}, split={self.split!r})"
+        remote = without_password(self.remote) if self.remote else self.remote  # an sftp:// URL may hold one
+        return f"Stream(remote={remote!r}, local={self._local!r}, split={self.split!r})"

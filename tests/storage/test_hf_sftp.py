@@ -162,6 +162,9 @@ def test_sftp_password_in_the_url(remote_factory, request, monkeypatch, tmp_path
     message = str(raised.value)
     assert "not-the-Password-99" not in message and password not in message
     assert "tester:***@127.0.0.1" in message
+    from streaming.dataset.stream import Stream
+
+    assert password not in repr(Stream(remote=with_password, local=str(tmp_path / "cache")))
     assert not (tmp_path / "dst").exists() or os.listdir(tmp_path / "dst") == []
 
 
