@@ -266,7 +266,7 @@ def _check_folder_exists(self: CloudUploader) -> None:
 
 # Attached here rather than in the class bodies above, which are being moved into the storage layer.
 for _uploader in (S3Uploader, GCSUploader, OCIUploader, AzureUploader):
-    _uploader.check_bucket_exists = _check_bucket_exists  # type: ignore[attr-defined]
+    _uploader.check_bucket_exists = _check_bucket_exists  # type: ignore[union-attr]
 AzureDataLakeUploader.check_container_exists = _check_container_exists  # type: ignore[attr-defined]
 DBFSUploader.check_folder_exists = _check_folder_exists  # type: ignore[attr-defined]
 UPLOADERS.update({"hf": HFUploader, "alipan": AlipanUploader})
