@@ -14,6 +14,7 @@ authentication, posix-rename).
 
 from __future__ import annotations
 
+import os
 import socket
 import sys
 from collections.abc import Iterator
@@ -32,20 +33,36 @@ SFTP_PASSWORD = "sftp-Password-Secret-42"
 
 @pytest.fixture(scope="session")
 def fake_hf_hub(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Service]:
-    """The fake Hub, with the dataset repository `HF_REPO`; `extra`: token, repo, home (an empty HF_HOME)."""
+    """The fake Hub, with the dataset repository `HF_REPO`; `extra`: token, repo.
+
+    huggingface_hub reads its home, endpoint and telemetry settings once, at import, and then fetches an
+    "agent harness" registry from its endpoint and looks for a login token under its home. For the session they
+    point at an empty home and at the fake, so that no token, cache or request leaves the test's own files and
+    loopback (and a token of the machine's own `hf auth login` is never sent).
+    """
     workdir = tmp_path_factory.mktemp("fake_hf_hub")
     port = free_port()
     argv = [sys.executable, str(SERVERS / "fake_hf_hub.py"), str(port), HF_TEST_TOKEN, str(HF_PAGE_SIZE)]
     service = start_service(
         "fake-hf-hub", argv, port, workdir, lambda: _http_answers(f"http://127.0.0.1:{port}/api/agent-harnesses")
     )
-    from huggingface_hub import HfApi
-
-    HfApi(endpoint=service.endpoint, token=HF_TEST_TOKEN).create_repo(HF_REPO, repo_type="dataset")
     home = workdir / "hf_home"
     home.mkdir()
-    service.extra.update(token=HF_TEST_TOKEN, repo=HF_REPO, home=home)
-    yield service
+    with pytest.MonkeyPatch.context() as patch:
+        settings = {"HF_HOME": str(home), "HF_ENDPOINT": service.endpoint, "HF_HUB_DISABLE_TELEMETRY": "1"}
+        for name, value in settings.items():
+            patch.setenv(name, value)
+        from huggingface_hub import HfApi, constants
+
+        # Already imported by an earlier test: apply the same settings to what it read.
+        for name, value in (("HF_HUB_DISABLE_TELEMETRY", True), ("ENDPOINT", service.endpoint)):
+            patch.setattr(constants, name, value)
+        for name in ("HF_TOKEN_PATH", "HF_STORED_TOKENS_PATH", "AGENT_HARNESSES_PATH"):
+            if hasattr(constants, name):  # (not all of them exist in every huggingface_hub version)
+                patch.setattr(constants, name, str(home / os.path.basename(getattr(constants, name))))
+        HfApi(endpoint=service.endpoint, token=HF_TEST_TOKEN).create_repo(HF_REPO, repo_type="dataset")
+        service.extra.update(token=HF_TEST_TOKEN, repo=HF_REPO)
+        yield service
     service.stop()
 
 

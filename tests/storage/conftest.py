@@ -245,7 +245,6 @@ def make_remote(scheme: str, request: pytest.FixtureRequest, monkeypatch: pytest
     if scheme == "hf":
         server = request.getfixturevalue("fake_hf_hub")
         SECRETS.add(server.extra["token"])
-        monkeypatch.setenv("HF_HOME", str(server.extra["home"]))  # no token file or cache of the machine
         monkeypatch.setenv("HF_TOKEN", server.extra["token"])
 
         def configure(endpoint: str | None) -> None:
