@@ -207,7 +207,8 @@ class HFStorage(Storage):
             if status == 401:
                 return CredentialsError(
                     url,
-                    f"{endpoint} rejected the credentials: the token is invalid or expired (401); check {TOKEN_HINT}",
+                    f"{endpoint} refused the request as not authenticated (401: no token, or an invalid or "
+                    f"expired one); check {TOKEN_HINT}",
                 )
             if status == 403:
                 return StoragePermissionError(
