@@ -34,7 +34,10 @@ def split_url(url: str) -> Location:
 
 def without_password(url: str) -> str:
     """`url` with the password of its user info (`scheme://user:password@host`) replaced by `***`."""
-    parts = urlsplit(url)
+    try:
+        parts = urlsplit(url)
+    except ValueError:  # not a URL (e.g. an unbalanced "[" in a local path): nothing to hide
+        return url
     if parts.password is None:
         return url
     return parts._replace(netloc=f"{parts.username}:***@{parts.netloc.rpartition('@')[2]}").geturl()
