@@ -221,3 +221,11 @@ def test_alipan_is_refused_with_the_alternatives(tmp_path):
         CloudUploader.get((str(tmp_path / "out"), "alipan:///data"))
     with pytest.raises(ValueError, match=alternatives):
         AlipanUploader("alipan:///data")
+
+
+def test_urls_lose_only_their_password():
+    from streaming.storage.url import without_password
+
+    assert without_password("sftp://bob:s%40cret@host:2222/data") == "sftp://bob:***@host:2222/data"
+    for unchanged in ("sftp://bob@host/data", "s3://bucket/key", "abfss://c@acct.dfs.core.windows.net/x", "/tmp/[x"):
+        assert without_password(unchanged) == unchanged
