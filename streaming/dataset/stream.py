@@ -16,6 +16,7 @@ from streaming.format.errors import ShardCorruptError
 from streaming.format.index import get_index_basename
 from streaming.format.reader import Reader
 from streaming.format.table import ShardTable
+from streaming.storage.url import without_password
 
 if TYPE_CHECKING:
     from streaming.dataset.world import World
@@ -269,4 +270,5 @@ class Stream:
             cache_usage_per_shard[shard_id] = shard.set_up_local(listing, self.safe_keep_zip)
 
     def __repr__(self) -> str:
-        return f"Stream(remote={self.remote!r}, local={self._local!r}, split={self.split!r})"
+        remote = without_password(self.remote) if self.remote else self.remote  # an sftp:// URL may hold one
+        return f"Stream(remote={remote!r}, local={self._local!r}, split={self.split!r})"

@@ -192,6 +192,8 @@ _BACKENDS = {
     "oci": ("streaming.storage.oci", "OCIStorage"),
     "dbfs": ("streaming.storage.databricks", "DBFSStorage"),
     "volumes": ("streaming.storage.databricks", "VolumesStorage"),
+    "hf": ("streaming.storage.hf", "HFStorage"),
+    "sftp": ("streaming.storage.sftp", "SFTPStorage"),
 }
 _SCHEMES = {
     "": "local",
@@ -204,6 +206,15 @@ _SCHEMES = {
     "abfss": "azure",
     "oci": "oci",
     "dbfs": "dbfs",
+    "hf": "hf",
+    "sftp": "sftp",
+}
+# Schemes upstream knows that are deliberately not served, with what to use instead.
+_UNSUPPORTED = {
+    "alipan": (
+        "Aliyun Drive (alipan://) is not supported by mds-streaming; copy the dataset to a supported store "
+        "(s3://, gs://, azure://, oci://, sftp://, hf://datasets/, dbfs:/Volumes/) or to a local directory"
+    ),
 }
 _CACHE: dict[tuple, Storage] = {}
 _CACHE_LOCK = threading.Lock()
@@ -221,9 +232,17 @@ def volume_mount(url: str) -> str | None:
     return path if os.path.isdir("/".join(parts[:5])) else None
 
 
+def refuse_unsupported(url: str) -> None:
+    """Raise ValueError naming the alternatives when `url` has a scheme upstream knows but this package refuses."""
+    scheme = split_url(url).scheme
+    if scheme in _UNSUPPORTED:
+        raise ValueError(f"Unsupported storage URL {url!r}: {_UNSUPPORTED[scheme]}.")
+
+
 def _route(url: str) -> str:
     location = split_url(url)
     route = _SCHEMES.get(location.scheme)
+    refuse_unsupported(url)
     if route is None:
         valid = ", ".join(sorted(f"{s}://" for s in _SCHEMES if s) + ["dbfs:/", "local paths"])
         raise ValueError(

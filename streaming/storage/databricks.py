@@ -204,3 +204,13 @@ class DBFSStorage(_DatabricksStorage):
             self._client().dbfs.delete(self._path(url))
         except NotFound:
             pass
+
+    def folder_exists(self, url: str) -> bool:
+        """Whether `url` names an existing DBFS directory (upstream's DBFS uploader requires its folder to exist)."""
+        from databricks.sdk.errors import NotFound
+
+        with self._errors(url):
+            try:
+                return bool(self._client().dbfs.get_status(self._path(url)).is_dir)
+            except NotFound:
+                return False

@@ -9,11 +9,14 @@ from __future__ import annotations
 import importlib
 from types import ModuleType
 
+from streaming.storage.url import without_password
+
 
 class StorageError(OSError):
     """Base class of every error raised by a storage backend; `url` is the object or prefix concerned."""
 
     def __init__(self, url: str, message: str) -> None:
+        url = without_password(url)  # an `sftp://user:password@host/...` URL must not carry its secret further
         super().__init__(f"{url}: {message}")
         self.url = url
 

@@ -32,6 +32,17 @@ def split_url(url: str) -> Location:
     return Location(scheme, parts.netloc, parts.path.lstrip("/"))
 
 
+def without_password(url: str) -> str:
+    """`url` with the password of its user info (`scheme://user:password@host`) replaced by `***`."""
+    try:
+        parts = urlsplit(url)
+    except ValueError:  # not a URL (e.g. an unbalanced "[" in a local path): nothing to hide
+        return url
+    if parts.password is None:
+        return url
+    return parts._replace(netloc=f"{parts.username}:***@{parts.netloc.rpartition('@')[2]}").geturl()
+
+
 def scheme_of(url: str) -> str:
     """The lower-case scheme of `url`, or `""` for a local path."""
     return split_url(url).scheme

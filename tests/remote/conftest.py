@@ -16,6 +16,7 @@ import pytest
 
 from streaming.storage import clear_storage_cache
 from streaming.storage.url import split_url
+from tests.servers.hub_and_sftp import fake_hf_hub, sftp_server  # noqa: F401 (fixtures)
 from tests.services import azurite, fake_databricks, fake_gcs, fake_oci, seaweedfs  # noqa: F401 (fixtures)
 from tests.storage.conftest import (
     Remote,
@@ -27,7 +28,7 @@ from tests.storage.conftest import (
     s3_bucket,  # noqa: F401 - pytest fixture
 )
 
-CLOUD_SCHEMES = ["s3", "gs", "azure", "azure-dl", "abfss", "oci", "dbfs", "volumes", "plain-volumes"]
+CLOUD_SCHEMES = ["s3", "gs", "azure", "azure-dl", "abfss", "oci", "dbfs", "volumes", "plain-volumes", "hf", "sftp"]
 SCHEMES = ["file", *CLOUD_SCHEMES]
 
 

@@ -16,6 +16,11 @@ import pytest
 
 from streaming.storage.base import clear_storage_cache
 from tests.servers.flaky_proxy import FlakyProxy
+from tests.servers.hub_and_sftp import (
+    fake_hf_hub,  # noqa: F401 (fixtures)
+    known_hosts_line,
+    sftp_server,  # noqa: F401 (fixtures)
+)
 from tests.services import (
     OCI_FINGERPRINT,
     OCI_TENANCY,
@@ -31,9 +36,10 @@ from tests.services import (
 
 BUCKET = "storage-tests"
 CREDENTIAL_PREFIXES = ("AWS_", "AZURE_", "DATABRICKS_", "GOOGLE_", "GCS_", "OCI_", "S3_", "CLOUDSDK_")
-REMOTE_SCHEMES = ["s3", "gs", "azure", "abfss", "azure-dl", "oci", "dbfs", "volumes"]
+CREDENTIAL_PREFIXES += ("HF_", "COMPOSER_SFTP_")  # hf:// and sftp://
+REMOTE_SCHEMES = ["s3", "gs", "azure", "abfss", "azure-dl", "oci", "dbfs", "volumes", "hf", "sftp"]
 ALL_SCHEMES = ["local", *REMOTE_SCHEMES]
-SECRETS = {"wrong-secret-value-123", "dapi-wrong-token-456"}
+SECRETS = {"wrong-secret-value-123", "dapi-wrong-token-456", "hf_WrongToken789"}
 
 
 @pytest.fixture(autouse=True)
@@ -239,6 +245,47 @@ def make_remote(scheme: str, request: pytest.FixtureRequest, monkeypatch: pytest
             configure,
             lambda: monkeypatch.setenv("DATABRICKS_TOKEN", "dapi-wrong-token-456"),
             server.port,
+        )
+    if scheme == "hf":
+        server = request.getfixturevalue("fake_hf_hub")
+        SECRETS.add(server.extra["token"])
+        monkeypatch.setenv("HF_TOKEN", server.extra["token"])
+
+        def configure(endpoint: str | None) -> None:
+            monkeypatch.setenv("HF_ENDPOINT", endpoint or server.endpoint)
+
+        configure(None)
+        return Remote(
+            scheme,
+            f"hf://datasets/{server.extra['repo']}/{unique}",
+            monkeypatch,
+            configure,
+            lambda: monkeypatch.setenv("HF_TOKEN", "hf_WrongToken789"),
+            server.port,
+        )
+    if scheme == "sftp":
+        # The URL names a host and port, not an environment variable: it points at a pass-through proxy, and
+        # re-pointing the endpoint (a flaky proxy, a dead port) re-points that proxy.
+        server = request.getfixturevalue("sftp_server")
+        SECRETS.add(server.extra["password"])
+        front = FlakyProxy(server.port)
+        known_hosts = tmp_path / "known_hosts"
+        known_hosts.write_text(known_hosts_line(server, front.port))
+        monkeypatch.setenv("COMPOSER_SFTP_KNOWN_HOSTS_FILE", str(known_hosts))
+        monkeypatch.setenv("COMPOSER_SFTP_KEY_FILE", str(server.extra["key_file"]))
+
+        def configure(endpoint: str | None) -> None:
+            front.target_port = int(endpoint.rsplit(":", 1)[1]) if endpoint else server.port
+
+        root = f"sftp://{server.extra['user']}@127.0.0.1:{front.port}/data/{unique}"
+        return Remote(
+            scheme,
+            root,
+            monkeypatch,
+            configure,
+            lambda: monkeypatch.setenv("COMPOSER_SFTP_KEY_FILE", str(server.extra["other_key_file"])),
+            server.port,
+            [front],
         )
     raise ValueError(f"unknown test scheme {scheme!r}; valid: {ALL_SCHEMES}")
 

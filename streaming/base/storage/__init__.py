@@ -39,3 +39,9 @@ __all__ = [
     "DBFSDownloader",
     "LocalDownloader",
 ]
+
+# Hugging Face, SFTP and Aliyun Drive (upstream names; alipan:// is refused with the alternatives).
+from streaming.base.storage.download import AlipanDownloader, HFDownloader, SFTPDownloader
+from streaming.base.storage.upload import HFUploader
+
+__all__ += ["HFUploader", "HFDownloader", "SFTPDownloader", "AlipanDownloader"]

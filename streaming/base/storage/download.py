@@ -120,3 +120,26 @@ class LocalDownloader(CloudDownloader):
 DOWNLOADER_MAPPINGS: dict[str, type[CloudDownloader]] = {
     key: downloader for downloader in CloudDownloader.__subclasses__() for key in downloader.identifiers
 }
+
+
+# -- Hugging Face, SFTP and Aliyun Drive downloaders (upstream names; alipan:// is refused with the alternatives) --
+class HFDownloader(CloudDownloader):
+    """`hf://datasets/<org>/<repo>/<path>` (`HF_TOKEN`, `HF_ENDPOINT`)."""
+
+    identifiers = ("hf",)
+
+
+class SFTPDownloader(CloudDownloader):
+    """`sftp://[user[:password]@]host[:port]/path` (`COMPOSER_SFTP_KEY_FILE`, `COMPOSER_SFTP_KNOWN_HOSTS_FILE`)."""
+
+    identifiers = ("sftp",)
+
+
+class AlipanDownloader(CloudDownloader):
+    """`alipan://`: not supported; a download raises ValueError naming the stores to use instead."""
+
+    identifiers = ("alipan",)
+
+
+DOWNLOADER_MAPPINGS.update({"hf": HFDownloader, "sftp": SFTPDownloader, "alipan": AlipanDownloader})
+__all__ += ["HFDownloader", "SFTPDownloader", "AlipanDownloader"]

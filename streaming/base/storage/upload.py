@@ -194,3 +194,80 @@ UPLOADERS: dict[str, type[CloudUploader]] = {
     "": LocalUploader,
     "file": LocalUploader,
 }
+
+
+# -- Hugging Face and Aliyun Drive uploaders, GCSAuthentication, and the uploaders' existence checks (upstream names)
+from enum import Enum  # noqa: E402 (kept with the names it serves)
+
+from streaming.storage import checks  # noqa: E402
+from streaming.storage.base import refuse_unsupported  # noqa: E402
+
+
+class GCSAuthentication(Enum):
+    """How upstream's GCS uploader authenticates: HMAC keys (`GCS_KEY`/`GCS_SECRET`) or a service account."""
+
+    HMAC = 1
+    SERVICE_ACCOUNT = 2
+
+
+class HFUploader(CloudUploader):
+    """`hf://datasets/<org>/<repo>/...`: a Hugging Face dataset repository, one commit per file (`HF_TOKEN`)."""
+
+    schemes = ("hf",)
+
+    def check_dataset_exists(self) -> None:
+        """Raise FileNotFoundError if the dataset repository does not exist (or is not visible with the token)."""
+        checks.check_dataset_exists(self.remote or "")
+
+
+class AlipanUploader(CloudUploader):
+    """`alipan://`: not supported; constructing one raises ValueError naming the stores to use instead."""
+
+    schemes = ("alipan",)
+
+    def __init__(
+        self,
+        out: str | tuple[str, str],
+        keep_local: bool = False,
+        progress_bar: bool = False,
+        retry: int = 2,
+        exist_ok: bool = False,
+    ) -> None:
+        refuse_unsupported(_split(out)[1] or "alipan:///")
+
+    def check_token(self) -> None:
+        """Upstream checks its Aliyun Drive token here; alipan:// is refused."""
+        refuse_unsupported("alipan:///")
+
+    def list_objects(self, prefix: str | None = None) -> list[str]:
+        """Refused: alipan:// is not supported."""
+        refuse_unsupported("alipan:///")
+        return []
+
+    def upload_file(self, filename: str) -> None:
+        """Refused: alipan:// is not supported."""
+        refuse_unsupported("alipan:///")
+
+
+def _check_bucket_exists(self: CloudUploader, remote: str) -> None:
+    """Raise FileNotFoundError if the bucket of `remote` does not exist."""
+    checks.check_bucket_exists(remote, "bucket")
+
+
+def _check_container_exists(self: CloudUploader, remote: str) -> None:
+    """Raise FileNotFoundError if the container (file system) of `remote` does not exist."""
+    checks.check_bucket_exists(remote, "container")
+
+
+def _check_folder_exists(self: CloudUploader) -> None:
+    """Raise FileNotFoundError if the DBFS folder `remote` does not exist."""
+    checks.check_folder_exists(self.remote or "")
+
+
+# Attached here rather than in the class bodies above, which are being moved into the storage layer.
+for _uploader in (S3Uploader, GCSUploader, OCIUploader, AzureUploader):
+    _uploader.check_bucket_exists = _check_bucket_exists  # type: ignore[union-attr]
+AzureDataLakeUploader.check_container_exists = _check_container_exists  # type: ignore[attr-defined]
+DBFSUploader.check_folder_exists = _check_folder_exists  # type: ignore[attr-defined]
+UPLOADERS.update({"hf": HFUploader, "alipan": AlipanUploader})
+__all__ += ["GCSAuthentication", "HFUploader", "AlipanUploader"]
