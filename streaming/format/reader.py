@@ -92,7 +92,10 @@ class Reader:
         return sum(zipped.bytes for _, zipped in self.file_pairs if zipped)
 
     def validate(self, allow_unsafe_types: bool) -> None:
-        """Raise if the shard uses an encoding the caller did not allow."""
+        """Raise if the shard uses an encoding the caller did not allow (upstream's hook; formats override it).
+
+        `StreamingDataset` calls it for each distinct shard setting before reading anything.
+        """
 
     def ensure_raw(self) -> None:
         """Make every raw file present, decompressing from its compressed copy when needed.
