@@ -55,12 +55,21 @@ class ShardCache:
         self._locks: list[ShardLocks] | None = None
         self._accounting: CacheState | None = None
         self._ready: bytearray | None = None
+        # Reads of this process, kept even while no accounting is open, so the first eviction without a limit
+        # still picks the least recently used shard.
+        self._last_read = np.zeros(self.num_shards, np.int64)
         if cache_limit is not None:
             self._check_limit(cache_limit)
 
     def __getstate__(self) -> dict[str, Any]:
         """Pickle for DataLoader workers: locks, the mapped accounting and this process's flags stay behind."""
-        return {**self.__dict__, "_locks": None, "_accounting": None, "_ready": None}
+        return {
+            **self.__dict__,
+            "_locks": None,
+            "_accounting": None,
+            "_ready": None,
+            "_last_read": np.zeros(self.num_shards, np.int64),
+        }
 
     # ------------------------------------------------------------------ settings and sizes
 
@@ -78,7 +87,7 @@ class ShardCache:
 
     @property
     def usage(self) -> int:
-        """Bytes the local directories hold for this dataset (0 without a cache limit, as upstream)."""
+        """Bytes the local directories hold for this dataset (only accounted under a cache limit, else 0)."""
         return self._cache_state().usage() if self.limit is not None else 0
 
     @property
@@ -120,7 +129,8 @@ class ShardCache:
         return all(os.path.exists(stream.local_path(name)) for name in self.tables[stream_id].raw_names(local_id))
 
     def touch(self, shard_id: int) -> None:
-        """Record a read of the shard, for least-recently-used eviction (nothing to do without accounting)."""
+        """Record a read of the shard, for least-recently-used eviction."""
+        self._last_read[shard_id] = time.time_ns()
         if self._accounting is not None:
             self._accounting.touch(shard_id)
 
@@ -148,6 +158,7 @@ class ShardCache:
             self._accounting = CacheState(
                 [os.path.join(s.local, s.split) for s in self.streams], self.num_shards, self._scan
             )
+            self._accounting.merge_access_times(self._last_read)
         return self._accounting
 
     def _scan(self) -> tuple[np.ndarray, int]:
@@ -285,7 +296,7 @@ class ShardCache:
         if not self.evictable[present].any():
             raise ValueError(
                 "Attempted shard eviction, but every local shard belongs to a stream with `remote=None` and "
-                "cannot be downloaded again: its local copy is the only one."
+                "cannot be re-downloaded: its local copy is the only one."
             )
         raise ValueError(
             "Attempted shard eviction, but every evictable local shard is being prepared or evicted by another "

@@ -226,6 +226,11 @@ class CacheState:
         atimes = self._atimes if self._atimes is not None else self._ensure()
         atimes[self._check(shard_id)] = time.time_ns()
 
+    def merge_access_times(self, times: np.ndarray) -> None:
+        """Keep, per shard, the later of the recorded access time and ``times`` (ns since the epoch, 0 = never)."""
+        atimes = self._ensure()
+        np.maximum(atimes, np.asarray(times, np.int64).reshape(self.num_shards), out=atimes)
+
     def is_present(self, shard_id: int) -> bool:
         """Whether shard ``shard_id`` is marked local (an abandoned 'preparing' entry is re-checked first)."""
         self._ensure()
