@@ -1,8 +1,9 @@
 """Fixtures of the remote end-to-end tests: one `Remote` per scheme on its real loopback server.
 
 The servers, buckets, `Remote` and the credential-free environment come from `tests/services.py` and
-`tests/storage/conftest.py`; this file adds the two URL spellings those lack (`file://` and a plain,
-unmounted `/Volumes/...` path) and keeps writer temp directories inside each test's `tmp_path`.
+`tests/remotes.py` (loaded by `tests/conftest.py`); this file adds the two URL spellings those lack
+(`file://` and a plain, unmounted `/Volumes/...` path) and keeps writer temp directories inside each
+test's `tmp_path`.
 """
 
 from __future__ import annotations
@@ -10,17 +11,13 @@ from __future__ import annotations
 import dataclasses
 import os
 import tempfile
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 
 import pytest
 
 from streaming.storage import clear_storage_cache
 from streaming.storage.url import split_url
-from tests.services import azurite, fake_databricks, fake_gcs, fake_oci, seaweedfs  # noqa: F401 (fixtures)
-from tests.storage.conftest import (
-    Remote,
-    gcs_bucket,  # noqa: F401 (fixtures)
-    )
+from tests.remotes import Remote
 
 CLOUD_SCHEMES = ["s3", "gs", "azure", "azure-dl", "abfss", "oci", "dbfs", "volumes", "plain-volumes"]
 SCHEMES = ["file", *CLOUD_SCHEMES]
@@ -47,6 +44,12 @@ def remote(request: pytest.FixtureRequest, remote_factory: Callable[[str], Remot
 def cloud(request: pytest.FixtureRequest, remote_factory: Callable[[str], Remote]) -> Remote:
     """Each scheme that has credentials to get wrong, with a fresh, empty root."""
     return remote_for(request.param, remote_factory)
+
+
+@pytest.fixture(autouse=True)
+def isolated_environment(credential_free_environment: None) -> Iterator[None]:
+    """Every remote test runs without the machine's credentials (see `credential_free_environment`)."""
+    yield
 
 
 @pytest.fixture(autouse=True)
