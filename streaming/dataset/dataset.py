@@ -177,13 +177,13 @@ class StreamingDataset(Array, IterableDataset):
             raise ValueError(
                 f"Reused local directory: streams must have distinct local/split directories, got {locals_seen}."
             )
-        # Claimed before any index is downloaded into them, so a cache of another remote is never read.
+        # Claimed before any index is downloaded into them, so a cache of another remote is never read; held
+        # for the dataset's life (the attribute is only kept, never read).
         self._local_claims: LocalDirClaims | None = LocalDirClaims(
             [(local_dir, s.remote_index_location()) for local_dir, s in zip(locals_seen, self.streams)]
         )
 
         tables = [stream.load_table() for stream in self.streams]
-        self._tables = tables
         self.shards_per_stream = np.array([len(t) for t in tables], np.int64)
         self.shard_offset_per_stream = np.concatenate([[0], np.cumsum(self.shards_per_stream)[:-1]]).astype(np.int64)
         self.samples_per_shard = np.concatenate([t.samples for t in tables]) if tables else np.zeros(0, np.int64)
@@ -210,7 +210,7 @@ class StreamingDataset(Array, IterableDataset):
         self.length = math.ceil(self.epoch_size / self._parallel_world.num_ranks)
 
         self.cache_limit = None if cache_limit is None else bytes_to_int(cache_limit)
-        self._cache = ShardCache(self.streams, tables, self.shards, self.cache_limit)
+        self._shard_cache = ShardCache(self.streams, tables, self.shards, self.cache_limit)
         self._state = InstanceState()
 
     # ------------------------------------------------------------------ sizes and settings
@@ -232,7 +232,7 @@ class StreamingDataset(Array, IterableDataset):
     @property
     def cache_usage(self) -> int:
         """Bytes the local cache holds (index files included) when ``cache_limit`` is set, else 0."""
-        return self._cache.usage
+        return self._shard_cache.usage
 
     def _plan_inputs(self) -> PlanInputs:
         ncn = self.num_canonical_nodes
@@ -351,7 +351,7 @@ class StreamingDataset(Array, IterableDataset):
         shard_ids = np.searchsorted(self.sample_offset_per_shard, ids, "right") - 1
         indices = (ids - self.sample_offset_per_shard[shard_ids]).tolist()
         shard_ids = shard_ids.tolist()
-        if self._cache.prefetches:
+        if self._shard_cache.prefetches:
             yield from self._iter_prefetching(shard_ids, indices)
             return
         readers = self.shards
@@ -363,7 +363,7 @@ class StreamingDataset(Array, IterableDataset):
 
         Shards already present cost one ``stat`` per epoch; when all are, this is the plain read loop.
         """
-        cache = self._cache
+        cache = self._shard_cache
         ready = cache.ready_flags()
         needed = np.asarray(shard_ids, np.int64)
         unique, first = np.unique(needed, return_index=True)
@@ -402,15 +402,15 @@ class StreamingDataset(Array, IterableDataset):
 
         With ``blocking=False``, return at once if another thread or process is preparing it.
         """
-        self._cache.prepare(shard_id, blocking)
+        self._shard_cache.prepare(shard_id, blocking)
 
     def evict_shard(self, shard_id: int) -> None:
         """Delete one shard's local files (only for shards that can be downloaded again)."""
-        self._cache.evict(shard_id)
+        self._shard_cache.evict(shard_id)
 
     def evict_coldest_shard(self) -> None:
         """Delete the least recently used evictable shard that no process is preparing."""
-        self._cache.evict_coldest()
+        self._shard_cache.evict_coldest()
 
     def _read(self, shard_id: int, index: int, retry: int = 7) -> dict[str, Any]:
         for _ in range(retry + 1):
@@ -418,10 +418,10 @@ class StreamingDataset(Array, IterableDataset):
                 sample = self.shards[shard_id].get_item(index)
             except FileNotFoundError:
                 # Its files vanished from local disk (evicted, or the directory was cleaned): fetch it again.
-                self._cache.forget(shard_id)
+                self._shard_cache.forget(shard_id)
                 self.prepare_shard(shard_id)
                 continue
-            self._cache.touch(shard_id)
+            self._shard_cache.touch(shard_id)
             return sample
         hint = (
             " This usually means cache_limit is set too low and shards are evicted before they are read."
