@@ -131,8 +131,11 @@ class Stream:
         """
         if self.remote is None:
             return None
+        from streaming.storage.url import split_url
+
         location = self.remote_path(get_index_basename())
-        return location if _is_remote_path(location) else os.path.abspath(location)
+        # A local remote may be spelled as a path or a file:// URL: both name the same place.
+        return location if _is_remote_path(location) else os.path.abspath(split_url(location).key)
 
     def _download(self, basename: str) -> None:
         from streaming.storage.download import download_file

@@ -238,9 +238,10 @@ def test_datasets_of_the_same_remote_share_one_local(tmp_path, remote):
     first = StreamingDataset(remote=remote, local=local, batch_size=4, shuffle=True)
     second = StreamingDataset(remote=remote, local=local, batch_size=4, cache_limit=_limit(remote))
     third = StreamingDataset(streams=[Stream(remote=remote + "/", local=local)], batch_size=4)
+    fourth = StreamingDataset(remote="file://" + remote, local=local, batch_size=4)  # the same place, spelled so
     assert sorted(s["id"] for s in first) == list(range(SAMPLES))
-    assert [s["id"] for s in second] == list(range(SAMPLES))
-    assert [s["id"] for s in third] == list(range(SAMPLES))
+    for other in (second, third, fourth):
+        assert [s["id"] for s in other] == list(range(SAMPLES))
 
 
 def test_a_dead_datasets_claim_on_a_local_directory_is_forgotten(tmp_path, remote):
