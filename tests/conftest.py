@@ -1,4 +1,10 @@
-"""Suite-wide test settings: keep temp files, locks and caches of each run apart from other runs."""
+"""Suite-wide test settings: shared fixtures, markers from what a test uses, and per-run temp files, locks, caches.
+
+The storage servers (`tests/services.py`) and the buckets and `Remote`s on them (`tests/remotes.py`) are
+plugins of the whole suite, so no test module imports fixtures. None of them is autouse; directories whose
+tests must run without the machine's credentials request `credential_free_environment` from an autouse
+fixture of their own conftest.
+"""
 
 from __future__ import annotations
 
@@ -8,6 +14,16 @@ import tempfile
 
 import pytest
 
+pytest_plugins = ["tests.services", "tests.servers.hub_and_sftp", "tests.remotes"]
+
+# A test that requests any of these (directly or through other fixtures) talks to the loopback servers, or
+# needs a SparkSession. `remote_factory` and the notebooks' `volume` start servers through
+# `request.getfixturevalue`, which collection cannot see, so they are named here too.
+SERVICE_FIXTURES = frozenset(
+    {"seaweedfs", "azurite", "fake_gcs", "fake_databricks", "fake_oci", "remote_factory", "volume"}
+)
+SPARK_FIXTURES = frozenset({"spark", "connect", "connect_server", "session"})
+
 
 def pytest_configure(config):
     """Give this run (and every process it starts) its own coordination-state root."""
@@ -15,6 +31,16 @@ def pytest_configure(config):
         root = tempfile.mkdtemp(prefix="streaming-test-state-")
         os.environ["STREAMING_STATE_DIR"] = root
         config._streaming_state_dir = root
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Mark `services` and `spark` every test that uses them, so `-m` selects exactly those."""
+    for item in items:
+        used = set(getattr(item, "fixturenames", ()))
+        if used & SERVICE_FIXTURES:
+            item.add_marker(pytest.mark.services)
+        if used & SPARK_FIXTURES:
+            item.add_marker(pytest.mark.spark)
 
 
 def pytest_unconfigure(config):

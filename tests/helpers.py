@@ -18,24 +18,37 @@ def copy_fixture(name: str, dest: str) -> str:
 
 
 def assert_same_value(got: Any, expected: Any, where: str = "") -> None:
-    """Compare decoded values: numpy by dtype and value, images by mode, size and pixels, containers deeply."""
+    """The suite's one deep comparison of decoded values: same types, same values, NaN equal to NaN.
+
+    numpy arrays and scalars compare by dtype, shape and bits (so NaN matches NaN and -0.0 differs from 0.0);
+    images by class name, mode, size and pixels; ``Decimal`` by value and scale; dicts by keys in order;
+    lists and tuples item by item; anything else by type and ``==`` (float NaN equal to NaN).
+    """
     if isinstance(expected, np.ndarray):
         assert isinstance(got, np.ndarray), f"{where}: expected ndarray, got {type(got)}"
-        assert got.dtype == expected.dtype and got.shape == expected.shape, where
-        assert np.array_equal(got, expected), where
+        assert got.dtype == expected.dtype and got.shape == expected.shape, f"{where}: {got!r} != {expected!r}"
+        if expected.dtype.kind == "O":
+            for index, (a, b) in enumerate(zip(got.reshape(-1), expected.reshape(-1))):
+                assert_same_value(a, b, f"{where}[{index}]")
+        else:
+            assert got.tobytes() == expected.tobytes(), f"{where}: {got!r} != {expected!r}"
     elif isinstance(expected, np.generic):
         assert type(got) is type(expected), f"{where}: expected {type(expected)}, got {type(got)}"
-        assert got == expected or (np.isnan(got) and np.isnan(expected)), where
+        assert got.tobytes() == expected.tobytes(), f"{where}: {got!r} != {expected!r}"
     elif type(expected).__module__.startswith("PIL."):
+        assert type(got).__name__ == type(expected).__name__, f"{where}: {type(got)} != {type(expected)}"
         assert got.mode == expected.mode and got.size == expected.size, where
-        assert np.array_equal(np.asarray(got), np.asarray(expected)), where
+        assert got.tobytes() == expected.tobytes(), f"{where}: pixels differ"
     elif isinstance(expected, dict):
-        assert isinstance(got, dict) and set(got) == set(expected), f"{where}: keys {set(got)} != {set(expected)}"
+        assert isinstance(got, dict) and list(got) == list(expected), f"{where}: keys {list(got)} != {list(expected)}"
         for key in expected:
             assert_same_value(got[key], expected[key], f"{where}.{key}")
     elif isinstance(expected, (list, tuple)):
-        assert type(got) is type(expected) and len(got) == len(expected), where
-        for i, (a, b) in enumerate(zip(got, expected)):
-            assert_same_value(a, b, f"{where}[{i}]")
+        assert type(got) is type(expected) and len(got) == len(expected), f"{where}: {got!r} != {expected!r}"
+        for index, (a, b) in enumerate(zip(got, expected)):
+            assert_same_value(a, b, f"{where}[{index}]")
     else:
-        assert type(got) is type(expected) and got == expected, f"{where}: {got!r} != {expected!r}"
+        both_nan = got != got and expected != expected
+        assert type(got) is type(expected) and (got == expected or both_nan), f"{where}: {got!r} != {expected!r}"
+        if type(expected).__name__ == "Decimal":
+            assert str(got) == str(expected), f"{where}: {got!r} != {expected!r} (scale)"

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import math
 import os
-import time
 import warnings
 from array import array
 from bisect import bisect_right
@@ -26,23 +25,21 @@ from torch.utils.data import IterableDataset, get_worker_info
 
 from streaming.dataset.array import Array
 from streaming.dataset.batching import PlanInputs, default_predownload, generate_work
-from streaming.dataset.coordination import CacheState, InstanceState, ShardLocks
+from streaming.dataset.coordination import InstanceState
+from streaming.dataset.coordination.local_claims import LocalDirClaims
 from streaming.dataset.partition import default_num_canonical_nodes
-from streaming.dataset.readers import ShardReaders
+from streaming.dataset.reader_pool import ReaderPool
+from streaming.dataset.shard_cache import ShardCache
 from streaming.dataset.shuffle import default_shuffle_block_size
 from streaming.dataset.stream import Stream
 from streaming.dataset.weighting import resolve_weights
 from streaming.dataset.world import World
-from streaming.format.mds.reader import check_safe_columns
-from streaming.format.reader import Reader
 from streaming.util import bytes_to_int, number_abbrev_to_int
 
 SHUFFLE_ALGOS = ("naive", "py1b", "py1br", "py1e", "py1s", "py2s")
 BATCHING_METHODS = ("random", "stratified", "per_stream", "device_per_stream")
 PARTITION_ALGOS = ("orig", "relaxed")
 SAMPLING_METHODS = ("balanced", "fixed")
-_PREPARE_THREADS = 4
-_CACHE_RETRY_SECONDS = 0.02
 
 
 def _share_batches_by_name() -> None:
@@ -180,13 +177,13 @@ class StreamingDataset(Array, IterableDataset):
             raise ValueError(
                 f"Reused local directory: streams must have distinct local/split directories, got {locals_seen}."
             )
+        # Claimed before any index is downloaded into them, so a cache of another remote is never read; held
+        # for the dataset's life (the attribute is only kept, never read).
+        self._local_claims: LocalDirClaims | None = LocalDirClaims(
+            [(local_dir, s.remote_index_location()) for local_dir, s in zip(locals_seen, self.streams)]
+        )
 
         tables = [stream.load_table() for stream in self.streams]
-        if not allow_unsafe_types:
-            for table in tables:
-                for config in table.configs:
-                    check_safe_columns(config.get("column_names") or [], config.get("column_encodings") or [])
-        self._tables = tables
         self.shards_per_stream = np.array([len(t) for t in tables], np.int64)
         self.shard_offset_per_stream = np.concatenate([[0], np.cumsum(self.shards_per_stream)[:-1]]).astype(np.int64)
         self.samples_per_shard = np.concatenate([t.samples for t in tables]) if tables else np.zeros(0, np.int64)
@@ -199,7 +196,8 @@ class StreamingDataset(Array, IterableDataset):
         if not self.num_samples:
             raise RuntimeError("Stream contains no samples: every index lists zero samples.")
         self._shard_starts = array("q", self.sample_offset_per_shard.tolist())
-        self.shards = ShardReaders([(s.local, s.split) for s in self.streams], tables)
+        self.shards = ReaderPool([(s.local, s.split) for s in self.streams], tables)
+        self.shards.validate(allow_unsafe_types)
 
         weights = resolve_weights(
             [s.weight for s in self.streams], self.samples_per_stream, self.epoch_size_arg, shuffle_seed
@@ -211,16 +209,9 @@ class StreamingDataset(Array, IterableDataset):
         self.epoch_size = weights.epoch_size
         self.length = math.ceil(self.epoch_size / self._parallel_world.num_ranks)
 
-        self._largest_shard = int(max((t.raw_bytes + t.zip_bytes).max(initial=0) for t in tables))
-        self._remote_shards = np.repeat([s.has_remote for s in self.streams], self.shards_per_stream).astype(bool)
         self.cache_limit = None if cache_limit is None else bytes_to_int(cache_limit)
-        if self.cache_limit is not None:
-            self._check_cache_limit()
+        self._shard_cache = ShardCache(self.streams, tables, self.shards, self.cache_limit)
         self._state = InstanceState()
-        self._locks: list[ShardLocks] | None = None
-        self._cache: CacheState | None = None
-        self._ready: bytearray | None = None
-        self._failure: BaseException | None = None
 
     # ------------------------------------------------------------------ sizes and settings
 
@@ -240,21 +231,8 @@ class StreamingDataset(Array, IterableDataset):
 
     @property
     def cache_usage(self) -> int:
-        return self._cache_state().usage() if self.cache_limit is not None else 0
-
-    def _check_cache_limit(self) -> None:
-        index_bytes = sum(stream.get_index_size() for stream in self.streams)
-        if self.cache_limit <= index_bytes:
-            raise ValueError(
-                f"cache_limit ({self.cache_limit} bytes) must be larger than the index files ({index_bytes} bytes)."
-            )
-        largest = self._largest_shard
-        if self.cache_limit < 4 * largest:
-            raise ValueError(
-                f"cache_limit ({self.cache_limit} bytes) must be at least 4x the largest shard "
-                f"(raw + compressed: {largest} bytes), i.e. {4 * largest} bytes. Your cache limit "
-                f"may be too low."
-            )
+        """Bytes the local cache holds (index files included) when ``cache_limit`` is set, else 0."""
+        return self._shard_cache.usage
 
     def _plan_inputs(self) -> PlanInputs:
         ncn = self.num_canonical_nodes
@@ -373,7 +351,7 @@ class StreamingDataset(Array, IterableDataset):
         shard_ids = np.searchsorted(self.sample_offset_per_shard, ids, "right") - 1
         indices = (ids - self.sample_offset_per_shard[shard_ids]).tolist()
         shard_ids = shard_ids.tolist()
-        if self._remote_shards.any() or self.cache_limit is not None:
+        if self._shard_cache.prefetches:
             yield from self._iter_prefetching(shard_ids, indices)
             return
         readers = self.shards
@@ -385,13 +363,14 @@ class StreamingDataset(Array, IterableDataset):
 
         Shards already present cost one ``stat`` per epoch; when all are, this is the plain read loop.
         """
-        ready = self._ready_flags()
+        cache = self._shard_cache
+        ready = cache.ready_flags()
         needed = np.asarray(shard_ids, np.int64)
         unique, first = np.unique(needed, return_index=True)
         missing = [
             (position, shard)
             for position, shard in zip(first.tolist(), unique.tolist())
-            if not ready[shard] and not self._present_on_disk(shard)
+            if not ready[shard] and not cache.present_on_disk(shard)
         ]
         if not missing:
             for shard_id, index in zip(shard_ids, indices):
@@ -401,7 +380,7 @@ class StreamingDataset(Array, IterableDataset):
         queue = deque(missing)
         lookahead = max(self.predownload, 1)
         pending: dict[int, Future] = {}
-        with ThreadPoolExecutor(self._prepare_threads(), thread_name_prefix="shard-prepare") as pool:
+        with ThreadPoolExecutor(cache.prepare_threads(), thread_name_prefix="shard-prepare") as pool:
             try:
                 for position, (shard_id, index) in enumerate(zip(shard_ids, indices)):
                     while queue and queue[0][0] < position + lookahead:
@@ -416,171 +395,33 @@ class StreamingDataset(Array, IterableDataset):
                 for future in pending.values():
                     future.cancel()
 
-    def _prepare_threads(self) -> int:
-        if self.cache_limit is None:
-            return _PREPARE_THREADS
-        return max(1, min(_PREPARE_THREADS, self.cache_limit // max(self._largest_shard, 1) // 2))
-
-    def _present_on_disk(self, shard_id: int) -> bool:
-        """Whether a shard's raw files are all on local disk; remembered for this process when they are.
-
-        Under ``cache_limit`` every shard goes through `prepare_shard`, which also keeps the accounting.
-        """
-        if self.cache_limit is not None:
-            return False
-        if self._raw_present(shard_id):
-            self._ready_flags()[shard_id] = 1
-            return True
-        return False
-
-    def _raw_present(self, shard_id: int) -> bool:
-        """Whether every uncompressed file of a shard is on local disk (one ``stat`` each)."""
-        stream_id, local_id = self.shards.locate(shard_id)
-        stream = self.streams[stream_id]
-        return all(os.path.exists(stream.local_path(name)) for name in self._tables[stream_id].raw_names(local_id))
-
-    # ------------------------------------------------------------------ shards and random access
-
-    def _ready_flags(self) -> bytearray:
-        if self._ready is None:
-            self._ready = bytearray(self.num_shards)
-        return self._ready
-
-    def _shard_locks(self, stream_id: int) -> ShardLocks:
-        if self._locks is None:
-            self._locks = [
-                ShardLocks(os.path.join(s.local, s.split), int(n)) for s, n in zip(self.streams, self.shards_per_stream)
-            ]
-        return self._locks[stream_id]
-
-    def _cache_state(self) -> CacheState:
-        if self._cache is None:
-            self._cache = CacheState(
-                [os.path.join(s.local, s.split) for s in self.streams], self.num_shards, self._scan_cache
-            )
-        return self._cache
-
-    def _scan_cache(self) -> tuple[np.ndarray, int]:
-        """Bytes each shard has on local disk now (from the index's file list, one ``stat`` per file)."""
-        present = np.zeros(self.num_shards, np.int64)
-        for stream_id, (stream, table) in enumerate(zip(self.streams, self._tables)):
-            offset = int(self.shard_offset_per_stream[stream_id])
-            for local_id in range(len(table)):
-                present[offset + local_id] = sum(
-                    size for name, size in table.file_sizes(local_id) if os.path.exists(stream.local_path(name))
-                )
-        index_bytes = sum(stream.get_index_size() for stream in self.streams)
-        return present, index_bytes
+    # ------------------------------------------------------------------ shards and random access (upstream's API)
 
     def prepare_shard(self, shard_id: int, blocking: bool = True) -> None:
-        """Make one shard's raw files present locally, evicting cold shards first when over ``cache_limit``."""
-        stream_id, local_id = self.shards.locate(shard_id)
-        stream = self.streams[stream_id]
-        reader = self.shards[shard_id]
-        with self._shard_locks(stream_id).hold(local_id):
-            if self._raw_present(shard_id):
-                if self.cache_limit is not None:
-                    cache = self._cache_state()
-                    if not cache.is_present(shard_id):
-                        cache.mark_present(shard_id, stream.present_bytes(reader))
-                    cache.touch(shard_id)
-                self._ready_flags()[shard_id] = 1
-                return
-            if self.cache_limit is None:
-                stream.prepare_shard(reader)
-            else:
-                self._prepare_within_limit(shard_id, stream, reader)
-        self._ready_flags()[shard_id] = 1
+        """Make one shard's raw files present locally, evicting cold shards first when over ``cache_limit``.
 
-    def _prepare_within_limit(self, shard_id: int, stream: Stream, reader: Reader) -> None:
-        """Make room for the shard, reserve its size while it downloads, then record what is really on disk.
-
-        The reservation dies with this process, so a download killed mid-way never inflates the usage.
+        With ``blocking=False``, return at once if another thread or process is preparing it.
         """
-        cache = self._cache_state()
-        needed = reader.get_max_size()
-        deadline = time.monotonic() + (stream.download_timeout or 60.0)
-        while True:
-            with cache.lock():
-                if cache.is_present(shard_id):
-                    cache.mark_absent(shard_id, stream.present_bytes(reader))
-                if self._evict_until(cache, needed):
-                    cache.mark_preparing(shard_id, needed)
-                    break
-            if time.monotonic() > deadline:
-                raise ValueError(
-                    f"cache_limit ({self.cache_limit} bytes) is too low: {cache.usage()} bytes are in "
-                    f"use by shards that cannot be evicted (being read or downloaded) and shard "
-                    f"{shard_id} needs {needed} more. Your cache limit may be too low."
-                )
-            time.sleep(_CACHE_RETRY_SECONDS)
-        try:
-            stream.prepare_shard(reader)
-        except BaseException:
-            cache.mark_absent(shard_id, 0)
-            raise
-        cache.mark_present(shard_id, stream.present_bytes(reader))
-        cache.touch(shard_id)
-
-    def _evict_until(self, cache: CacheState, needed: int) -> bool:
-        """Evict the coldest evictable shards until ``needed`` more bytes fit (call with the cache lock held).
-
-        Returns whether they fit. Shards whose only copy is local (no remote) are never evicted, nor shards
-        another thread or process is preparing.
-        """
-        if cache.usage() + needed <= self.cache_limit:
-            return True
-        candidates = np.flatnonzero(self._remote_shards)
-        for victim in cache.coldest(candidates):
-            stream_id, local_id = self.shards.locate(int(victim))
-            with self._shard_locks(stream_id).try_hold(local_id) as held:
-                if not held:
-                    continue
-                self._evict_held(int(victim))
-            if cache.usage() + needed <= self.cache_limit:
-                return True
-        return False
+        self._shard_cache.prepare(shard_id, blocking)
 
     def evict_shard(self, shard_id: int) -> None:
         """Delete one shard's local files (only for shards that can be downloaded again)."""
-        if not self._remote_shards[shard_id]:
-            raise ValueError(f"Shard {shard_id} has no remote copy; refusing to delete its only copy.")
-        stream_id, local_id = self.shards.locate(shard_id)
-        with self._shard_locks(stream_id).hold(local_id):
-            self._evict_held(shard_id)
-
-    def _evict_held(self, shard_id: int) -> None:
-        """Delete a shard's files; the caller holds its shard lock."""
-        stream_id, _ = self.shards.locate(shard_id)
-        freed = self.streams[stream_id].evict(self.shards[shard_id])
-        if self.cache_limit is not None:
-            self._cache_state().mark_absent(shard_id, freed)
-        self.shards.forget(shard_id)
-        if self._ready is not None:
-            self._ready[shard_id] = 0
+        self._shard_cache.evict(shard_id)
 
     def evict_coldest_shard(self) -> None:
-        """Delete the least recently used evictable shard that no process is preparing or reading."""
-        cache = self._cache_state()
-        with cache.lock():
-            for victim in cache.coldest(np.flatnonzero(self._remote_shards)):
-                stream_id, local_id = self.shards.locate(int(victim))
-                with self._shard_locks(stream_id).try_hold(local_id) as held:
-                    if held:
-                        self._evict_held(int(victim))
-                        return
-        raise ValueError("No evictable shard is present locally.")
+        """Delete the least recently used evictable shard that no process is preparing."""
+        self._shard_cache.evict_coldest()
 
     def _read(self, shard_id: int, index: int, retry: int = 7) -> dict[str, Any]:
         for _ in range(retry + 1):
             try:
                 sample = self.shards[shard_id].get_item(index)
             except FileNotFoundError:
-                self.shards.forget(shard_id)
+                # Its files vanished from local disk (evicted, or the directory was cleaned): fetch it again.
+                self._shard_cache.forget(shard_id)
                 self.prepare_shard(shard_id)
                 continue
-            if self._cache is not None:
-                self._cache.touch(shard_id)
+            self._shard_cache.touch(shard_id)
             return sample
         hint = (
             " This usually means cache_limit is set too low and shards are evicted before they are read."
@@ -600,10 +441,8 @@ class StreamingDataset(Array, IterableDataset):
         return super().__getitem__(at)
 
     def __getstate__(self) -> dict[str, Any]:
-        """Pickle for DataLoader workers: open files, locks and per-process flags stay behind."""
-        state = self.__dict__.copy()
-        state.update(_locks=None, _cache=None, _ready=None, _failure=None)
-        return state
+        """Pickle for DataLoader workers: the cache drops its open state itself; the claims stay with this process."""
+        return {**self.__dict__, "_local_claims": None}
 
     def __del__(self) -> None:
         state = self.__dict__.get("_state")

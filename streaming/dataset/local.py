@@ -10,7 +10,7 @@ from itertools import chain
 from typing import Any
 
 from streaming.dataset.array import Array
-from streaming.dataset.readers import ShardReaders
+from streaming.dataset.reader_pool import ReaderPool
 from streaming.format.index import get_index_basename
 from streaming.format.table import ShardTable
 
@@ -30,7 +30,7 @@ class LocalDataset(Array):
         self.local = local
         self.split = split or ""
         table = ShardTable.from_file(os.path.join(local, self.split, get_index_basename()))
-        self.shards = ShardReaders([(local, self.split)], [table])
+        self.shards = ReaderPool([(local, self.split)], [table])
         self.samples_per_shard = table.samples
         self.num_samples = int(table.samples.sum())
         self._shard_starts = array("q", (table.samples.cumsum() - table.samples).tolist())

@@ -132,6 +132,19 @@ class Stream:
             return join_url(self.remote, *([self.split] if self.split else []), basename)
         return os.path.join(self.remote, self.split, basename)
 
+    def remote_index_location(self) -> str | None:
+        """Where this stream's index lives remotely, one spelling per place (local paths made absolute).
+
+        None without a remote. Names which dataset a local cache directory holds the shards of.
+        """
+        if self.remote is None:
+            return None
+        from streaming.storage.url import split_url
+
+        location = self.remote_path(get_index_basename())
+        # A local remote may be spelled as a path or a file:// URL: both name the same place.
+        return location if _is_remote_path(location) else os.path.abspath(split_url(location).key)
+
     def _download(self, basename: str) -> None:
         from streaming.storage.download import download_file
 

@@ -85,7 +85,7 @@ def _describe_valid() -> str:
 def _parse(algo: object) -> tuple[str, int | None]:
     """Return (family, level) of a valid algorithm name, else raise ValueError naming the valid ones."""
     try:
-        return _ALGORITHMS[algo]  # type: ignore[index]
+        return _ALGORITHMS[algo]  # type: ignore[index]  # any object may come in; a non-string is caught below
     except (KeyError, TypeError):
         raise ValueError(f"Unknown compression algorithm {algo!r}. Valid algorithms: {_describe_valid()}.") from None
 
@@ -203,9 +203,9 @@ def _gzip_compress(data: bytes, level: int) -> bytes:
 def _compressor(family: str) -> Callable[[bytes, int | None], bytes]:
     """Return the compress function of a family, taking (data, level)."""
     if family == "zstd":
-        return _zstd_compress  # type: ignore[return-value]
+        return _zstd_compress  # type: ignore[return-value]  # zstd always has a level (default 3), never None
     if family == "gz":
-        return _gzip_compress  # type: ignore[return-value]
+        return _gzip_compress  # type: ignore[return-value]  # gz always has a level (default 9), never None
     if family == "br":
         return lambda data, level: _import("brotli").compress(bytes(data), quality=level)
     if family == "bz2":
@@ -237,9 +237,9 @@ def compress(algo: str | None, data: bytes | memoryview) -> bytes:
         ValueError: unknown algorithm name.
     """
     if algo is None:
-        return data  # type: ignore[return-value]
+        return data  # type: ignore[return-value]  # unchanged on purpose: no copy of a memoryview the caller gave
     family, level = _parse(algo)
-    return _COMPRESSORS[family](data, level)  # type: ignore[arg-type]
+    return _COMPRESSORS[family](data, level)  # type: ignore[arg-type]  # every codec accepts a memoryview too
 
 
 def decompress(algo: str | None, data: bytes | memoryview) -> bytes:
@@ -249,7 +249,7 @@ def decompress(algo: str | None, data: bytes | memoryview) -> bytes:
         ValueError: unknown algorithm name, or truncated zstd data. Corrupt data raises the codec's own error.
     """
     if algo is None:
-        return data  # type: ignore[return-value]
+        return data  # type: ignore[return-value]  # unchanged on purpose: no copy of a memoryview the caller gave
     family, _ = _parse(algo)
     return _DECOMPRESSORS[family](data)
 

@@ -7,10 +7,6 @@ class UnknownEncodingError(TypeError, ValueError):
     """An encoding name that no registry knows (a TypeError for upstream's callers, a ValueError by meaning)."""
 
 
-class SampleEncodingError(ValueError):
-    """Base for a sample that does not fit the declared columns."""
-
-
 class ShardCorruptError(ValueError):
     """A shard file that is truncated, resized or fails its recorded hash."""
 

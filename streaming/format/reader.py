@@ -175,7 +175,10 @@ class Reader(Array, ABC):
         return (self.get_raw_size() if has_raw else 0) + ((self.get_zip_size() or 0) if has_zip else 0)
 
     def validate(self, allow_unsafe_types: bool) -> None:
-        """Raise if the shard uses an encoding the caller did not allow."""
+        """Raise if the shard uses an encoding the caller did not allow (upstream's hook; formats override it).
+
+        `StreamingDataset` calls it for each distinct shard setting before reading anything.
+        """
 
     def ensure_raw(self) -> None:
         """Make every raw file present, decompressing from its compressed copy when needed.

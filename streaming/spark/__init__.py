@@ -19,9 +19,10 @@ from streaming.spark._requires import require_pyspark
 
 require_pyspark()
 
-from streaming.spark.convert import ConversionResult, dataframe_to_mds  # noqa: E402
-from streaming.spark.incremental import IncrementResult, incremental_to_mds  # noqa: E402
-from streaming.spark.schema import allowed_encodings, default_encoding, resolve_columns  # noqa: E402
+# The imports below need pyspark: they come after the check that names the extra to install.
+from streaming.spark.convert import ConversionResult, dataframe_to_mds  # noqa: E402 - after require_pyspark()
+from streaming.spark.incremental import IncrementResult, incremental_to_mds  # noqa: E402 - after require_pyspark()
+from streaming.spark.schema import allowed_encodings, default_encoding, resolve_columns  # noqa: E402 - see above
 
 __all__ = [
     "ConversionResult",

@@ -102,6 +102,7 @@ def _merge_from_list(
     sources: list[Source] = []
     for entry in index_file_urls:
         if isinstance(entry, (tuple, list)):
+            # tuple() of a (local, remote) pair is a pair; mypy only sees tuple[str, ...].
             normalized: Source = tuple(_index_file(part.rstrip("/")) if part else "" for part in entry)  # type: ignore
         else:
             normalized = _index_file(entry.rstrip("/"))

@@ -74,7 +74,7 @@ def retry(
                     time.sleep(delay)
             raise AssertionError("unreachable")
 
-        return wrapper  # type: ignore[return-value]
+        return wrapper  # type: ignore[return-value]  # functools.wraps keeps the signature mypy cannot see
 
     return decorate
 

@@ -130,7 +130,7 @@ class ShardUploader:
 
     def _put(self, basename: str) -> None:
         local_path = os.path.join(self.local, basename)
-        url = join_url(self.remote, basename)  # type: ignore[arg-type]
+        url = join_url(self.remote, basename)  # type: ignore[arg-type]  # only called when there is a remote
         call_with_retry(lambda: storage_for(url).put(local_path, url), self.retry, permanent=PERMANENT)
         if not self.keep_local:
             os.unlink(local_path)

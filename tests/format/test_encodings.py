@@ -31,6 +31,7 @@ from streaming.format.mds.encodings import (
     register_mds_encoding,
 )
 from streaming.format.xsv.encodings import get_xsv_encodings, is_xsv_encoding, xsv_decode, xsv_encode
+from tests.helpers import assert_same_value
 
 REFERENCE = os.path.join(os.path.dirname(__file__), "..", "fixtures", "formats", "mds_all_encodings")
 IMAGE_ENCODINGS = {"pil", "jpeg", "png", "jpeg_array", "list[pil]", "list[jpeg]", "list[png]"}
@@ -79,29 +80,6 @@ def _assert_same_image(ours, ref) -> None:
     assert ours.mode == ref.mode
     assert ours.size == ref.size
     assert ours.tobytes() == ref.tobytes()
-
-
-def _assert_same_value(ours, ref) -> None:
-    """Equal values of equal types; images by mode, size and pixels; numpy by dtype and value."""
-    if isinstance(ref, Image.Image):
-        assert type(ours).__name__ == type(ref).__name__
-        _assert_same_image(ours, ref)
-    elif isinstance(ref, np.ndarray):
-        assert isinstance(ours, np.ndarray)
-        assert ours.dtype == ref.dtype
-        assert ours.shape == ref.shape
-        assert ours.tobytes() == ref.tobytes()
-    elif isinstance(ref, np.generic):
-        assert type(ours) is type(ref)
-        assert ours.tobytes() == ref.tobytes()
-    elif isinstance(ref, list):
-        assert isinstance(ours, list)
-        assert len(ours) == len(ref)
-        for mine, theirs in zip(ours, ref):
-            _assert_same_value(mine, theirs)
-    else:
-        assert type(ours) is type(ref)
-        assert ours == ref
 
 
 @pytest.fixture
@@ -790,8 +768,8 @@ def test_reference_decodes_like_upstream(reference):
     for index, (sample, expected) in enumerate(zip(samples, decoded)):
         assert set(sample) == set(expected), index
         for name, (encoding, data) in sample.items():
-            _assert_same_value(mds_decode(encoding, data), expected[name])
-            _assert_same_value(mds_decode(encoding, bytes(data)), expected[name])
+            assert_same_value(mds_decode(encoding, data), expected[name])
+            assert_same_value(mds_decode(encoding, bytes(data)), expected[name])
 
 
 def test_reference_encodes_like_upstream(reference):
@@ -800,7 +778,7 @@ def test_reference_encodes_like_upstream(reference):
         for name, (encoding, data) in sample.items():
             ours = mds_encode(encoding, values[name])
             if encoding in IMAGE_ENCODINGS - {"pil", "list[pil]", "jpeg_array"}:
-                _assert_same_value(mds_decode(encoding, ours), mds_decode(encoding, data))
+                assert_same_value(mds_decode(encoding, ours), mds_decode(encoding, data))
             else:
                 assert ours == data, (name, encoding)
 

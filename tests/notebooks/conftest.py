@@ -24,9 +24,8 @@ from types import ModuleType
 import pytest
 
 from streaming.storage.base import volume_mount
-from tests.services import Service, fake_databricks  # noqa: F401 (fixture)
+from tests.services import Service
 from tests.spark.conftest import local_session
-from tests.storage.conftest import isolated_environment  # noqa: F401 (autouse fixture)
 
 REPO = Path(__file__).resolve().parents[2]
 NOTEBOOKS = REPO / "notebooks"
@@ -41,6 +40,12 @@ def runner() -> ModuleType:
     sys.modules["run_local"] = module
     spec.loader.exec_module(module)
     return module
+
+
+@pytest.fixture(autouse=True)
+def isolated_environment(credential_free_environment: None) -> Iterator[None]:
+    """Every notebook test runs without the machine's credentials (see `credential_free_environment`)."""
+    yield
 
 
 @pytest.fixture(autouse=True)
@@ -81,7 +86,7 @@ class Volume:
 
 
 @pytest.fixture
-def files_api_volume(fake_databricks: Service, monkeypatch: pytest.MonkeyPatch) -> Volume:  # noqa: F811
+def files_api_volume(fake_databricks: Service, monkeypatch: pytest.MonkeyPatch) -> Volume:
     """A `/Volumes/main/default/vol/<unique>` folder on the fake server, with its credentials set."""
     monkeypatch.setenv("DATABRICKS_HOST", fake_databricks.endpoint)
     monkeypatch.setenv("DATABRICKS_TOKEN", fake_databricks.extra["token"])

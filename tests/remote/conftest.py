@@ -1,8 +1,9 @@
 """Fixtures of the remote end-to-end tests: one `Remote` per scheme on its real loopback server.
 
 The servers, buckets, `Remote` and the credential-free environment come from `tests/services.py` and
-`tests/storage/conftest.py`; this file adds the two URL spellings those lack (`file://` and a plain,
-unmounted `/Volumes/...` path) and keeps writer temp directories inside each test's `tmp_path`.
+`tests/remotes.py` (loaded by `tests/conftest.py`); this file adds the two URL spellings those lack
+(`file://` and a plain, unmounted `/Volumes/...` path) and keeps writer temp directories inside each
+test's `tmp_path`.
 """
 
 from __future__ import annotations
@@ -10,23 +11,13 @@ from __future__ import annotations
 import dataclasses
 import os
 import tempfile
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 
 import pytest
 
 from streaming.storage import clear_storage_cache
 from streaming.storage.url import split_url
-from tests.servers.hub_and_sftp import fake_hf_hub, sftp_server  # noqa: F401 (fixtures)
-from tests.services import azurite, fake_databricks, fake_gcs, fake_oci, seaweedfs  # noqa: F401 (fixtures)
-from tests.storage.conftest import (
-    Remote,
-    azure_container,  # noqa: F401 - pytest fixture
-    gcs_bucket,  # noqa: F401 - pytest fixture
-    isolated_environment,  # noqa: F401 - pytest fixture
-    oci_bucket,  # noqa: F401 - pytest fixture
-    remote_factory,  # noqa: F401 - pytest fixture
-    s3_bucket,  # noqa: F401 - pytest fixture
-)
+from tests.remotes import Remote
 
 CLOUD_SCHEMES = ["s3", "gs", "azure", "azure-dl", "abfss", "oci", "dbfs", "volumes", "plain-volumes", "hf", "sftp"]
 SCHEMES = ["file", *CLOUD_SCHEMES]
@@ -53,6 +44,12 @@ def remote(request: pytest.FixtureRequest, remote_factory: Callable[[str], Remot
 def cloud(request: pytest.FixtureRequest, remote_factory: Callable[[str], Remote]) -> Remote:
     """Each scheme that has credentials to get wrong, with a fresh, empty root."""
     return remote_for(request.param, remote_factory)
+
+
+@pytest.fixture(autouse=True)
+def isolated_environment(credential_free_environment: None) -> Iterator[None]:
+    """Every remote test runs without the machine's credentials (see `credential_free_environment`)."""
+    yield
 
 
 @pytest.fixture(autouse=True)

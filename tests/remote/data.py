@@ -13,8 +13,8 @@ import numpy as np
 from streaming import MDSWriter
 from streaming.storage import storage_for
 from streaming.storage.url import join_url, relative_to
+from tests.remotes import SECRETS
 from tests.services import AZURITE_KEY, DATABRICKS_TOKEN, S3_SECRET
-from tests.storage.conftest import SECRETS
 
 COLUMNS = {"id": "int", "tokens": "ndarray:int32", "name": "str"}
 NUM_SAMPLES = 120

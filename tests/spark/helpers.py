@@ -6,8 +6,6 @@ import json
 import os
 from typing import Any
 
-import numpy as np
-
 from streaming.dataset.local import LocalDataset
 
 MDS_SHARD_KEYS = {
@@ -61,29 +59,3 @@ def assert_no_orphans(root: str) -> None:
 def read_samples(root: str) -> list[dict[str, Any]]:
     """Every sample of the dataset at ``root``, in index order."""
     return list(LocalDataset(root))
-
-
-def assert_same(got: Any, expected: Any, where: str = "") -> None:
-    """Exact comparison of decoded values: numpy by dtype and bits (NaN equals NaN), containers deeply."""
-    if isinstance(expected, np.ndarray):
-        assert isinstance(got, np.ndarray) and got.dtype == expected.dtype and got.shape == expected.shape, (
-            f"{where}: {got!r} != {expected!r}"
-        )
-        assert np.array_equal(got, expected, equal_nan=expected.dtype.kind == "f"), f"{where}: {got!r} != {expected!r}"
-    elif isinstance(expected, np.generic):
-        assert type(got) is type(expected), f"{where}: {type(got)} != {type(expected)}"
-        assert got.tobytes() == expected.tobytes(), f"{where}: {got!r} != {expected!r}"
-    elif isinstance(expected, dict):
-        assert isinstance(got, dict) and list(got) == list(expected), f"{where}: {got!r} != {expected!r}"
-        for key in expected:
-            assert_same(got[key], expected[key], f"{where}.{key}")
-    elif isinstance(expected, list):
-        assert isinstance(got, list) and len(got) == len(expected), f"{where}: {got!r} != {expected!r}"
-        for index, (a, b) in enumerate(zip(got, expected)):
-            assert_same(a, b, f"{where}[{index}]")
-    else:
-        assert type(got) is type(expected) and (got == expected or got != got and expected != expected), (
-            f"{where}: {got!r} != {expected!r}"
-        )
-        if type(expected).__name__ == "Decimal":
-            assert str(got) == str(expected), f"{where}: {got!r} != {expected!r} (scale)"

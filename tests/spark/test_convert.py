@@ -12,7 +12,8 @@ import pytest
 
 from streaming.spark import commit as commit_module
 from streaming.spark import dataframe_to_mds
-from tests.spark.helpers import MDS_SHARD_KEYS, assert_no_orphans, assert_same, files_under, load_index, read_samples
+from tests.helpers import assert_same_value
+from tests.spark.helpers import MDS_SHARD_KEYS, assert_no_orphans, files_under, load_index, read_samples
 
 # (column, SQL for row 0, SQL for row 1, value read back for row 0, value read back for row 1)
 TYPES = [
@@ -121,7 +122,7 @@ def test_every_spark_type_round_trips(session, tmp_path):
     for row, sample in enumerate(samples):
         assert set(sample) == {"id"} | {spec[0] for spec in TYPES}
         for name, _, _, first, second in TYPES:
-            assert_same(sample[name], (first, second)[row], f"row {row} column {name}")
+            assert_same_value(sample[name], (first, second)[row], f"row {row} column {name}")
 
 
 def test_declared_json_keeps_nulls_of_every_scalar_type(spark, tmp_path):

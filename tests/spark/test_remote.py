@@ -9,21 +9,14 @@ from __future__ import annotations
 import json
 import os
 import tempfile
+from collections.abc import Iterator
 
 import pytest
 
 from streaming.spark import dataframe_to_mds
 from streaming.storage.base import storage_for
 from streaming.storage.url import relative_to
-from tests.services import azurite, fake_databricks, fake_gcs, seaweedfs  # noqa: F401 (fixtures)
-from tests.storage.conftest import (
-    CREDENTIAL_PREFIXES,
-    azure_container,  # noqa: F401 - pytest fixture
-    gcs_bucket,  # noqa: F401 - pytest fixture
-    isolated_environment,  # noqa: F401 - pytest fixture
-    remote_factory,  # noqa: F401 - pytest fixture
-    s3_bucket,  # noqa: F401 - pytest fixture
-)
+from tests.remotes import CREDENTIAL_PREFIXES
 
 # Every scheme on the classic session; on Spark Connect (same executor code) the S3 and Volumes ones.
 CASES = [("classic", scheme) for scheme in ("s3", "gs", "azure", "dbfs", "volumes")] + [
@@ -31,6 +24,14 @@ CASES = [("classic", scheme) for scheme in ("s3", "gs", "azure", "dbfs", "volume
     ("connect", "volumes"),
 ]
 SIZE_LIMIT = 8 * 1024
+# The session is picked by parameter (request.getfixturevalue), which the suite's marking cannot see.
+pytestmark = [pytest.mark.spark, pytest.mark.services]
+
+
+@pytest.fixture(autouse=True)
+def isolated_environment(credential_free_environment: None) -> Iterator[None]:
+    """These tests run without the machine's credentials (see `credential_free_environment`)."""
+    yield
 
 
 def storage_env() -> dict[str, str]:

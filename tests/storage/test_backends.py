@@ -127,7 +127,7 @@ def test_bad_credentials(cloud, tmp_path):
 
 
 def _secrets() -> set[str]:
+    from tests.remotes import SECRETS
     from tests.services import AZURITE_KEY, DATABRICKS_TOKEN, S3_SECRET
-    from tests.storage.conftest import SECRETS
 
     return SECRETS | {AZURITE_KEY, DATABRICKS_TOKEN, S3_SECRET}

@@ -7,7 +7,7 @@ from streaming.spark._requires import require_pyspark
 
 require_pyspark()
 
-from streaming.base.converters.dataframe_to_mds import (  # noqa: E402
+from streaming.base.converters.dataframe_to_mds import (  # noqa: E402 - needs pyspark: after require_pyspark()
     SPARK_TO_MDS,
     dataframe_to_mds,
     dataframeToMDS,

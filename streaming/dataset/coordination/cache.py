@@ -81,7 +81,7 @@ class CacheState:
     def _open(self) -> None:
         path = os.path.join(state_root(), f"cache-{dir_key(self.key_dirs, self.num_shards, 'v1')}.lock")
         lock_file, opened_here = lockfile.open_shared(path, create=True)
-        weakref.finalize(self, lockfile.release, lock_file)
+        weakref.finalize(self, lockfile.close_shared, lock_file)
         states_at, nbytes_at, reserved_at, atimes_at, size = _layout(self.num_shards)
         n = self.num_shards
         lock_file.acquire(_HEADER_LOCK)
@@ -226,6 +226,11 @@ class CacheState:
         atimes = self._atimes if self._atimes is not None else self._ensure()
         atimes[self._check(shard_id)] = time.time_ns()
 
+    def merge_access_times(self, times: np.ndarray) -> None:
+        """Keep, per shard, the later of the recorded access time and ``times`` (ns since the epoch, 0 = never)."""
+        atimes = self._ensure()
+        np.maximum(atimes, np.asarray(times, np.int64).reshape(self.num_shards), out=atimes)
+
     def is_present(self, shard_id: int) -> bool:
         """Whether shard ``shard_id`` is marked local (an abandoned 'preparing' entry is re-checked first)."""
         self._ensure()
@@ -285,6 +290,17 @@ class CacheState:
         self._check(shard_id)
         with self.lock():
             self._finish(shard_id, self.REMOTE, -nbytes)
+
+    def mark_gone(self, shard_id: int) -> None:
+        """Mark shard ``shard_id`` remote and drop every byte accounted for it: none of its files are left.
+
+        Unlike :meth:`mark_absent` this needs no byte count, so files deleted behind the cache's back (a
+        cleaned disk) leave no phantom usage.
+        """
+        self._ensure()
+        self._check(shard_id)
+        with self.lock():
+            self._finish(shard_id, self.REMOTE, -int(self._nbytes[shard_id]))
 
     def coldest(self, candidates: np.ndarray) -> list[int]:
         """The shards among ``candidates`` that are marked local, least recently accessed first."""

@@ -52,7 +52,7 @@ def _close_instance(lock_file: lockfile.LockFile, state_map: mmap.mmap, path: st
     if path is not None:
         shutil.rmtree(path, ignore_errors=True)
     state_map.close()
-    lockfile.release(lock_file, unlink=path is not None)
+    lockfile.close_shared(lock_file, unlink=path is not None)
 
 
 class InstanceState:
@@ -74,7 +74,7 @@ class InstanceState:
             self.path = lock_file.path[: -len(".lock")]
             os.mkdir(self.path, 0o700)
         except BaseException:
-            lockfile.release(lock_file, unlink=True)
+            lockfile.close_shared(lock_file, unlink=True)
             raise
         self._file: lockfile.LockFile | None = lock_file
         self._map: mmap.mmap | None = state_map
@@ -103,7 +103,7 @@ class InstanceState:
             state_map = mmap.mmap(lock_file.fd, _FILE_SIZE)
             if state_map[: len(_MAGIC)] != _MAGIC:
                 state_map.close()
-                lockfile.release(lock_file)
+                lockfile.close_shared(lock_file)
                 raise RuntimeError(f"Instance state file {self.path}.lock is not a valid state file.")
             self._file, self._map = lock_file, state_map
             self._finalizer = weakref.finalize(self, _close_instance, lock_file, state_map, None, 0)

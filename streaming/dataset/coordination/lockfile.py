@@ -193,7 +193,7 @@ class _RegistryGuard:
         _registry_lock.release()
         while _deferred_releases:
             lock_file, unlink = _deferred_releases.pop()
-            release(lock_file, unlink)
+            close_shared(lock_file, unlink)
 
 
 _registry_guard = _RegistryGuard()
@@ -258,8 +258,11 @@ def create_unique(root: str, kind: str, suffix: str = ".lock") -> LockFile:
         return lock_file
 
 
-def release(lock_file: LockFile, unlink: bool = False) -> None:
-    """Drop one use of ``lock_file``; the last use closes it (and first unlinks it when asked)."""
+def close_shared(lock_file: LockFile, unlink: bool = False) -> None:
+    """Undo one :func:`open_shared` or :func:`create_unique`; the last use closes the file (unlinking it if asked).
+
+    (:meth:`LockFile.release` is another thing: it unlocks one byte range.)
+    """
     if _registry_owner == threading.get_ident():
         _deferred_releases.append((lock_file, unlink))
         return

@@ -57,7 +57,7 @@ class ShardLocks:
         path = os.path.join(state_root(), f"shards-{dir_key([self.local_dir])}.lock")
         lock_file, _ = lockfile.open_shared(path, create=True)
         self._file = lock_file
-        weakref.finalize(self, lockfile.release, lock_file)
+        weakref.finalize(self, lockfile.close_shared, lock_file)
         return lock_file
 
     def __getstate__(self) -> dict[str, Any]:

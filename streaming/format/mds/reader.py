@@ -77,15 +77,6 @@ def _build_decoder(
     return decode_sample
 
 
-def check_safe_columns(names: list[str], encodings: list[str]) -> None:
-    """Refuse columns whose encoding can run code when decoded (``pkl``) unless the caller opted in."""
-    for name, encoding in zip(names, encodings):
-        if not is_mds_encoding_safe(encoding):
-            raise ValueError(
-                f"Column {name} contains an unsafe type: {encoding}. To proceed anyway, set allow_unsafe_types=True."
-            )
-
-
 class MDSReader(JointReader):
     """One MDS shard: a data file with a sample count, sample offsets, a JSON header and packed samples."""
 
@@ -117,8 +108,15 @@ class MDSReader(JointReader):
         return state
 
     def validate(self, allow_unsafe_types: bool) -> None:
-        if not allow_unsafe_types:
-            check_safe_columns(self.column_names, self.column_encodings)
+        """Refuse columns whose encoding can run code when decoded (``pkl``) unless the caller opted in."""
+        if allow_unsafe_types:
+            return
+        for name, encoding in zip(self.column_names, self.column_encodings):
+            if not is_mds_encoding_safe(encoding):
+                raise ValueError(
+                    f"Column {name} contains an unsafe type: {encoding}. To proceed anyway, set "
+                    f"allow_unsafe_types=True."
+                )
 
     def open(self) -> None:
         """Map the shard file (decompressing it first if only the compressed copy is present) and check it."""

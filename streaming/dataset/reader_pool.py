@@ -1,4 +1,4 @@
-"""`ShardReaders`: the shard readers of one or more indexes by global shard id, built only when first used."""
+"""`ReaderPool`: the shard readers of one or more indexes by global shard id, built when first used, few kept open."""
 
 from __future__ import annotations
 
@@ -8,13 +8,15 @@ from collections import OrderedDict
 from itertools import accumulate
 from typing import Any
 
+import numpy as np
+
 from streaming.format.reader import Reader
 from streaming.format.table import ShardTable
 
 OPEN_READERS = 256
 
 
-class ShardReaders:
+class ReaderPool:
     """A sequence of readers over the shards of several tables, numbered table after table.
 
     Only the ``OPEN_READERS`` most recently used readers are kept (with their file mappings), so memory stays
@@ -54,6 +56,18 @@ class ShardReaders:
             if len(self._open) > OPEN_READERS:
                 self._open.popitem(last=False)
         return reader
+
+    def validate(self, allow_unsafe_types: bool) -> None:
+        """Have each format refuse what the caller did not allow (`Reader.validate`), once per distinct shard setting.
+
+        Shards of one index share a few settings (columns, encodings, compression), so one reader per setting
+        stands for all of them; building it opens no file.
+        """
+        for table_id, table in enumerate(self._tables):
+            local, split = self._locations[table_id]
+            _, first_of_each = np.unique(table.config_ids, return_index=True)
+            for shard_id in first_of_each.tolist():
+                table.reader(local, split, shard_id).validate(allow_unsafe_types)
 
     def forget(self, shard_id: int) -> None:
         """Drop a reader (after its files were evicted) so that its file mapping is released."""

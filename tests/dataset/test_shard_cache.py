@@ -1,0 +1,326 @@
+"""The shard cache under StreamingDataset: sizes, eviction, preparation, vanished shards and shared local dirs.
+
+Expected values are the reference's (streaming-community 0.14.2), observed on the same datasets: the sizes a
+reader reports, which shard ``evict_coldest_shard`` removes, what ``evict_shard`` leaves, and the errors.
+"""
+
+from __future__ import annotations
+
+import gc
+import glob
+import json
+import os
+import subprocess
+import sys
+import threading
+import time
+
+import pytest
+
+from streaming import JSONWriter, LocalDataset, MDSWriter, Stream, StreamingDataset
+from streaming.dataset.coordination import ShardLocks
+
+SAMPLES = 100
+
+
+def _write_mds(path: str, start: int = 0, compression: str | None = "zstd", count: int = SAMPLES) -> str:
+    with MDSWriter(
+        out=path, columns={"id": "int", "blob": "bytes"}, compression=compression, size_limit=2000
+    ) as writer:
+        for i in range(start, start + count):
+            writer.write({"id": i, "blob": bytes([i % 256]) * 40})
+    return path
+
+
+def _shards(path: str) -> list[dict]:
+    with open(os.path.join(path, "index.json")) as f:
+        return json.load(f)["shards"]
+
+
+def _first_sample(path: str) -> list[int]:
+    """Global id of the first sample of each shard."""
+    starts = [0]
+    for shard in _shards(path):
+        starts.append(starts[-1] + shard["samples"])
+    return starts[:-1]
+
+
+def _present(local: str) -> list[int]:
+    """Numbers of the shards whose raw file is in ``local``."""
+    return sorted(int(os.path.basename(name).split(".")[1]) for name in glob.glob(os.path.join(local, "shard.*.mds")))
+
+
+def _files(local: str) -> list[str]:
+    return sorted(name for name in os.listdir(local) if name.startswith("shard."))
+
+
+@pytest.fixture
+def remote(tmp_path) -> str:
+    return _write_mds(str(tmp_path / "remote"))
+
+
+def _limit(remote: str) -> int:
+    return 20 * max(s["raw_data"]["bytes"] + s["zip_data"]["bytes"] for s in _shards(remote))
+
+
+# ---------------------------------------------------------------------- sizes (Reader.get_raw_size / get_zip_size)
+
+
+def test_reader_sizes_of_a_compressed_mds_shard(tmp_path, remote):
+    ds = StreamingDataset(remote=remote, local=str(tmp_path / "cache"), batch_size=4)
+    for shard_id, entry in enumerate(_shards(remote)):
+        reader = ds.shards[shard_id]
+        assert reader.get_raw_size() == entry["raw_data"]["bytes"]
+        assert reader.get_zip_size() == entry["zip_data"]["bytes"]
+        assert reader.get_max_size() == entry["raw_data"]["bytes"] + entry["zip_data"]["bytes"]
+    # The reference's figures for this dataset (first shard): raw 1985, zip 370.
+    assert (ds.shards[0].get_raw_size(), ds.shards[0].get_zip_size()) == (1985, 370)
+
+
+def test_reader_sizes_of_uncompressed_shards_have_no_zip_size(tmp_path):
+    mds = _write_mds(str(tmp_path / "mds"), compression=None)
+    reader = StreamingDataset(local=mds, batch_size=4).shards[0]
+    assert reader.get_raw_size() == _shards(mds)[0]["raw_data"]["bytes"]
+    assert reader.get_zip_size() is None
+    assert reader.get_max_size() == reader.get_raw_size()
+
+
+@pytest.mark.parametrize("compression", [None, "gz"])
+def test_reader_sizes_of_a_split_shard_count_data_and_meta(tmp_path, compression):
+    path = str(tmp_path / "json")
+    with JSONWriter(out=path, columns={"id": "int"}, size_limit=200, compression=compression) as writer:
+        for i in range(20):
+            writer.write({"id": i})
+    entry = _shards(path)[0]
+    reader = StreamingDataset(local=path, batch_size=4).shards[0]
+    assert reader.get_raw_size() == entry["raw_data"]["bytes"] + entry["raw_meta"]["bytes"] == 412
+    if compression is None:
+        assert reader.get_zip_size() is None
+    else:
+        assert reader.get_zip_size() == entry["zip_data"]["bytes"] + entry["zip_meta"]["bytes"] == 249
+
+
+# ---------------------------------------------------------------------- evict_shard / evict_coldest_shard
+
+
+@pytest.mark.parametrize("limited", [True, False], ids=["cache_limit", "no_limit"])
+def test_evict_coldest_shard_removes_the_least_recently_read_one(tmp_path, remote, limited):
+    local = str(tmp_path / "cache")
+    ds = StreamingDataset(remote=remote, local=local, batch_size=4, cache_limit=_limit(remote) if limited else None)
+    starts = _first_sample(remote)
+    for shard in (2, 0, 1):
+        ds[starts[shard]]
+    assert _present(local) == [0, 1, 2]
+    usage = ds.cache_usage
+    ds.evict_coldest_shard()
+    assert _present(local) == [0, 1], "shard 2 was read first, so it is the coldest"
+    ds.evict_coldest_shard()
+    assert _present(local) == [1]
+    ds.evict_coldest_shard()
+    assert _present(local) == [] and _files(local) == []
+    if limited:
+        sizes = [s["raw_data"]["bytes"] for s in _shards(remote)]
+        assert usage - ds.cache_usage == sum(sizes[:3]), "the usage falls by exactly what was deleted"
+    with pytest.raises(ValueError, match="^Attempted shard eviction, but there are no shards present locally"):
+        ds.evict_coldest_shard()
+    assert ds[starts[1]]["id"] == starts[1], "an evicted shard is downloaded again when read"
+    assert _present(local) == [1]
+
+
+def test_evict_shard_deletes_its_files_and_it_comes_back_when_read(tmp_path):
+    remote = _write_mds(str(tmp_path / "remote"))
+    local = str(tmp_path / "cache")
+    ds = StreamingDataset(remote=remote, local=local, batch_size=4, cache_limit=_limit(remote), keep_zip=True)
+    starts = _first_sample(remote)
+    ds[starts[0]], ds[starts[1]]
+    assert _files(local) == [
+        "shard.00000.mds",
+        "shard.00000.mds.zstd",
+        "shard.00001.mds",
+        "shard.00001.mds.zstd",
+    ]
+    entry = _shards(remote)[1]
+    usage = ds.cache_usage
+    ds.evict_shard(1)
+    assert _files(local) == ["shard.00000.mds", "shard.00000.mds.zstd"], "raw and compressed copies both go"
+    assert usage - ds.cache_usage == entry["raw_data"]["bytes"] + entry["zip_data"]["bytes"]
+    ds.evict_shard(3)  # not present: nothing to delete, nothing to subtract (as the reference)
+    assert ds.cache_usage == usage - entry["raw_data"]["bytes"] - entry["zip_data"]["bytes"]
+    assert [s["id"] for s in ds[starts[1] : starts[1] + 3]] == [starts[1], starts[1] + 1, starts[1] + 2]
+    assert "shard.00001.mds" in _files(local)
+
+
+def test_local_only_shards_are_never_evicted(tmp_path, remote):
+    ds = StreamingDataset(local=remote, batch_size=4)
+    ds[0]
+    with pytest.raises(ValueError, match="^Attempted shard eviction, but every local shard belongs to a stream with"):
+        ds.evict_coldest_shard()
+    with pytest.raises(ValueError, match="no remote copy"):
+        ds.evict_shard(0)
+    assert [name for name in _files(remote) if name.endswith(".zstd")] == [
+        s["zip_data"]["basename"] for s in _shards(remote)
+    ], "the only copy was kept"
+    assert _present(remote) == [0]
+
+
+# ---------------------------------------------------------------------- prepare_shard(blocking=...)
+
+
+def test_prepare_shard_without_blocking_leaves_a_busy_shard_to_its_preparer(tmp_path, remote):
+    local = str(tmp_path / "cache")
+    ds = StreamingDataset(remote=remote, local=local, batch_size=4)
+    held, release = threading.Event(), threading.Event()
+
+    def preparer_of_shard_2() -> None:
+        # Another process preparing shard 2 holds its node-wide lock: same directory, same lock file.
+        with ShardLocks(local, len(_shards(remote))).hold(2):
+            held.set()
+            release.wait(10)
+
+    other = threading.Thread(target=preparer_of_shard_2)
+    other.start()
+    try:
+        assert held.wait(10)
+        began = time.monotonic()
+        ds.prepare_shard(2, blocking=False)
+        assert time.monotonic() - began < 1 and _present(local) == [], "returned at once, downloading nothing"
+        ds.prepare_shard(1, blocking=False)
+        assert _present(local) == [1], "a shard nobody else prepares is prepared"
+    finally:
+        release.set()
+        other.join()
+    ds.prepare_shard(2)
+    assert _present(local) == [1, 2]
+
+
+# ---------------------------------------------------------------------- shards that vanish from local disk
+
+
+def test_shards_deleted_from_local_during_iteration_are_fetched_again(tmp_path):
+    """Under a tight limit: what was counted for the vanished files is dropped, so the cache never looks full."""
+    remote = _write_mds(str(tmp_path / "remote"), count=4 * SAMPLES)
+    local = str(tmp_path / "cache")
+    limit = 6 * max(s["raw_data"]["bytes"] + s["zip_data"]["bytes"] for s in _shards(remote))
+    ds = StreamingDataset(remote=remote, local=local, batch_size=4, cache_limit=limit, download_timeout=2)
+    seen = []
+    for number, sample in enumerate(ds):
+        seen.append(int(sample["id"]))
+        if number == SAMPLES:
+            for name in _files(local):
+                os.remove(os.path.join(local, name))
+    assert sorted(seen) == list(range(4 * SAMPLES))
+    for name in _files(local):  # someone cleans the disk again, between epochs
+        os.remove(os.path.join(local, name))
+    assert sorted(int(s["id"]) for s in ds) == list(range(4 * SAMPLES))
+    assert ds.cache_usage <= limit
+    while _present(local):
+        ds.evict_coldest_shard()
+    assert ds.cache_usage == os.path.getsize(os.path.join(local, "index.json")), "no phantom bytes are left"
+
+
+# ---------------------------------------------------------------------- one local directory, several datasets
+
+
+def test_two_live_datasets_may_not_cache_different_remotes_in_one_local(tmp_path, remote):
+    other = _write_mds(str(tmp_path / "other"), start=1000)
+    local = str(tmp_path / "cache")
+    first = StreamingDataset(remote=remote, local=local, batch_size=4)
+    with pytest.raises(ValueError, match="^Reused local directory"):
+        StreamingDataset(remote=other, local=local, batch_size=4)
+    with pytest.raises(ValueError, match="^Reused local directory"):
+        StreamingDataset(streams=[Stream(remote=other, local=local)], batch_size=4)
+    assert [s["id"] for s in first] == list(range(SAMPLES)), "the first one's cache was left alone"
+
+
+def test_datasets_of_the_same_remote_share_one_local(tmp_path, remote):
+    """A documented decision: upstream refuses this; our per-shard locks and node-wide accounting make it safe."""
+    local = str(tmp_path / "cache")
+    first = StreamingDataset(remote=remote, local=local, batch_size=4, shuffle=True)
+    second = StreamingDataset(remote=remote, local=local, batch_size=4, cache_limit=_limit(remote))
+    third = StreamingDataset(streams=[Stream(remote=remote + "/", local=local)], batch_size=4)
+    fourth = StreamingDataset(remote="file://" + remote, local=local, batch_size=4)  # the same place, spelled so
+    assert sorted(s["id"] for s in first) == list(range(SAMPLES))
+    for other in (second, third, fourth):
+        assert [s["id"] for s in other] == list(range(SAMPLES))
+
+
+def test_a_dead_datasets_claim_on_a_local_directory_is_forgotten(tmp_path, remote):
+    other = _write_mds(str(tmp_path / "other"), start=1000)
+    local = str(tmp_path / "cache")
+    first = StreamingDataset(remote=remote, local=local, batch_size=4)
+    first[0]
+    del first
+    gc.collect()
+    os.remove(os.path.join(local, "index.json"))  # the user empties the cache to reuse it for another remote
+    for name in _files(local):
+        os.remove(os.path.join(local, name))
+    assert StreamingDataset(remote=other, local=local, batch_size=4)[0]["id"] == 1000
+
+
+def test_another_process_holding_a_local_directory_for_another_remote_is_refused(tmp_path, remote):
+    other = _write_mds(str(tmp_path / "other"), start=1000)
+    local = str(tmp_path / "cache")
+    holder = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            # A dataset's claim without torch's start-up time: what StreamingDataset makes for this stream.
+            "import sys; from streaming.dataset.stream import Stream; "
+            "from streaming.dataset.coordination.local_claims import LocalDirClaims; "
+            f"stream = Stream(remote={remote!r}, local={local!r}); "
+            "claims = LocalDirClaims([(stream.local, stream.remote_index_location())]); "
+            "print('ready', flush=True); sys.stdin.read()",
+        ],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)},
+    )
+    try:
+        assert holder.stdout.readline().strip() == "ready"
+        with pytest.raises(ValueError, match="^Reused local directory"):
+            StreamingDataset(remote=other, local=local, batch_size=4)
+        assert StreamingDataset(remote=remote, local=local, batch_size=4)[5]["id"] == 5
+    finally:
+        holder.stdin.close()
+        holder.wait(30)
+    assert StreamingDataset(remote=other, local=str(tmp_path / "fresh"), batch_size=4)[0]["id"] == 1000
+
+
+# ---------------------------------------------------------------------- Reader.validate: each format's own check
+
+
+def test_each_format_validates_its_own_shards(tmp_path):
+    pickled = str(tmp_path / "pkl")
+    with MDSWriter(out=pickled, columns={"id": "int", "obj": "pkl"}) as writer:
+        writer.write({"id": 1, "obj": {"a": 1}})
+    reader = LocalDataset(pickled).shards[0]
+    with pytest.raises(ValueError, match="^Column obj contains an unsafe type: pkl"):
+        reader.validate(allow_unsafe_types=False)
+    reader.validate(allow_unsafe_types=True)
+    plain = str(tmp_path / "json")
+    with JSONWriter(out=plain, columns={"id": "int"}) as writer:
+        writer.write({"id": 1})
+    LocalDataset(plain).shards[0].validate(allow_unsafe_types=False)  # JSON has no unsafe encoding
+
+
+def test_a_dataset_checks_every_distinct_shard_setting(tmp_path):
+    """An index whose later shards have other columns (merged datasets) is checked beyond its first shard."""
+    safe, unsafe = str(tmp_path / "safe"), str(tmp_path / "unsafe")
+    with MDSWriter(out=safe, columns={"obj": "json"}, size_limit=200) as writer:
+        for i in range(20):
+            writer.write({"obj": {"a": i}})
+    with MDSWriter(out=unsafe, columns={"obj": "pkl"}) as writer:
+        writer.write({"obj": {"a": 99}})
+    with open(os.path.join(safe, "index.json")) as f:
+        index = json.load(f)
+    for entry in _shards(unsafe):
+        os.rename(os.path.join(unsafe, entry["raw_data"]["basename"]), os.path.join(safe, "pkl.mds"))
+        entry["raw_data"]["basename"] = "pkl.mds"
+        index["shards"].append(entry)
+    with open(os.path.join(safe, "index.json"), "w") as f:
+        json.dump(index, f)
+    with pytest.raises(ValueError, match="^Column obj contains an unsafe type: pkl"):
+        StreamingDataset(local=safe, batch_size=4)
+    ds = StreamingDataset(local=safe, batch_size=4, allow_unsafe_types=True)
+    assert ds[ds.size - 1] == {"obj": {"a": 99}}
