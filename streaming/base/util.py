@@ -12,7 +12,7 @@ _WHERE = {
     "wait_for_file_to_exist": "streaming.util",
     "get_import_exception_message": "streaming.util",
     "retry": "streaming.storage.retry",
-    "merge_index": "streaming.storage.merge",
+    "merge_index": "streaming.format.merge",
 }
 
 __all__ = [*_WHERE, "clean_stale_shared_memory"]

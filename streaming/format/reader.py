@@ -56,6 +56,18 @@ class Reader:
         size_limit: the writer's shard size cap.
     """
 
+    #: The index-entry keys this class's constructor takes after ``dirname`` and ``split`` (as keywords).
+    index_fields: tuple[str, ...] = ("compression", "hashes", "samples", "size_limit")
+
+    @classmethod
+    def from_json(cls, dirname: str, split: str | None, obj: dict[str, Any]) -> Reader:
+        """Build the reader of one shard from its ``index.json`` entry; keys not in `index_fields` are ignored,
+        so indexes from newer writers still load."""
+        missing = [key for key in cls.index_fields if key not in obj]
+        if missing:
+            raise ValueError(f"Index entry for a {obj.get('format')} shard is missing fields: {', '.join(missing)}.")
+        return cls(dirname, split, **{key: obj[key] for key in cls.index_fields})
+
     def __init__(
         self,
         dirname: str,
@@ -145,6 +157,8 @@ class Reader:
 class JointReader(Reader):
     """A shard stored as one data file (MDS)."""
 
+    index_fields = ("compression", "hashes", "raw_data", "samples", "size_limit", "zip_data")
+
     def __init__(
         self,
         dirname: str,
@@ -164,6 +178,17 @@ class JointReader(Reader):
 
 class SplitReader(Reader):
     """A shard stored as a data file plus a ``.meta`` file (JSON, CSV, TSV, XSV)."""
+
+    index_fields = (
+        "compression",
+        "hashes",
+        "raw_data",
+        "raw_meta",
+        "samples",
+        "size_limit",
+        "zip_data",
+        "zip_meta",
+    )
 
     def __init__(
         self,

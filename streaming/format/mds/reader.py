@@ -79,6 +79,8 @@ def check_safe_columns(names: list[str], encodings: list[str]) -> None:
 class MDSReader(JointReader):
     """One MDS shard: a data file with a sample count, sample offsets, a JSON header and packed samples."""
 
+    index_fields = ("column_encodings", "column_names", "column_sizes", *JointReader.index_fields)
+
     def __init__(
         self,
         dirname: str,

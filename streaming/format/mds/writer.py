@@ -10,6 +10,7 @@ from typing import Any
 from streaming.format.errors import UnknownEncodingError, with_context
 from streaming.format.index import FileInfo
 from streaming.format.mds.encodings import get_mds_coder, get_mds_encodings, is_mds_encoding
+from streaming.format.sink import ShardSink
 from streaming.format.writer import DEFAULT_SIZE_LIMIT, Chunks, SampleEncoder, Writer, offsets_table
 
 _INT64 = struct.Struct("<q")
@@ -65,7 +66,7 @@ class MDSWriter(Writer):
 
     Args:
         columns: column name → MDS encoding (e.g. ``{"tokens": "ndarray:int32", "text": "str"}``).
-        out, keep_local, compression, hashes, size_limit, **kwargs: see :class:`~streaming.format.writer.Writer`.
+        out, keep_local, compression, hashes, size_limit, sink, **kwargs: see :class:`~streaming.format.writer.Writer`.
     """
 
     format = "mds"
@@ -79,6 +80,7 @@ class MDSWriter(Writer):
         compression: str | None = None,
         hashes: list[str] | None = None,
         size_limit: int | str | None = DEFAULT_SIZE_LIMIT,
+        sink: ShardSink | None = None,
         **kwargs: Any,
     ) -> None:
         if not isinstance(columns, dict) or not columns:
@@ -96,7 +98,13 @@ class MDSWriter(Writer):
         self._plan = list(zip(self.column_names, self.column_encodings, self.column_sizes))
         self._pack_sizes = struct.Struct(f"<{sum(size is None for size in self.column_sizes)}I").pack
         super().__init__(
-            out=out, keep_local=keep_local, compression=compression, hashes=hashes, size_limit=size_limit, **kwargs
+            out=out,
+            keep_local=keep_local,
+            compression=compression,
+            hashes=hashes,
+            size_limit=size_limit,
+            sink=sink,
+            **kwargs,
         )
         self._header = json.dumps(self.get_config(), sort_keys=True).encode("utf-8")
         self.extra_bytes_per_shard = 4 + 4 + len(self._header)

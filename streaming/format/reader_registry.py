@@ -1,4 +1,8 @@
-"""Pick the reader class for an index entry by its ``format`` and build it."""
+"""The registry of reader classes by shard ``format``, and `reader_from_json`, which builds one shard's reader.
+
+Not to be confused with `streaming.format.reader` (the `Reader` base classes) or `streaming.dataset.readers`
+(the readers of a dataset's shards, built on first use).
+"""
 
 from __future__ import annotations
 
@@ -27,8 +31,4 @@ def reader_from_json(dirname: str, split: str | None, obj: dict[str, Any]) -> Re
     cls = READERS.get(shard_format)
     if cls is None:
         raise ValueError(f"Unsupported shard format {shard_format!r}; known formats: {', '.join(sorted(READERS))}.")
-    params = cls.__init__.__code__.co_varnames[3 : cls.__init__.__code__.co_argcount]
-    try:
-        return cls(dirname, split, **{key: obj[key] for key in params if key in obj})
-    except TypeError as err:
-        raise ValueError(f"Index entry for a {shard_format} shard is missing fields: {err}") from None
+    return cls.from_json(dirname, split, obj)
