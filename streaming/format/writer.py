@@ -9,6 +9,7 @@ their encoders produced; an uncompressed shard goes to disk with ``writev`` with
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 from abc import ABC, abstractmethod
@@ -133,6 +134,7 @@ class Writer(ABC):
         self._sample_sizes: list[int] = []
         self._next_shard = 0
         self._finished = False
+        self._failure: BaseException | None = None
         self._pending: deque[Future] = deque()
         self._threads = max(1, min(_available_cpus(), 8))
         self._pool = ThreadPoolExecutor(self._threads, thread_name_prefix="mds-shard")
@@ -279,28 +281,31 @@ class Writer(ABC):
         self.sink.upload(basename)
 
     def _collect(self, future: Future) -> None:
-        self.shards.append(future.result())
+        try:
+            self.shards.append(future.result())
+        except BaseException as err:
+            self._failure = err  # the writer is broken from here on: no later shard may be indexed
+            raise
 
     def _raise_background_failure(self) -> None:
+        if self._failure is not None:
+            raise self._failure
         while self._pending and self._pending[0].done():
             self._collect(self._pending.popleft())
 
-    def _settle(self, failure: BaseException | None) -> BaseException | None:
-        """Collect every pending shard in order until one fails; return the first failure.
+    def _settle(self) -> None:
+        """Collect every pending shard in order until one fails (it becomes the writer's failure).
 
         Shards after a failed one are not indexed (the samples would have a gap), but are waited for, so
         that no shard thread still hands files to the sink once it is aborted.
         """
         while self._pending:
             future = self._pending.popleft()
-            if failure is None:
-                try:
+            if self._failure is None:
+                with contextlib.suppress(BaseException):  # kept in self._failure, raised by finish()
                     self._collect(future)
-                except BaseException as err:  # noqa: BLE001 - the first failure is raised by finish()
-                    failure = err
             elif not future.cancel():
                 future.exception()
-        return failure
 
     def finish(self) -> None:
         """Write the last shard, then ``index.json``, then let the sink publish it after every shard.
@@ -314,16 +319,15 @@ class Writer(ABC):
         self._finished = True
         self._encode = self._refuse_after_finish
         try:
-            failure = None
             try:
                 if self._sample_sizes:
                     self.flush_shard()
             except BaseException as err:  # noqa: BLE001 - raised below, after the stored shards are indexed
-                failure = err
-            failure = self._settle(failure)
+                self._failure = self._failure or err
+            self._settle()
             publish_index(self.local, self.shards)
-            if failure is not None:
-                raise failure
+            if self._failure is not None:
+                raise self._failure
             self.sink.finish(INDEX_BASENAME)
         except BaseException as err:
             self.sink.abort(err)

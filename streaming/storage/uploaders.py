@@ -9,6 +9,7 @@ scheme is one subclass naming its `schemes` plus its entries in `UPLOADERS`. Eac
 from __future__ import annotations
 
 import os
+import shutil
 import tempfile
 
 from streaming.storage.base import storage_for
@@ -127,8 +128,11 @@ class CloudUploader:
         self.upload_file(basename)
 
     def finish(self, index_basename: str) -> None:
-        """Every file was uploaded by `upload` as it came; publish the index last."""
+        """Every file was uploaded by `upload` as it came; publish the index last, then drop the local folder
+        unless `keep_local`."""
         self.upload_file(index_basename)
+        if self.remote is not None and not self.keep_local:
+            shutil.rmtree(self.local, ignore_errors=True)
 
     def abort(self, error: BaseException) -> None:
         """Nothing runs in the background; the remote is left without a new index, the local files are kept."""
