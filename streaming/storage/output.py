@@ -8,6 +8,8 @@ canonical spelling of a dataset root that the Spark converters work with.
 from __future__ import annotations
 
 import os
+import shutil
+import tempfile
 from typing import Any, NamedTuple
 
 from streaming.storage.base import volume_mount
@@ -41,6 +43,23 @@ def parse_out(out: Any) -> Output:
     if is_remote_root(out):
         return Output(None, out)
     return Output(_local_dir(out), None)
+
+
+def local_directory(local: str | None, *, exist_ok: bool, clear: bool) -> str:
+    """The local directory of an output, created: a fresh temporary one when ``local`` is None.
+
+    A non-empty ``local`` is refused unless ``exist_ok``; with ``clear`` its old contents are then removed.
+    """
+    if local is None:
+        return tempfile.mkdtemp(prefix="mds-out-")
+    if os.path.isdir(local) and os.listdir(local):
+        if not exist_ok:
+            action = "replace it" if clear else "write into it"
+            raise FileExistsError(f"Directory is not empty: {local} (pass exist_ok=True to {action}).")
+        if clear:
+            shutil.rmtree(local)
+    os.makedirs(local, exist_ok=True)
+    return local
 
 
 def normalize_root(out: str) -> str:

@@ -10,13 +10,12 @@ from __future__ import annotations
 
 import os
 import shutil
-import tempfile
 import threading
 from concurrent.futures import Future, ThreadPoolExecutor
 
 from streaming.storage.base import storage_for
 from streaming.storage.download import PERMANENT
-from streaming.storage.output import parse_out
+from streaming.storage.output import local_directory, parse_out
 from streaming.storage.retry import call_with_retry
 from streaming.storage.url import join_url
 
@@ -51,15 +50,7 @@ class ShardUploader:
         if retry < 1:
             raise ValueError(f"retry (total upload attempts) must be at least 1, got {retry}.")
         local, remote = parse_out(out)
-        self._owns_local = local is None
-        if local is None:
-            local = tempfile.mkdtemp(prefix="mds-out-")
-        if os.path.isdir(local) and os.listdir(local) and not self._owns_local:
-            if not exist_ok:
-                raise FileExistsError(f"Directory is not empty: {local} (pass exist_ok=True to replace it).")
-            shutil.rmtree(local)
-        os.makedirs(local, exist_ok=True)
-        self.local = local
+        self.local = local_directory(local, exist_ok=exist_ok, clear=True)
         self.remote = remote
         self.keep_local = keep_local
         self.retry = retry

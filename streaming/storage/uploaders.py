@@ -10,11 +10,10 @@ from __future__ import annotations
 
 import os
 import shutil
-import tempfile
 
 from streaming.storage.base import storage_for
 from streaming.storage.download import PERMANENT
-from streaming.storage.output import parse_out
+from streaming.storage.output import local_directory, parse_out
 from streaming.storage.retry import call_with_retry
 from streaming.storage.url import join_url, split_url
 
@@ -83,12 +82,7 @@ class CloudUploader:
                 f"{type(self).__name__} cannot upload to {remote!r}; it accepts "
                 f"{', '.join(repr(s) for s in self.schemes)} URLs."
             )
-        if local is None:
-            local = tempfile.mkdtemp(prefix="mds-out-")
-        if os.path.isdir(local) and os.listdir(local) and not exist_ok:
-            raise FileExistsError(f"Directory is not empty: {local} (pass exist_ok=True to write into it).")
-        os.makedirs(local, exist_ok=True)
-        self.local = local
+        self.local = local_directory(local, exist_ok=exist_ok, clear=False)
         self.remote = remote
         self.keep_local = keep_local
         self.progress_bar = progress_bar
