@@ -16,7 +16,7 @@ from typing import Any
 
 from streaming.format.compression import decompress
 from streaming.format.errors import ShardCorruptError
-from streaming.format.index import FileInfo
+from streaming.format.index import RAW_DATA, RAW_META, ZIP_DATA, ZIP_META, FileInfo
 
 
 def _map_file(path: str, expected_bytes: int) -> mmap.mmap | bytes:
@@ -157,7 +157,7 @@ class Reader:
 class JointReader(Reader):
     """A shard stored as one data file (MDS)."""
 
-    index_fields = ("compression", "hashes", "raw_data", "samples", "size_limit", "zip_data")
+    index_fields = ("compression", "hashes", RAW_DATA, "samples", "size_limit", ZIP_DATA)
 
     def __init__(
         self,
@@ -179,16 +179,7 @@ class JointReader(Reader):
 class SplitReader(Reader):
     """A shard stored as a data file plus a ``.meta`` file (JSON, CSV, TSV, XSV)."""
 
-    index_fields = (
-        "compression",
-        "hashes",
-        "raw_data",
-        "raw_meta",
-        "samples",
-        "size_limit",
-        "zip_data",
-        "zip_meta",
-    )
+    index_fields = ("compression", "hashes", RAW_DATA, RAW_META, "samples", "size_limit", ZIP_DATA, ZIP_META)
 
     def __init__(
         self,

@@ -88,3 +88,22 @@ def test_a_storage_failure_anywhere_in_the_task_surfaces_as_itself(tmp_path, sta
     assert raised.value.url == blocked and blocked in str(raised.value)
     assert _files_below(destination) == [], "the failed attempt removes every file it wrote"
     assert os.listdir(staging) == [], "and its staging folder"
+
+
+def test_a_failed_upload_in_a_spark_job_reaches_the_driver_as_the_storage_error(spark, tmp_path, monkeypatch):
+    """End to end: executors stream through ``StreamingSink`` (as for an object store) into a destination where
+    a file occupies the run's folder; the job fails with the storage error naming the URL, not a later one."""
+    from streaming.spark import dataframe_to_mds
+    from streaming.storage.destination import Destination
+
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "run-fixed").write_text("in the way")
+    monkeypatch.setattr("streaming.spark.convert.new_run_id", lambda: "run-fixed")
+    monkeypatch.setattr(Destination, "is_local", property(lambda self: False))
+    with pytest.raises(Exception) as raised:  # Spark wraps the task's error in its own type
+        dataframe_to_mds(spark.range(0, 100, 1, 2), str(out), mode="overwrite", progress=False)
+    text = str(raised.value)
+    assert "StorageError" in text and str(out / "run-fixed" / "part-0000") in text, text[-2000:]
+    assert "TypeError" not in text
+    assert _files_below(str(out)) == ["run-fixed"], "nothing was published"

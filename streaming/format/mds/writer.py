@@ -8,7 +8,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from streaming.format.errors import UnknownEncodingError, with_context
-from streaming.format.index import FileInfo
+from streaming.format.index import RAW_DATA, ZIP_DATA, FileInfo
 from streaming.format.mds.encodings import get_mds_coder, get_mds_encodings, is_mds_encoding
 from streaming.format.sink import ShardSink
 from streaming.format.writer import DEFAULT_SIZE_LIMIT, Chunks, SampleEncoder, Writer, offsets_table
@@ -174,6 +174,6 @@ class MDSWriter(Writer):
         return {
             **self.get_config(),
             "samples": num_samples,
-            "raw_data": raw.to_json(),
-            "zip_data": zipped.to_json() if zipped else None,
+            RAW_DATA: raw.to_json(),
+            ZIP_DATA: zipped.to_json() if zipped else None,
         }
