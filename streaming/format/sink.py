@@ -21,11 +21,15 @@ from typing import Protocol, runtime_checkable
 
 @runtime_checkable
 class ShardSink(Protocol):
-    """Where a writer's files go. ``local``: the directory the writer writes into; ``remote``: the destination
-    URL the sink copies them to, or None when ``local`` is the destination."""
+    """Where a writer's files go."""
 
-    local: str
-    remote: str | None
+    @property
+    def local(self) -> str:
+        """The directory the writer writes every file into."""
+
+    @property
+    def remote(self) -> str | None:
+        """The destination URL the sink copies the files to, or None when ``local`` is the destination."""
 
     def upload(self, basename: str) -> None:
         """Take the complete file ``local/basename``; raise if it (or an earlier file) cannot be stored."""
