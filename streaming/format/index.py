@@ -175,9 +175,3 @@ def parse_index(text: str | bytes, where: str) -> list[dict[str, Any]]:
             if info is not None:
                 check_file_name(info.get("basename") if isinstance(info, dict) else None, where, number, key)
     return obj["shards"]
-
-
-def load_index(path: str) -> list[dict[str, Any]]:
-    """Read and validate a local ``index.json``, returning its shard entries."""
-    with open(path, "rb") as f:
-        return parse_index(f.read(), path)
