@@ -13,7 +13,7 @@ _WHERE = {
     "get_import_exception_message": "streaming.util",
     "retry": "streaming.storage.retry",
     "TCallable": "streaming.storage.retry",
-    "merge_index": "streaming.storage.merge",
+    "merge_index": "streaming.format.merge",
 }
 
 __all__ = [*_WHERE, "clean_stale_shared_memory"]

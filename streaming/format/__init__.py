@@ -6,8 +6,8 @@ from streaming.format.json.writer import JSONWriter
 from streaming.format.mds.reader import MDSReader
 from streaming.format.mds.writer import MDSWriter
 from streaming.format.reader import Reader
-from streaming.format.readers import READERS as _readers  # noqa: F401 - upstream's private name, kept importable
-from streaming.format.readers import reader_from_json
+from streaming.format.reader_registry import READERS as _readers  # noqa: F401 - upstream's private name, kept importable
+from streaming.format.reader_registry import reader_from_json
 from streaming.format.xsv.reader import CSVReader, TSVReader, XSVReader
 from streaming.format.xsv.writer import CSVWriter, TSVWriter, XSVWriter
 

@@ -1,19 +1,39 @@
-"""`index.json` version 2: file-info records, writing with upstream's exact bytes, and safe loading."""
+"""The owner of the ``index.json`` schema (version 2): its names, its validation and its one publish step.
+
+Everything that reads, writes, merges or commits an index goes through this module: the file-key names of
+a shard entry (`RAW_DATA`, `ZIP_DATA`, `RAW_META`, `ZIP_META`), the version, the file name, `shard_files`
+and `stored_file` to walk an entry's files, `rebase` to move an entry under a folder, the checks every
+reader applies (`check_version`, `check_file_name`), and `publish_index`, the single atomic step that makes a
+dataset's index visible, used by every writer, by `merge_index` and by the Spark commit.
+"""
 
 from __future__ import annotations
 
 import json
 import os
 import posixpath
+import re
+import tempfile
 from typing import Any, NamedTuple
 
+from streaming.storage.base import storage_for
+from streaming.storage.local import LocalStorage, local_path
+from streaming.storage.url import join_url
+
 INDEX_VERSION = 2
-_INDEX_BASENAME = "index.json"
+INDEX_BASENAME = "index.json"
+
+RAW_DATA = "raw_data"
+ZIP_DATA = "zip_data"
+RAW_META = "raw_meta"
+ZIP_META = "zip_meta"
+#: The keys of a shard entry that hold a file record (or null), in the order readers and writers list them.
+FILE_KEYS = (RAW_DATA, ZIP_DATA, RAW_META, ZIP_META)
 
 
 def get_index_basename() -> str:
-    """The name of the index file in every dataset directory."""
-    return _INDEX_BASENAME
+    """The name of the index file in every dataset directory (upstream's accessor)."""
+    return INDEX_BASENAME
 
 
 class FileInfo(NamedTuple):
@@ -33,17 +53,57 @@ class FileInfo(NamedTuple):
         return cls(obj["basename"], obj["bytes"], obj.get("hashes") or {})
 
 
+def shard_files(entry: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
+    """``(key, file record)`` of every file a shard entry names, raw and compressed, in `FILE_KEYS` order."""
+    return [(key, info) for key in FILE_KEYS if (info := entry.get(key)) is not None]
+
+
+def stored_file(entry: dict[str, Any]) -> dict[str, Any]:
+    """The record of the data file a shard is stored as at its destination: compressed when it is."""
+    return entry.get(ZIP_DATA) or entry[RAW_DATA]
+
+
+def rebase(entry: dict[str, Any], folder: str) -> dict[str, Any]:
+    """A copy of a shard entry whose file basenames lie under ``folder`` (a ``/`` path; ``""`` changes nothing)."""
+    if not folder:
+        return dict(entry)
+    rebased = dict(entry)
+    for key, info in shard_files(entry):
+        rebased[key] = {**info, "basename": f"{folder}/{info['basename']}"}
+    return rebased
+
+
 def dumps_index(shards: list[dict[str, Any]]) -> str:
     """Serialise an index exactly as MosaicML Streaming's writers do (one line, sorted keys, default separators)."""
     return json.dumps({"shards": shards, "version": INDEX_VERSION}, sort_keys=True)
 
 
-def write_index(dirname: str, shards: list[dict[str, Any]], basename: str = _INDEX_BASENAME) -> str:
-    """Write ``index.json`` atomically (temp file, fsync, rename) and return its path."""
-    path = os.path.join(dirname, basename)
+def publish_index(location: str, shards: list[dict[str, Any]]) -> str:
+    """Make ``shards`` the index of the dataset at ``location`` (a local directory or a URL) in one atomic step.
+
+    On a filesystem the text goes to a temporary file that is fsynced and renamed over ``index.json``; on an
+    object store it is a single PUT of the whole object. Either way a reader sees the old index or the new
+    one, never a part. Returns the index's path or URL.
+
+    This is the only place an index becomes visible, so the compare-and-swap of concurrent writers (a
+    precondition on the index the caller read: S3 ``If-Match``/``If-None-Match``, GCS generations, ETags,
+    create-only puts, ``O_EXCL`` on a filesystem) belongs here, as a keyword argument of this function.
+    """
+    text = dumps_index(shards)
+    url = join_url(location, INDEX_BASENAME)
+    storage = storage_for(url)
+    if not isinstance(storage, LocalStorage):
+        with tempfile.TemporaryDirectory(prefix="mds-index-") as scratch:
+            path = os.path.join(scratch, INDEX_BASENAME)
+            with open(path, "w", encoding="utf-8") as out:
+                out.write(text)
+            storage.put(path, url)
+        return url
+    path = local_path(url)
+    os.makedirs(os.path.dirname(path), exist_ok=True)
     tmp = f"{path}.tmp.{os.getpid()}"
     with open(tmp, "w", encoding="utf-8") as out:
-        out.write(dumps_index(shards))
+        out.write(text)
         out.flush()
         os.fsync(out.fileno())
     os.replace(tmp, path)
@@ -69,7 +129,30 @@ def check_basename(basename: str, where: str) -> str:
     return basename
 
 
-_FILE_KEYS = ("raw_data", "zip_data", "raw_meta", "zip_meta")
+#: A name that needs no closer look: no separator, colon or NUL, and not starting with a dot.
+_PLAIN_NAME = re.compile(r"[^/\\:\x00.][^/\\:\x00]*\Z")
+
+
+def check_file_name(basename: Any, where: str, shard: int, key: str) -> None:
+    """Validate the basename of file ``key`` of shard number ``shard``; fast for the plain names writers make."""
+    if type(basename) is str and _PLAIN_NAME.match(basename):
+        return
+    check_basename(basename, f"Index file at {where}, shard {shard}, {key}")
+
+
+def check_version(version: Any, where: str, shard: int | None = None) -> None:
+    """Refuse an index (``shard`` None) or a shard entry whose version this package does not read."""
+    if version == INDEX_VERSION:
+        return
+    if shard is None:
+        raise ValueError(
+            f"Unsupported streaming data version {version!r} in {where}: "
+            f"this package reads index version {INDEX_VERSION}."
+        )
+    raise ValueError(
+        f"Unsupported streaming data version {version!r} for shard {shard} "
+        f"in {where}: this package reads version {INDEX_VERSION}."
+    )
 
 
 def parse_index(text: str | bytes, where: str) -> list[dict[str, Any]]:
@@ -82,30 +165,13 @@ def parse_index(text: str | bytes, where: str) -> list[dict[str, Any]]:
         ) from None
     if not isinstance(obj, dict) or not isinstance(obj.get("shards"), list):
         raise ValueError(f"Index file at {where} is not a streaming index: expected an object with a 'shards' list.")
-    if obj.get("version") != INDEX_VERSION:
-        raise ValueError(
-            f"Unsupported streaming data version {obj.get('version')!r} in {where}: "
-            f"this package reads index version {INDEX_VERSION}."
-        )
+    check_version(obj.get("version"), where)
     for number, shard in enumerate(obj["shards"]):
         if not isinstance(shard, dict):
             raise ValueError(f"Index file at {where}: shard {number} is not an object.")
-        if shard.get("version") != INDEX_VERSION:
-            raise ValueError(
-                f"Unsupported streaming data version {shard.get('version')!r} for shard {number} "
-                f"in {where}: this package reads version {INDEX_VERSION}."
-            )
-        for key in _FILE_KEYS:
+        check_version(shard.get("version"), where, number)
+        for key in FILE_KEYS:
             info = shard.get(key)
             if info is not None:
-                check_basename(
-                    info.get("basename") if isinstance(info, dict) else None,
-                    f"Index file at {where}, shard {number}, {key}",
-                )
+                check_file_name(info.get("basename") if isinstance(info, dict) else None, where, number, key)
     return obj["shards"]
-
-
-def load_index(path: str) -> list[dict[str, Any]]:
-    """Read and validate a local ``index.json``, returning its shard entries."""
-    with open(path, "rb") as f:
-        return parse_index(f.read(), path)

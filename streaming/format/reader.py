@@ -18,7 +18,7 @@ from typing import Any
 from streaming.format.array import Array
 from streaming.format.compression import decompress
 from streaming.format.errors import ShardCorruptError
-from streaming.format.index import FileInfo
+from streaming.format.index import RAW_DATA, RAW_META, ZIP_DATA, ZIP_META, FileInfo
 
 
 def _map_file(path: str, expected_bytes: int) -> mmap.mmap | bytes:
@@ -58,6 +58,18 @@ class Reader(Array, ABC):
         size_limit: the writer's shard size cap.
     """
 
+    #: The index-entry keys this class's constructor takes after ``dirname`` and ``split`` (as keywords).
+    index_fields: tuple[str, ...] = ("compression", "hashes", "samples", "size_limit")
+
+    @classmethod
+    def from_json(cls, dirname: str, split: str | None, obj: dict[str, Any]) -> Reader:
+        """Build the reader of one shard from its ``index.json`` entry; keys not in `index_fields` are ignored,
+        so indexes from newer writers still load."""
+        missing = [key for key in cls.index_fields if key not in obj]
+        if missing:
+            raise ValueError(f"Index entry for a {obj.get('format')} shard is missing fields: {', '.join(missing)}.")
+        return cls(dirname, split, **{key: obj[key] for key in cls.index_fields})
+
     def __init__(
         self,
         dirname: str,
@@ -74,20 +86,6 @@ class Reader(Array, ABC):
         self.samples = samples
         self.size_limit = size_limit
         self.file_pairs: list[tuple[FileInfo, FileInfo | None]] = []
-
-    @classmethod
-    def from_json(cls, dirname: str, split: str | None, obj: dict[str, Any]) -> Reader:
-        """Build the reader of one shard from its ``index.json`` entry (keys it does not take are ignored).
-
-        Raises:
-            ValueError: the entry lacks a field the reader needs.
-        """
-        code = cls.__init__.__code__
-        params = code.co_varnames[3 : code.co_argcount]
-        try:
-            return cls(dirname, split, **{key: obj[key] for key in params if key in obj})
-        except TypeError as err:
-            raise ValueError(f"Index entry for a {obj.get('format')} shard is missing fields: {err}") from None
 
     def __len__(self) -> int:
         return self.samples
@@ -236,6 +234,8 @@ class Reader(Array, ABC):
 class JointReader(Reader):
     """A shard stored as one data file (MDS)."""
 
+    index_fields = ("compression", "hashes", RAW_DATA, "samples", "size_limit", ZIP_DATA)
+
     def __init__(
         self,
         dirname: str,
@@ -255,6 +255,8 @@ class JointReader(Reader):
 
 class SplitReader(Reader):
     """A shard stored as a data file plus a ``.meta`` file (JSON, CSV, TSV, XSV)."""
+
+    index_fields = ("compression", "hashes", RAW_DATA, RAW_META, "samples", "size_limit", ZIP_DATA, ZIP_META)
 
     def __init__(
         self,

@@ -16,9 +16,18 @@ from typing import Any
 import msgspec
 import numpy as np
 
-from streaming.format.index import INDEX_VERSION, check_basename
+from streaming.format.index import (
+    FILE_KEYS,
+    INDEX_VERSION,
+    RAW_DATA,
+    RAW_META,
+    ZIP_DATA,
+    ZIP_META,
+    check_file_name,
+    check_version,
+)
 from streaming.format.reader import Reader
-from streaming.format.readers import reader_from_json
+from streaming.format.reader_registry import reader_from_json
 
 _RAW_NULL = msgspec.Raw(b"null")
 _CONFIG_FIELDS = (
@@ -68,14 +77,8 @@ class _Index(msgspec.Struct, gc=False):
     version: Any = None
 
 
-_FILE_KINDS = ("raw_data", "zip_data", "raw_meta", "zip_meta")
 _decoder = msgspec.json.Decoder(_Index)
 _settings = operator.attrgetter(*_CONFIG_FIELDS)
-
-
-def _check(basename: str, where: str, number: int) -> None:
-    if "/" in basename or "\\" in basename or ":" in basename or basename.startswith("."):
-        check_basename(basename, f"Index file at {where}, shard {number}")
 
 
 def _decode_settings(raw: tuple[msgspec.Raw, ...]) -> dict[str, Any]:
@@ -179,11 +182,7 @@ class ShardTable:
             raise ValueError(f"Index file at {where} is not a valid streaming index: {err}") from None
         except msgspec.DecodeError as err:
             raise json.JSONDecodeError(f"Index file at {where} is empty or corrupted: {err}", "", 0) from None
-        if index.version != INDEX_VERSION:
-            raise ValueError(
-                f"Unsupported streaming data version {index.version!r} in {where}: this package reads "
-                f"index version {INDEX_VERSION}."
-            )
+        check_version(index.version, where)
         count = len(index.shards)
         samples = np.empty(count, np.int64)
         raw_bytes = np.zeros(count, np.int64)
@@ -191,31 +190,28 @@ class ShardTable:
         config_ids = np.empty(count, np.int32)
         configs: list[dict[str, Any]] = []
         distinct: list[tuple[msgspec.Raw, ...]] = []
-        files: dict[str, list[_File | None]] = {kind: [None] * count for kind in _FILE_KINDS}
-        raw_data, zip_data, raw_meta, zip_meta = (files[kind] for kind in _FILE_KINDS)
+        files: dict[str, list[_File | None]] = {kind: [None] * count for kind in FILE_KEYS}
+        raw_data, zip_data, raw_meta, zip_meta = (files[kind] for kind in FILE_KEYS)
         previous: tuple[msgspec.Raw, ...] | None = None
         config_id = -1
         for number, shard in enumerate(index.shards):
             if shard.version != INDEX_VERSION:
-                raise ValueError(
-                    f"Unsupported streaming data version {shard.version!r} for shard {number} in "
-                    f"{where}: this package reads version {INDEX_VERSION}."
-                )
+                check_version(shard.version, where, number)
             samples[number] = shard.samples
             raw_data[number] = record = shard.raw_data
-            _check(record.basename, where, number)
+            check_file_name(record.basename, where, number, RAW_DATA)
             raw_bytes[number] = record.bytes
             if (record := shard.zip_data) is not None:
                 zip_data[number] = record
-                _check(record.basename, where, number)
+                check_file_name(record.basename, where, number, ZIP_DATA)
                 zip_bytes[number] = record.bytes
             if (record := shard.raw_meta) is not None:
                 raw_meta[number] = record
-                _check(record.basename, where, number)
+                check_file_name(record.basename, where, number, RAW_META)
                 raw_bytes[number] += record.bytes
             if (record := shard.zip_meta) is not None:
                 zip_meta[number] = record
-                _check(record.basename, where, number)
+                check_file_name(record.basename, where, number, ZIP_META)
                 zip_bytes[number] += record.bytes
             settings = _settings(shard)
             if settings != previous:
@@ -237,7 +233,7 @@ class ShardTable:
         """The ``index.json`` entry of one shard, rebuilt."""
         entry = dict(self.configs[self.config_ids[shard_id]])
         entry["samples"] = int(self.samples[shard_id])
-        for kind in _FILE_KINDS:
+        for kind in FILE_KEYS:
             column = self.files[kind]
             entry[kind] = None if column is None else column.record(shard_id)
         return entry
@@ -256,7 +252,5 @@ class ShardTable:
 
     def raw_names(self, shard_id: int) -> list[str]:
         """The uncompressed file names of one shard (data, and meta for split formats)."""
-        names = (
-            column.names[shard_id] for kind in ("raw_data", "raw_meta") if (column := self.files[kind]) is not None
-        )
+        names = (column.names[shard_id] for kind in (RAW_DATA, RAW_META) if (column := self.files[kind]) is not None)
         return [str(name) for name in names if name]

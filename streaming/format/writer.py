@@ -4,11 +4,12 @@ A writer encodes samples on the caller's thread, cuts them into shards by ``size
 MosaicML Streaming does, and hands each finished shard to a small thread pool that compresses, hashes
 and writes its files while the caller goes on encoding the next one. Samples are kept as the byte chunks
 their encoders produced; an uncompressed shard goes to disk with ``writev`` without being joined.
-``index.json`` is written last.
+``index.json`` is written last. Files travel to their destination through the writer's `ShardSink`.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 from abc import ABC, abstractmethod
@@ -22,7 +23,9 @@ import numpy as np
 
 from streaming.format.compression import check_compression, compress, get_compression_extension
 from streaming.format.hashing import check_hashes, get_hash
-from streaming.format.index import FileInfo, get_index_basename, write_index
+from streaming.format.index import INDEX_BASENAME, RAW_DATA, RAW_META, ZIP_DATA, ZIP_META, FileInfo, publish_index
+from streaming.format.sink import ShardSink
+from streaming.storage.output import parse_out
 from streaming.storage.uploader import ShardUploader
 from streaming.util import bytes_to_int
 
@@ -91,6 +94,9 @@ class Writer(ABC):
         size_limit: shard size cap in bytes (int or a string like ``"64mb"``); ``None`` for no cap.
         extra_bytes_per_shard: bytes a shard spends besides its samples (MDS header).
         extra_bytes_per_sample: bytes a sample spends besides its encoding (MDS offset entry).
+        sink: where the files go (see :class:`~streaming.format.sink.ShardSink`). By default a
+            :class:`~streaming.storage.uploader.ShardUploader` for ``out`` built from the options below; a given
+            sink owns the location instead, and ``out`` must then name its local directory (or its remote).
         progress_bar, max_workers, retry, exist_ok: upload options, as in MosaicML Streaming.
     """
 
@@ -106,6 +112,7 @@ class Writer(ABC):
         size_limit: int | str | None = DEFAULT_SIZE_LIMIT,
         extra_bytes_per_shard: int = 0,
         extra_bytes_per_sample: int = 0,
+        sink: ShardSink | None = None,
         **kwargs: Any,
     ) -> None:
         unknown = sorted(set(kwargs) - set(_WRITER_OPTIONS))
@@ -127,21 +134,32 @@ class Writer(ABC):
         self._sample_sizes: list[int] = []
         self._next_shard = 0
         self._finished = False
+        self._failure: BaseException | None = None
         self._pending: deque[Future] = deque()
         self._threads = max(1, min(_available_cpus(), 8))
         self._pool = ThreadPoolExecutor(self._threads, thread_name_prefix="mds-shard")
-        self.cloud_writer = ShardUploader(
-            out,
-            keep_local=keep_local,
-            exist_ok=kwargs.get("exist_ok", False),
-            max_workers=kwargs.get("max_workers"),
-            retry=kwargs.get("retry", 2),
-            progress_bar=kwargs.get("progress_bar", False),
+        self.sink = (
+            _checked_sink(sink, out, kwargs)
+            if sink is not None
+            else ShardUploader(
+                out,
+                index_basename=INDEX_BASENAME,
+                keep_local=keep_local,
+                exist_ok=kwargs.get("exist_ok", False),
+                max_workers=kwargs.get("max_workers"),
+                retry=kwargs.get("retry", 2),
+                progress_bar=kwargs.get("progress_bar", False),
+            )
         )
-        self.local = self.cloud_writer.local
-        self.remote = self.cloud_writer.remote
+        self.local = self.sink.local
+        self.remote = self.sink.remote
         self._encode_compiled: SampleEncoder = self.sample_encoder()
         self._encode = self._encode_compiled
+
+    @property
+    def cloud_writer(self) -> ShardSink:
+        """Upstream's name for the object that moves files to the destination: the writer's sink."""
+        return self.sink
 
     @abstractmethod
     def encode_sample(self, sample: dict[str, Any]) -> bytes:
@@ -260,44 +278,60 @@ class Writer(ABC):
             if os.path.exists(tmp):
                 os.remove(tmp)
             raise
-        self.cloud_writer.upload(basename)
+        self.sink.upload(basename)
 
     def _collect(self, future: Future) -> None:
-        self.shards.append(future.result())
+        try:
+            self.shards.append(future.result())
+        except BaseException as err:
+            self._failure = err  # the writer is broken from here on: no later shard may be indexed
+            raise
 
     def _raise_background_failure(self) -> None:
+        if self._failure is not None:
+            raise self._failure
         while self._pending and self._pending[0].done():
             self._collect(self._pending.popleft())
-        self.cloud_writer.check()
+
+    def _settle(self) -> None:
+        """Collect every pending shard in order until one fails (it becomes the writer's failure).
+
+        Shards after a failed one are not indexed (the samples would have a gap), but are waited for, so
+        that no shard thread still hands files to the sink once it is aborted.
+        """
+        while self._pending:
+            future = self._pending.popleft()
+            if self._failure is None:
+                with contextlib.suppress(BaseException):  # kept in self._failure, raised by finish()
+                    self._collect(future)
+            elif not future.cancel():
+                future.exception()
 
     def finish(self) -> None:
-        """Write the last shard, then ``index.json``, then wait for uploads and clean up.
+        """Write the last shard, then ``index.json``, then let the sink publish it after every shard.
 
-        If a shard fails to be stored (say, a full disk), the index lists the shards stored before it and the
-        error is raised: every shard the index names is complete.
+        If a shard fails to be stored or uploaded (a full disk, a storage error), the local index lists the
+        shards stored before it, the sink is aborted with that error, and the error is raised as it is:
+        every shard the index names is complete, and no index is published at a remote.
         """
         if self._finished:
             return
         self._finished = True
         self._encode = self._refuse_after_finish
         try:
-            if self._sample_sizes:
-                self.flush_shard()
-            failure = None
-            while self._pending:
-                future = self._pending.popleft()
-                if failure is None:
-                    try:
-                        self._collect(future)
-                    except BaseException as err:  # noqa: BLE001 - re-raised below after the index is written
-                        failure = err
-                else:
-                    future.cancel()
-            write_index(self.local, self.shards)
-            if failure is not None:
-                self.cloud_writer.abort(failure)
-                raise failure
-            self.cloud_writer.finish(get_index_basename())
+            try:
+                if self._sample_sizes:
+                    self.flush_shard()
+            except BaseException as err:  # noqa: BLE001 - raised below, after the stored shards are indexed
+                self._failure = self._failure or err
+            self._settle()
+            publish_index(self.local, self.shards)
+            if self._failure is not None:
+                raise self._failure
+            self.sink.finish(INDEX_BASENAME)
+        except BaseException as err:
+            self.sink.abort(err)
+            raise
         finally:
             self._pool.shutdown(wait=True)
 
@@ -324,6 +358,21 @@ class Writer(ABC):
     ) -> None:
         """Finish even when the block raised: the index then covers every sample accepted before the error."""
         self.finish()
+
+
+def _checked_sink(sink: ShardSink, out: str | tuple[str, str], options: dict[str, Any]) -> ShardSink:
+    """A sink given to a writer, checked against ``out``: it must name the sink's directory or destination."""
+    if not isinstance(sink, ShardSink):
+        raise TypeError(f"sink must implement ShardSink (local, remote, upload, finish, abort), got {sink!r}.")
+    given = sorted(name for name in options if name in _WRITER_OPTIONS)
+    if given:
+        raise ValueError(f"{', '.join(given)}: upload options belong to the sink when a sink is given.")
+    local, remote = parse_out(out)
+    if local is not None and os.path.abspath(local) != os.path.abspath(sink.local):
+        raise ValueError(f"`out` names {local!r} but the sink writes from {sink.local!r}.")
+    if local is None and remote != sink.remote:
+        raise ValueError(f"`out` names {remote!r} but the sink uploads to {sink.remote!r}.")
+    return sink
 
 
 class JointWriter(Writer):
@@ -365,8 +414,8 @@ class SplitWriter(Writer):
         return {
             **self.get_config(),
             "samples": num_samples,
-            "raw_data": raw_data.to_json(),
-            "zip_data": zip_data.to_json() if zip_data else None,
-            "raw_meta": raw_meta.to_json(),
-            "zip_meta": zip_meta.to_json() if zip_meta else None,
+            RAW_DATA: raw_data.to_json(),
+            ZIP_DATA: zip_data.to_json() if zip_data else None,
+            RAW_META: raw_meta.to_json(),
+            ZIP_META: zip_meta.to_json() if zip_meta else None,
         }

@@ -11,21 +11,15 @@ from __future__ import annotations
 
 import contextlib
 import json
-import os
-import tempfile
 import time
-from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from streaming.format.index import dumps_index, get_index_basename, parse_index
-from streaming.storage.base import Storage, storage_for
-from streaming.storage.local import LocalStorage, local_path
-from streaming.storage.url import join_url, relative_to
+from streaming.format.index import INDEX_BASENAME, parse_index, publish_index, rebase
+from streaming.storage.destination import Destination
 
 MODES = ("error", "overwrite", "append")
 METADATA_BASENAME = "mds_conversion.json"
-_FILE_KEYS = ("raw_data", "zip_data", "raw_meta", "zip_meta")
 
 
 @dataclass(frozen=True)
@@ -39,64 +33,6 @@ class Attempt:
     samples: int
     bytes: int
     peak_local_bytes: int
-
-
-class Destination:
-    """The dataset root, reached only through the storage layer."""
-
-    def __init__(self, url: str) -> None:
-        self.url = url
-        self.storage: Storage = storage_for(url)
-
-    @property
-    def is_local(self) -> bool:
-        """Whether the destination is a filesystem path on this machine (tasks can write it directly)."""
-        return isinstance(self.storage, LocalStorage)
-
-    def child(self, relative: str) -> str:
-        """The URL of a root-relative path (the root itself for ``""``)."""
-        return join_url(self.url, relative) if relative else self.url
-
-    def list_relative(self, folder: str = "") -> list[str]:
-        """Every object below ``folder`` (relative to the root), as root-relative ``/`` paths."""
-        return [relative_to(url, self.url) for url in self.storage.list(self.child(folder))]
-
-    def read_text(self, relative: str) -> str | None:
-        """The text of a small object, or None if it does not exist."""
-        url = self.child(relative)
-        if not self.storage.exists(url):
-            return None
-        with tempfile.TemporaryDirectory(prefix="mds-spark-") as scratch:
-            path = os.path.join(scratch, "object")
-            self.storage.get(url, path)
-            with open(path, encoding="utf-8") as file:
-                return file.read()
-
-    def write_text(self, relative: str, text: str) -> None:
-        """Publish a small object atomically."""
-        with tempfile.TemporaryDirectory(prefix="mds-spark-") as scratch:
-            path = os.path.join(scratch, os.path.basename(relative))
-            with open(path, "w", encoding="utf-8") as file:
-                file.write(text)
-            self.storage.put(path, self.child(relative))
-
-    def delete(self, relatives: Iterable[str]) -> int:
-        """Delete objects by root-relative path; return how many were deleted."""
-        count = 0
-        for relative in relatives:
-            self.storage.delete(self.child(relative))
-            count += 1
-        if self.is_local:
-            _remove_empty_folders(local_path(self.url))
-        return count
-
-
-def _remove_empty_folders(root: str) -> None:
-    """Remove empty folders below ``root`` (not ``root`` itself), deepest first."""
-    for folder, _, _ in sorted(os.walk(root), key=lambda entry: -entry[0].count(os.sep)):
-        if folder != root:
-            with contextlib.suppress(OSError):
-                os.rmdir(folder)
 
 
 def check_destination(destination: Destination, mode: str) -> list[dict[str, Any]]:
@@ -117,8 +53,8 @@ def check_destination(destination: Destination, mode: str) -> list[dict[str, Any
 
 def read_index(destination: Destination) -> list[dict[str, Any]]:
     """The shard entries of the published index, or ``[]`` when there is none."""
-    text = destination.read_text(get_index_basename())
-    return [] if text is None else parse_index(text, destination.child(get_index_basename()))
+    text = destination.read_text(INDEX_BASENAME)
+    return [] if text is None else parse_index(text, destination.child(INDEX_BASENAME))
 
 
 def check_append_columns(existing: list[dict[str, Any]], columns: dict[str, str], where: str) -> None:
@@ -137,16 +73,6 @@ def check_append_columns(existing: list[dict[str, Any]], columns: dict[str, str]
             )
 
 
-def rebase_shard(entry: dict[str, Any], folder: str) -> dict[str, Any]:
-    """A copy of a shard entry whose file basenames are relative to the dataset root."""
-    rebased = dict(entry)
-    for key in _FILE_KEYS:
-        info = entry.get(key)
-        if info is not None:
-            rebased[key] = {**info, "basename": f"{folder}/{info['basename']}"}
-    return rebased
-
-
 def first_per_partition(attempts: list[Attempt]) -> list[Attempt]:
     """One attempt per partition (Spark reports exactly one; a duplicate would be ignored)."""
     seen: dict[int, Attempt] = {}
@@ -159,7 +85,7 @@ def committed_shards(attempts: list[Attempt]) -> list[dict[str, Any]]:
     """Shard entries of the successful attempts, in partition order, with root-relative basenames."""
     shards = []
     for attempt in sorted(first_per_partition(attempts), key=lambda a: a.partition):
-        shards.extend(rebase_shard(entry, attempt.directory) for entry in attempt.shards)
+        shards.extend(rebase(entry, attempt.directory) for entry in attempt.shards)
     return shards
 
 
@@ -184,8 +110,8 @@ def publish(
         previous = read_index(destination) if mode == "append" else []
         if metadata is not None:
             destination.write_text(METADATA_BASENAME, _metadata_text(destination, mode, metadata))
-        destination.write_text(get_index_basename(), dumps_index(previous + added))
-        top_level = {get_index_basename(), METADATA_BASENAME}
+        publish_index(destination.url, previous + added)
+        top_level = {INDEX_BASENAME, METADATA_BASENAME}
     delete_leftovers(destination, run, kept | top_level, everything_else=mode == "overwrite")
     return added
 

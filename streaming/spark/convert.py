@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import logging
-import os
 import secrets
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -27,7 +26,7 @@ from streaming.spark.progress import Progress
 from streaming.spark.schema import resolve_columns, select_expressions
 from streaming.spark.source import resolve
 from streaming.spark.task import RESULT_SCHEMA, PartitionWriter, TaskConfig
-from streaming.storage.url import is_remote
+from streaming.storage.destination import Destination
 
 logger = logging.getLogger(__name__)
 
@@ -72,6 +71,9 @@ def dataframe_to_mds(
     spark: Any = None,
     progress: bool = True,
     executor_env: Mapping[str, str] | None = None,
+    merge_index: bool = True,
+    udf: Callable[..., Any] | None = None,
+    udf_kwargs: dict[str, Any] | None = None,
 ) -> ConversionResult:
     """Convert ``data`` into an MDS dataset at ``out``, partition by partition.
 
@@ -93,43 +95,15 @@ def dataframe_to_mds(
         executor_env: environment variables each task sets while it writes, for storage settings the
             executors lack (e.g. ``S3_ENDPOINT_URL`` on serverless, where cluster variables cannot be
             set). They travel inside the job, so prefer the cluster's own credentials for secrets.
+        merge_index: publish the merged ``out/index.json``; if False only each attempt's own index describes
+            its shards (upstream's ``merge_index=False``).
+        udf: instead of encoding the columns, call ``udf(batch_as_pandas, **udf_kwargs)`` and write the sample
+            dicts it yields; ``columns`` must then be a dict of name to MDS encoding describing them.
+        udf_kwargs: keyword arguments for ``udf``.
 
     Returns:
         A :class:`ConversionResult`. A DataFrame with no rows gives a valid, empty dataset.
     """
-    return convert(
-        data,
-        out,
-        columns=columns,
-        compression=compression,
-        hashes=hashes,
-        size_limit=size_limit,
-        mode=mode,
-        version=version,
-        spark=spark,
-        progress=progress,
-        executor_env=executor_env,
-    )
-
-
-def convert(
-    data: Any,
-    out: str,
-    *,
-    columns: Mapping[str, str] | Sequence[str] | None,
-    compression: str | None,
-    hashes: Sequence[str],
-    size_limit: int | str | None,
-    mode: str,
-    version: int | None = None,
-    spark: Any = None,
-    progress: bool = True,
-    executor_env: Mapping[str, str] | None = None,
-    merge_index: bool = True,
-    udf: Callable[..., Any] | None = None,
-    udf_kwargs: dict[str, Any] | None = None,
-) -> ConversionResult:
-    """``dataframe_to_mds`` with the extra knobs of upstream's API (no merged index; a per-batch user function)."""
     compression = check_compression(compression)
     checked_hashes = tuple(check_hashes(list(hashes)))
     limit = parse_size_limit(size_limit)
@@ -139,7 +113,7 @@ def convert(
         frame = frame.selectExpr(*select_expressions(frame.schema, plan))
     else:
         plan = _checked_user_columns(columns)
-    destination = commit.Destination(normalize_destination(out))
+    destination = Destination(out)
     existing = commit.check_destination(destination, mode)
     commit.check_append_columns(existing, plan, destination.url)
     run = new_run_id()
@@ -195,15 +169,6 @@ def convert(
         run=run,
         peak_local_bytes=max((attempt.peak_local_bytes for attempt in attempts), default=0),
     )
-
-
-def normalize_destination(out: str) -> str:
-    """An absolute local path, or a remote URL without a trailing slash."""
-    if not isinstance(out, str) or not out:
-        raise TypeError(f"`out` must be a local path or a URL string, got {out!r}.")
-    if is_remote(out):
-        return out.rstrip("/")
-    return os.path.abspath(os.path.expanduser(out.removeprefix("file://")))
 
 
 def new_run_id() -> str:

@@ -28,11 +28,12 @@ from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from streaming.format.index import dumps_index, get_index_basename
+from streaming.format.index import publish_index, rebase, stored_file
 from streaming.spark import commit
-from streaming.spark.convert import dataframe_to_mds, normalize_destination
+from streaming.spark.convert import dataframe_to_mds
 from streaming.spark.schema import resolve_columns
 from streaming.spark.source import Source, active_session, looks_like_path, resolve
+from streaming.storage.destination import Destination
 
 logger = logging.getLogger(__name__)
 
@@ -105,7 +106,7 @@ def incremental_to_mds(
     if not isinstance(table, str) or not table:
         raise TypeError(f"`table` must be a Delta table name or path, got {table!r}.")
     session = active_session(spark)
-    destination = commit.Destination(normalize_destination(out))
+    destination = Destination(out)
     existing = commit.read_index(destination)
     held = held_version(destination, table, existing)
     current, source = resolve(table, session, version)
@@ -177,7 +178,7 @@ def increment_folder(version: int) -> str:
     return f"{INCREMENTS}/v{version:08d}"
 
 
-def held_version(destination: commit.Destination, table: str, shards: list[dict[str, Any]]) -> int | None:
+def held_version(destination: Destination, table: str, shards: list[dict[str, Any]]) -> int | None:
     """The version of ``table`` the published index holds, or None for an empty dataset.
 
     Raises ValueError when the dataset has shards but no record of coming from ``table``.
@@ -200,7 +201,7 @@ def held_version(destination: commit.Destination, table: str, shards: list[dict[
 
 
 def _shard_basename(shard: dict[str, Any]) -> str:
-    return (shard.get("zip_data") or shard["raw_data"])["basename"]
+    return stored_file(shard)["basename"]
 
 
 def _increment_version(shard: dict[str, Any]) -> int | None:
@@ -208,7 +209,7 @@ def _increment_version(shard: dict[str, Any]) -> int | None:
     return int(match.group(1)) if match else None
 
 
-def _converted_version(destination: commit.Destination, table: str, shards: list[dict[str, Any]]) -> int | None:
+def _converted_version(destination: Destination, table: str, shards: list[dict[str, Any]]) -> int | None:
     """The table version recorded by the ``dataframe_to_mds`` run the index holds, if it converted ``table``."""
     text = destination.read_text(commit.METADATA_BASENAME)
     try:
@@ -224,7 +225,7 @@ def _converted_version(destination: commit.Destination, table: str, shards: list
     return int(source["version"])
 
 
-def _empty_increment_recorded(destination: commit.Destination, held: int, target: int) -> bool:
+def _empty_increment_recorded(destination: Destination, held: int, target: int) -> bool:
     """Whether an earlier run found no new rows between ``held`` and ``target`` (and so published nothing)."""
     text = destination.read_text(f"{increment_folder(target)}/{RECORD_BASENAME}")
     if text is None:
@@ -320,7 +321,7 @@ def _change_feed_deltalake(session: Any, table: str, source: Source, held: int) 
     return session.createDataFrame(inserts), int(unapplied)
 
 
-def _publish(destination: commit.Destination, table: str, held: int | None, folder: str) -> None:
+def _publish(destination: Destination, table: str, held: int | None, folder: str) -> None:
     """The commit: re-read the index, check no other run moved it, and write it with the staged shards added."""
     shards = commit.read_index(destination)
     now_held = held_version(destination, table, shards)
@@ -330,6 +331,6 @@ def _publish(destination: commit.Destination, table: str, held: int | None, fold
             f"this run started from {held}); run one incremental job per dataset at a time. "
             f"This run's rows stay unpublished in {folder}/ and the next run replaces them."
         )
-    staged = commit.read_index(commit.Destination(destination.child(folder)))
-    added = [commit.rebase_shard(shard, folder) for shard in staged]
-    destination.write_text(get_index_basename(), dumps_index(shards + added))
+    staged = commit.read_index(Destination(destination.child(folder)))
+    added = [rebase(shard, folder) for shard in staged]
+    publish_index(destination.url, shards + added)

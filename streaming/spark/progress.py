@@ -17,8 +17,8 @@ from typing import Any
 
 from tqdm.auto import tqdm
 
-from streaming.format.index import get_index_basename
-from streaming.spark.commit import Destination
+from streaming.format.index import INDEX_BASENAME, stored_file
+from streaming.storage.destination import Destination
 
 
 def _human(size: float) -> str:
@@ -71,9 +71,8 @@ class Progress:
 
     def refresh(self) -> None:
         """Count attempts that finished since the last look."""
-        index = get_index_basename()
         for relative in self.destination.list_relative(self.run):
-            if not relative.endswith("/" + index) or relative in self._seen:
+            if not relative.endswith("/" + INDEX_BASENAME) or relative in self._seen:
                 continue
             text = self.destination.read_text(relative)
             if text is None:
@@ -83,7 +82,7 @@ class Progress:
             self._advance(
                 1,
                 sum(s.get("samples", 0) for s in shards),
-                sum((s.get("zip_data") or s["raw_data"])["bytes"] for s in shards),
+                sum(stored_file(s)["bytes"] for s in shards),
             )
 
     def _advance(self, tasks: int, rows: int, size: int) -> None:

@@ -1,10 +1,11 @@
 """Move each finished shard file from an executor's staging folder to the destination, then delete it.
 
-``MDSWriter`` writes a shard's file into its local folder and calls ``cloud_writer.upload(basename)``
-from the thread that stored it. ``StreamingSink`` takes that place for destinations that are not a local
-filesystem: it uploads the file through the storage layer right there and removes the local copy, so an
-executor holds at most one shard file per writer thread on disk however large the partition is (#970),
-and an upload failure fails the shard (and so the task) instead of surfacing later.
+``MDSWriter`` writes a shard's file into its local folder and calls ``sink.upload(basename)`` from the
+thread that stored it (the `ShardSink` protocol of ``streaming.format.sink``). ``StreamingSink`` is the
+sink a task attempt gives its writer for destinations that are not a local filesystem: it uploads the
+file through the storage layer right there and removes the local copy, so an executor holds at most one
+shard file per writer thread on disk however large the partition is (#970), and an upload failure fails
+the shard (and so the task) instead of surfacing later.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from streaming.storage.url import join_url
 
 
 class StreamingSink:
-    """The ``cloud_writer`` of one task attempt's ``MDSWriter``.
+    """The `ShardSink` of one task attempt's ``MDSWriter``.
 
     Args:
         local: the writer's staging folder (removed by ``finish``/``abort``).
@@ -38,16 +39,15 @@ class StreamingSink:
         self.storage.put(path, join_url(self.remote, basename))
         os.remove(path)
 
-    def check(self) -> None:
-        """Uploads run inside the writer's shard threads, which report their own failures."""
-
-    def finish(self, index_basename: str = "index.json") -> None:
-        """Publish the attempt's index last, then drop the staging folder."""
+    def finish(self, index_basename: str) -> None:
+        """Publish the attempt's index last (every shard was uploaded by its own thread), then drop the staging
+        folder."""
         self.upload(index_basename)
         shutil.rmtree(self.local, ignore_errors=True)
 
-    def abort(self) -> None:
-        """Drop the staging folder; the driver removes whatever reached the destination."""
+    def abort(self, error: BaseException) -> None:
+        """Drop the staging folder; the task then removes whatever reached the destination and re-raises
+        ``error``."""
         shutil.rmtree(self.local, ignore_errors=True)
 
 

@@ -23,6 +23,7 @@ from typing import Any
 
 import pyarrow as pa
 
+from streaming.format.index import stored_file
 from streaming.format.mds.writer import MDSWriter
 from streaming.spark.arrow_encoder import BatchEncoder
 from streaming.spark.sink import StreamingSink
@@ -67,11 +68,6 @@ def attempt_folder(run: str, partition: int, attempt: int) -> str:
     return f"{run}/part-{partition:05d}-attempt-{attempt}"
 
 
-def shard_bytes(entry: dict[str, Any]) -> int:
-    """Bytes a shard occupies at the destination (its compressed file when compressed)."""
-    return (entry.get("zip_data") or entry["raw_data"])["bytes"]
-
-
 class _AttemptWriter:
     """Opens the ``MDSWriter`` on the first sample, so an empty partition leaves no folder at all."""
 
@@ -84,22 +80,28 @@ class _AttemptWriter:
     def get(self) -> MDSWriter:
         if self.writer is None:
             config = self.config
-            out = local_path(self.target) if config.direct else tempfile.mkdtemp(prefix="mds-spark-")
+            if config.direct:
+                out, options = local_path(self.target), {"exist_ok": True}
+            else:
+                out, options = tempfile.mkdtemp(prefix="mds-spark-"), {}
+                self.sink = StreamingSink(out, self.target)
             self.writer = MDSWriter(
                 out=out,
                 columns=config.columns,
                 compression=config.compression,
                 hashes=list(config.hashes),
                 size_limit=config.size_limit,
-                exist_ok=True,
+                sink=self.sink,
+                **options,
             )
-            if not config.direct:
-                self.sink = StreamingSink(out, self.target)
-                self.writer.cloud_writer = self.sink
         return self.writer
 
     def discard(self) -> None:
-        """After a failure: let the writer settle, then remove everything this attempt wrote."""
+        """After a failure: let the writer settle, then remove everything this attempt wrote.
+
+        A failure inside the writer already aborted its sink; after any other (a bad row, a failing user
+        function) the writer finishes first so that no shard thread is still uploading while this cleans up.
+        """
         if self.writer is None:
             return
         with contextlib.suppress(Exception):
@@ -107,8 +109,6 @@ class _AttemptWriter:
         if self.config.direct:
             shutil.rmtree(local_path(self.target), ignore_errors=True)
             return
-        if self.sink is not None:
-            self.sink.abort()
         with contextlib.suppress(Exception):
             storage = storage_for(self.target)
             for url in storage.list(self.target):
@@ -147,7 +147,7 @@ def write_attempt(
         "directory": folder if shards else "",
         "shards": json.dumps(shards),
         "samples": samples,
-        "bytes": sum(map(shard_bytes, shards)),
+        "bytes": sum(stored_file(shard)["bytes"] for shard in shards),
         "peak_local_bytes": output.sink.peak_bytes if output.sink is not None else 0,
     }
 

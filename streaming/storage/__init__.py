@@ -1,4 +1,5 @@
-"""Storage: one backend per URL scheme behind one small interface, plus the shard uploader and downloader.
+"""Storage: one backend per URL scheme behind one small interface, plus the shard uploader and downloader,
+the parser of a writer's `out` and `Destination`, a dataset root addressed by relative paths.
 
 Cloud SDKs are imported only when a URL of their scheme is first used.
 """
@@ -15,7 +16,6 @@ from streaming.storage.errors import (
     StorageError,
     StoragePermissionError,
 )
-from streaming.storage.merge import merge_index
 from streaming.storage.retry import retry
 from streaming.storage.uploader import ShardUploader
 from streaming.storage.url import is_remote, join_url
@@ -35,5 +35,4 @@ __all__ = [
     "EndpointUnreachableError",
     "IncompleteTransferError",
     "ShardUploader",
-    "merge_index",
 ]

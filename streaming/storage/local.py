@@ -72,4 +72,6 @@ class LocalStorage(Storage):
             return StoragePermissionError(
                 url, f"permission denied on {exc.filename or local_path(url)!r}; check the file mode and owner"
             )
+        if isinstance(exc, OSError):  # a full disk, a directory in the file's place, a read-only filesystem...
+            return StorageError(url, f"{exc.strerror or exc} on {exc.filename or local_path(url)!r}")
         return None

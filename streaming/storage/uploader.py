@@ -1,31 +1,23 @@
 """Hand finished shard files to their destination: a local directory, plus a remote store in the background.
 
-Writers write every file into ``ShardUploader.local`` and call ``upload(basename)`` once a file is complete;
-remote uploads then run on ``max_workers`` threads. ``finish()`` waits for them and publishes
-``index.json`` last, so a reader never sees an index naming a missing shard.
+The default `ShardSink` of every writer (the protocol is in `streaming.format.sink`). Writers write every
+file into ``ShardUploader.local`` and call ``upload(basename)`` once a file is complete; remote uploads then
+run on ``max_workers`` threads. ``finish(index_basename)`` waits for them and publishes the index last, so a
+reader never sees an index naming a missing shard.
 """
 
 from __future__ import annotations
 
 import os
 import shutil
-import tempfile
 import threading
 from concurrent.futures import Future, ThreadPoolExecutor
 
-from streaming.storage.base import storage_for, volume_mount
+from streaming.storage.base import storage_for
 from streaming.storage.download import PERMANENT
+from streaming.storage.output import local_directory, parse_out
 from streaming.storage.retry import call_with_retry
-from streaming.storage.url import is_remote, join_url, split_url
-
-
-def _is_remote_out(out: str) -> bool:
-    """A URL, or a `/Volumes/...` path whose volume is not mounted here (written through the Files API)."""
-    return is_remote(out) or (split_url(out).key.startswith("/Volumes/") and volume_mount(out) is None)
-
-
-def _local_dir(path: str) -> str:
-    return os.path.expanduser(split_url(path).key if split_url(path).scheme == "file" else path)
+from streaming.storage.url import join_url
 
 
 class ShardUploader:
@@ -33,6 +25,8 @@ class ShardUploader:
 
     Args:
         out: a local directory, a remote URL, or a ``(local, remote)`` pair.
+        index_basename: the name of the dataset's index (given by the format layer, which owns it); with
+            ``exist_ok`` the remote's old index is deleted before any file is sent.
         keep_local: keep local copies after upload (only meaningful with a remote).
         exist_ok: allow a non-empty destination. Old local contents are removed first; a remote that
             already holds objects is written over, and its old index is deleted before any shard is sent.
@@ -46,6 +40,7 @@ class ShardUploader:
         self,
         out: str | tuple[str, str],
         *,
+        index_basename: str,
         keep_local: bool = False,
         exist_ok: bool = False,
         max_workers: int | None = None,
@@ -54,24 +49,8 @@ class ShardUploader:
     ) -> None:
         if retry < 1:
             raise ValueError(f"retry (total upload attempts) must be at least 1, got {retry}.")
-        self._owns_local = False
-        if isinstance(out, (tuple, list)):
-            if len(out) != 2:
-                raise ValueError(f"`out` must be a directory, a URL or a (local, remote) pair, got {out!r}.")
-            local, remote = out
-            remote = remote or None
-        elif _is_remote_out(out):
-            local, remote = tempfile.mkdtemp(prefix="mds-out-"), out
-            self._owns_local = True
-        else:
-            local, remote = out, None
-        local = _local_dir(local)
-        if os.path.isdir(local) and os.listdir(local) and not self._owns_local:
-            if not exist_ok:
-                raise FileExistsError(f"Directory is not empty: {local} (pass exist_ok=True to replace it).")
-            shutil.rmtree(local)
-        os.makedirs(local, exist_ok=True)
-        self.local = local
+        local, remote = parse_out(out)
+        self.local = local_directory(local, exist_ok=exist_ok, clear=True)
         self.remote = remote
         self.keep_local = keep_local
         self.retry = retry
@@ -83,11 +62,11 @@ class ShardUploader:
         self._pool: ThreadPoolExecutor | None = None
         self._progress = None
         if remote is not None:
-            self._check_remote(remote, exist_ok)
+            self._check_remote(remote, exist_ok, index_basename)
 
-    def _check_remote(self, remote: str, exist_ok: bool) -> None:
+    def _check_remote(self, remote: str, exist_ok: bool, index_basename: str) -> None:
         if exist_ok:
-            index = join_url(remote, "index.json")
+            index = join_url(remote, index_basename)
             storage_for(index).delete(index)
             return
         existing = storage_for(remote).list(remote)
@@ -147,8 +126,12 @@ class ShardUploader:
             if not future.cancelled():
                 future.exception()
 
-    def finish(self, index_basename: str = "index.json") -> None:
-        """Wait for every upload, then publish the index last; drop the local copy unless `keep_local`."""
+    def finish(self, index_basename: str) -> None:
+        """Wait for every upload, then publish the index last; drop the local copy unless `keep_local`.
+
+        On failure the error is raised with a note saying where the files are kept (a later `abort` with the
+        same error does not repeat it).
+        """
         try:
             self._wait()
             self.check()
@@ -168,21 +151,21 @@ class ShardUploader:
             self._shutdown()
 
     def _note_kept_copy(self, err: BaseException) -> None:
-        if self.remote is not None:
-            err.add_note(
-                f"Nothing written is lost: the files are kept in {self.local}. {self.remote} has no "
-                f"index.json, so no reader sees a partial dataset there."
-            )
+        note = (
+            f"Nothing written is lost: the files are kept in {self.local}. {self.remote} has no "
+            f"index, so no reader sees a partial dataset there."
+        )
+        if self.remote is not None and note not in getattr(err, "__notes__", ()):
+            err.add_note(note)
 
-    def abort(self, error: BaseException | None = None) -> None:
+    def abort(self, error: BaseException) -> None:
         """Stop background work after a failure; the remote is left without an index, the local copy is kept."""
         with self._lock:
             futures, self._futures = self._futures, []
         for future in futures:
             future.cancel()
         self._shutdown()
-        if error is not None:
-            self._note_kept_copy(error)
+        self._note_kept_copy(error)
 
     def _shutdown(self) -> None:
         if self._pool is not None:

@@ -9,12 +9,12 @@ import pytest
 
 from streaming.spark.commit import (
     Attempt,
-    Destination,
     check_append_columns,
     check_destination,
     committed_shards,
     publish,
 )
+from streaming.storage.destination import Destination
 from tests.spark.helpers import files_under
 
 

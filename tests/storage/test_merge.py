@@ -7,7 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from streaming.storage import merge_index, storage_for
+from streaming.format.merge import merge_index
+from streaming.storage import storage_for
 from streaming.storage.url import join_url
 
 pytestmark = pytest.mark.services

@@ -7,6 +7,7 @@ import os
 
 import pytest
 
+from streaming.format.index import INDEX_BASENAME
 from streaming.storage import ShardUploader, storage_for
 from streaming.storage.url import join_url
 
@@ -28,11 +29,11 @@ def _write_dataset(uploader: ShardUploader) -> None:
 
 def test_writes_dataset_to_remote(remote, tmp_path):
     out = (str(tmp_path / "staging"), remote.root) if remote.scheme == "local" else remote.root
-    uploader = ShardUploader(out, max_workers=3)
+    uploader = ShardUploader(out, max_workers=3, index_basename=INDEX_BASENAME)
     assert uploader.remote == remote.root
     local = uploader.local
     _write_dataset(uploader)
-    uploader.finish()
+    uploader.finish(INDEX_BASENAME)
     storage = storage_for(remote.root)
     assert storage.list(remote.root) == sorted(join_url(remote.root, name) for name in [*FILES, "index.json"])
     for name, data in FILES.items():
@@ -43,9 +44,9 @@ def test_writes_dataset_to_remote(remote, tmp_path):
 
 def test_keep_local_with_local_remote_pair(cloud, tmp_path):
     local = str(tmp_path / "local")
-    uploader = ShardUploader((local, cloud.root), keep_local=True, max_workers=2)
+    uploader = ShardUploader((local, cloud.root), keep_local=True, max_workers=2, index_basename=INDEX_BASENAME)
     _write_dataset(uploader)
-    uploader.finish()
+    uploader.finish(INDEX_BASENAME)
     assert sorted(os.path.relpath(os.path.join(d, f), local) for d, _, fs in os.walk(local) for f in fs) == sorted(
         [*FILES, "index.json"]
     )
@@ -55,36 +56,36 @@ def test_keep_local_with_local_remote_pair(cloud, tmp_path):
 def test_uploaded_files_leave_local_dir_without_keep_local(remote_factory, tmp_path):
     s3 = remote_factory("s3")
     local = str(tmp_path / "local")
-    uploader = ShardUploader((local, s3.root))
+    uploader = ShardUploader((local, s3.root), index_basename=INDEX_BASENAME)
     _write_dataset(uploader)
-    uploader.finish()
+    uploader.finish(INDEX_BASENAME)
     assert not os.path.exists(local)
     assert len(storage_for(s3.root).list(s3.root)) == len(FILES) + 1
 
 
 def test_exist_ok_is_checked_against_the_remote(remote_factory):
     s3 = remote_factory("s3")
-    first = ShardUploader(s3.root)
+    first = ShardUploader(s3.root, index_basename=INDEX_BASENAME)
     _write_dataset(first)
-    first.finish()
+    first.finish(INDEX_BASENAME)
     with pytest.raises(FileExistsError, match="already holds") as raised:
-        ShardUploader(s3.root)
+        ShardUploader(s3.root, index_basename=INDEX_BASENAME)
     assert s3.root in str(raised.value)
-    again = ShardUploader(s3.root, exist_ok=True)
+    again = ShardUploader(s3.root, exist_ok=True, index_basename=INDEX_BASENAME)
     storage = storage_for(s3.root)
     assert not storage.exists(join_url(s3.root, "index.json")), "a stale index is removed before new shards land"
     _write_dataset(again)
-    again.finish()
+    again.finish(INDEX_BASENAME)
     assert storage.exists(join_url(s3.root, "index.json"))
 
 
 def test_failed_shard_blocks_the_index(remote_factory):
     s3 = remote_factory("s3")
-    uploader = ShardUploader(s3.root, retry=1)
+    uploader = ShardUploader(s3.root, retry=1, index_basename=INDEX_BASENAME)
     _write_dataset(uploader)
     uploader.upload("never-written.mds")
     with pytest.raises(FileNotFoundError, match="never-written.mds"):
-        uploader.finish()
+        uploader.finish(INDEX_BASENAME)
     with pytest.raises(FileNotFoundError):
         uploader.check()
     storage = storage_for(s3.root)
@@ -94,7 +95,7 @@ def test_failed_shard_blocks_the_index(remote_factory):
 
 def test_abort_publishes_no_index_and_keeps_the_local_copy(remote_factory):
     s3 = remote_factory("s3")
-    uploader = ShardUploader(s3.root)
+    uploader = ShardUploader(s3.root, index_basename=INDEX_BASENAME)
     local = uploader.local
     _write_dataset(uploader)
     error = OSError("disk full")
@@ -105,19 +106,19 @@ def test_abort_publishes_no_index_and_keeps_the_local_copy(remote_factory):
 
 def test_local_only_output(tmp_path):
     out = str(tmp_path / "out")
-    uploader = ShardUploader(out)
+    uploader = ShardUploader(out, index_basename=INDEX_BASENAME)
     assert (uploader.local, uploader.remote) == (out, None)
     _write_dataset(uploader)
-    uploader.finish()
+    uploader.finish(INDEX_BASENAME)
     assert os.path.isfile(os.path.join(out, "index.json"))
     with pytest.raises(FileExistsError, match="not empty"):
-        ShardUploader(out)
-    ShardUploader(out, exist_ok=True)
+        ShardUploader(out, index_basename=INDEX_BASENAME)
+    ShardUploader(out, exist_ok=True, index_basename=INDEX_BASENAME)
     assert os.listdir(out) == []
 
 
 def test_bad_out_is_rejected():
     with pytest.raises(ValueError, match="pair"):
-        ShardUploader(("a", "b", "c"))  # type: ignore[arg-type]
+        ShardUploader(("a", "b", "c"), index_basename=INDEX_BASENAME)  # type: ignore[arg-type]
     with pytest.raises(ValueError, match="retry"):
-        ShardUploader("/tmp/x-never-created", retry=0)
+        ShardUploader("/tmp/x-never-created", retry=0, index_basename=INDEX_BASENAME)

@@ -1,4 +1,4 @@
-"""Upstream's import path for the Spark converter: `streaming.base.converters`.
+"""Upstream's import path for the Spark converter: `streaming.base.converters` (see `streaming.spark.upstream_api`).
 
 Importing it needs pyspark; without it the ImportError says to ``pip install "mds-streaming[spark]"``.
 """
@@ -7,7 +7,7 @@ from streaming.spark._requires import require_pyspark
 
 require_pyspark()
 
-from streaming.base.converters.dataframe_to_mds import (  # noqa: E402 - needs pyspark: after require_pyspark()
+from streaming.spark.upstream_api import (  # noqa: E402 - after the check, so a missing pyspark is explained
     SPARK_TO_MDS,
     dataframe_to_mds,
     dataframeToMDS,

@@ -1,20 +1,26 @@
-"""Upstream's uploader classes (`streaming.base.storage.upload`), as thin shells over `streaming.storage`.
+"""Upstream path `streaming.base.storage.upload`: re-exports of `streaming.storage.uploaders`."""
 
-`CloudUploader.get(out, ...)` picks the class for the scheme of `out` (or of `out[1]` for a pair); every
-class uploads through the same `Storage` backend, so they differ only in which URLs they accept.
-"""
-
-from __future__ import annotations
-
-import os
-import tempfile
-
-from streaming.storage.base import storage_for
-from streaming.storage.download import PERMANENT
-from streaming.storage.retry import call_with_retry
-from streaming.storage.url import is_remote, join_url, split_url
+from streaming.storage.uploaders import (
+    UPLOADERS,
+    AlipanUploader,
+    AzureDataLakeUploader,
+    AzureUploader,
+    CloudUploader,
+    DatabricksUnityCatalogUploader,
+    DatabricksUploader,
+    DBFSUploader,
+    GCSAuthentication,
+    GCSUploader,
+    HFUploader,
+    LocalUploader,
+    OCIUploader,
+    S3Uploader,
+)
 
 __all__ = [
+    "AlipanUploader",
+    "GCSAuthentication",
+    "HFUploader",
     "CloudUploader",
     "S3Uploader",
     "GCSUploader",
@@ -27,247 +33,3 @@ __all__ = [
     "LocalUploader",
     "UPLOADERS",
 ]
-
-
-def _uploader_key(remote: str | None) -> str:
-    if not remote:
-        return ""
-    location = split_url(remote)
-    if location.scheme == "dbfs" and location.key.startswith("/Volumes"):
-        return "dbfs:/Volumes"
-    return location.scheme
-
-
-class CloudUploader:
-    """Upload files written under `local` to `remote` (synchronously; see `ShardUploader` for background uploads).
-
-    Attributes: `local`, `remote` (None when local-only), `keep_local`, `progress_bar`, `retry`.
-    """
-
-    schemes: tuple[str, ...] = ()
-
-    @classmethod
-    def get(
-        cls,
-        out: str | tuple[str, str],
-        keep_local: bool = False,
-        progress_bar: bool = False,
-        retry: int = 2,
-        exist_ok: bool = False,
-    ) -> CloudUploader:
-        """The uploader for the scheme of `out` (a directory, a URL, or a `(local, remote)` pair)."""
-        remote = _split(out)[1]
-        key = _uploader_key(remote)
-        if key not in UPLOADERS:
-            raise ValueError(
-                f"Invalid Cloud provider prefix: {key!r} in {remote!r}. "
-                f"Valid choices: {', '.join(repr(k) for k in sorted(UPLOADERS))}."
-            )
-        return UPLOADERS[key](out, keep_local=keep_local, progress_bar=progress_bar, retry=retry, exist_ok=exist_ok)
-
-    def __init__(
-        self,
-        out: str | tuple[str, str],
-        keep_local: bool = False,
-        progress_bar: bool = False,
-        retry: int = 2,
-        exist_ok: bool = False,
-    ) -> None:
-        local, remote = _split(out)
-        if remote is not None and _uploader_key(remote) not in self.schemes:
-            raise ValueError(
-                f"{type(self).__name__} cannot upload to {remote!r}; it accepts "
-                f"{', '.join(repr(s) for s in self.schemes)} URLs."
-            )
-        if local is None:
-            local = tempfile.mkdtemp(prefix="mds-out-")
-        if os.path.isdir(local) and os.listdir(local) and not exist_ok:
-            raise FileExistsError(f"Directory is not empty: {local} (pass exist_ok=True to write into it).")
-        os.makedirs(local, exist_ok=True)
-        self.local = local
-        self.remote = remote
-        self.keep_local = keep_local
-        self.progress_bar = progress_bar
-        self.retry = retry
-
-    def upload_file(self, filename: str) -> None:
-        """Upload `local/filename` to `remote/filename` (with `retry` total attempts), then `clear_local` it."""
-        local_path = os.path.join(self.local, filename)
-        if self.remote is None:
-            return
-        url = join_url(self.remote, filename)
-        call_with_retry(lambda: storage_for(url).put(local_path, url), self.retry, permanent=PERMANENT)
-        self.clear_local(local_path)
-
-    def list_objects(self, prefix: str | None = None) -> list[str]:
-        """Names of the remote objects whose path below `remote` starts with `prefix` (local files if no remote)."""
-        if self.remote is None:
-            found = [os.path.join(d, f) for d, _, files in os.walk(self.local) for f in files]
-            return sorted(p for p in found if os.path.relpath(p, self.local).startswith(prefix or ""))
-        folder, _, start = (prefix or "").rpartition("/")
-        base = join_url(self.remote, folder) if folder else self.remote
-        names = []
-        for url in storage_for(base).list(base):
-            relative = url[len(base.rstrip("/")) + 1 :]
-            if relative.startswith(start):
-                names.append(split_url(url).key)
-        return names
-
-    def clear_local(self, local: str) -> None:
-        """Delete the uploaded local file unless `keep_local`."""
-        if not self.keep_local and os.path.isfile(local):
-            os.remove(local)
-
-
-def _split(out: str | tuple[str, str]) -> tuple[str | None, str | None]:
-    if isinstance(out, (tuple, list)):
-        if len(out) != 2:
-            raise ValueError(f"Invalid `out` argument {out!r}: give a directory, a URL, or a (local, remote) pair.")
-        return out[0], out[1] or None
-    return (None, out) if is_remote(out) else (out, None)
-
-
-class S3Uploader(CloudUploader):
-    """`s3://` (any S3-compatible endpoint)."""
-
-    schemes = ("s3",)
-
-
-class GCSUploader(CloudUploader):
-    """`gs://`."""
-
-    schemes = ("gs",)
-
-
-class OCIUploader(CloudUploader):
-    """`oci://bucket@namespace/...`."""
-
-    schemes = ("oci",)
-
-
-class AzureUploader(CloudUploader):
-    """`azure://`, `abfs://`, `abfss://` (through the Blob API)."""
-
-    schemes = ("azure", "abfs", "abfss")
-
-
-class AzureDataLakeUploader(CloudUploader):
-    """`azure-dl://`."""
-
-    schemes = ("azure-dl",)
-
-
-class DatabricksUploader(CloudUploader):
-    """Any Databricks path: `dbfs:/Volumes/...` (Files API) or `dbfs:/...` (DBFS API)."""
-
-    schemes = ("dbfs:/Volumes", "dbfs")
-
-
-class DatabricksUnityCatalogUploader(DatabricksUploader):
-    """`dbfs:/Volumes/<catalog>/<schema>/<volume>/...`."""
-
-    schemes = ("dbfs:/Volumes",)
-
-
-class DBFSUploader(DatabricksUploader):
-    """`dbfs:/...` outside `/Volumes`."""
-
-    schemes = ("dbfs",)
-
-
-class LocalUploader(CloudUploader):
-    """A local directory, optionally copied to another local directory."""
-
-    schemes = ("", "file")
-
-
-UPLOADERS: dict[str, type[CloudUploader]] = {
-    "s3": S3Uploader,
-    "gs": GCSUploader,
-    "oci": OCIUploader,
-    "azure": AzureUploader,
-    "abfs": AzureUploader,
-    "abfss": AzureUploader,
-    "azure-dl": AzureDataLakeUploader,
-    "dbfs:/Volumes": DatabricksUnityCatalogUploader,
-    "dbfs": DBFSUploader,
-    "": LocalUploader,
-    "file": LocalUploader,
-}
-
-
-# -- Hugging Face and Aliyun Drive uploaders, GCSAuthentication, and the uploaders' existence checks (upstream names)
-from enum import Enum  # noqa: E402 (kept with the names it serves)
-
-from streaming.storage import checks  # noqa: E402
-from streaming.storage.base import refuse_unsupported  # noqa: E402
-
-
-class GCSAuthentication(Enum):
-    """How upstream's GCS uploader authenticates: HMAC keys (`GCS_KEY`/`GCS_SECRET`) or a service account."""
-
-    HMAC = 1
-    SERVICE_ACCOUNT = 2
-
-
-class HFUploader(CloudUploader):
-    """`hf://datasets/<org>/<repo>/...`: a Hugging Face dataset repository, one commit per file (`HF_TOKEN`)."""
-
-    schemes = ("hf",)
-
-    def check_dataset_exists(self) -> None:
-        """Raise FileNotFoundError if the dataset repository does not exist (or is not visible with the token)."""
-        checks.check_dataset_exists(self.remote or "")
-
-
-class AlipanUploader(CloudUploader):
-    """`alipan://`: not supported; constructing one raises ValueError naming the stores to use instead."""
-
-    schemes = ("alipan",)
-
-    def __init__(
-        self,
-        out: str | tuple[str, str],
-        keep_local: bool = False,
-        progress_bar: bool = False,
-        retry: int = 2,
-        exist_ok: bool = False,
-    ) -> None:
-        refuse_unsupported(_split(out)[1] or "alipan:///")
-
-    def check_token(self) -> None:
-        """Upstream checks its Aliyun Drive token here; alipan:// is refused."""
-        refuse_unsupported("alipan:///")
-
-    def list_objects(self, prefix: str | None = None) -> list[str]:
-        """Refused: alipan:// is not supported."""
-        refuse_unsupported("alipan:///")
-        return []
-
-    def upload_file(self, filename: str) -> None:
-        """Refused: alipan:// is not supported."""
-        refuse_unsupported("alipan:///")
-
-
-def _check_bucket_exists(self: CloudUploader, remote: str) -> None:
-    """Raise FileNotFoundError if the bucket of `remote` does not exist."""
-    checks.check_bucket_exists(remote, "bucket")
-
-
-def _check_container_exists(self: CloudUploader, remote: str) -> None:
-    """Raise FileNotFoundError if the container (file system) of `remote` does not exist."""
-    checks.check_bucket_exists(remote, "container")
-
-
-def _check_folder_exists(self: CloudUploader) -> None:
-    """Raise FileNotFoundError if the DBFS folder `remote` does not exist."""
-    checks.check_folder_exists(self.remote or "")
-
-
-# Attached here rather than in the class bodies above, which are being moved into the storage layer.
-for _uploader in (S3Uploader, GCSUploader, OCIUploader, AzureUploader):
-    _uploader.check_bucket_exists = _check_bucket_exists  # type: ignore[union-attr]
-AzureDataLakeUploader.check_container_exists = _check_container_exists  # type: ignore[attr-defined]
-DBFSUploader.check_folder_exists = _check_folder_exists  # type: ignore[attr-defined]
-UPLOADERS.update({"hf": HFUploader, "alipan": AlipanUploader})
-__all__ += ["GCSAuthentication", "HFUploader", "AlipanUploader"]

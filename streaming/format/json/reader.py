@@ -11,6 +11,8 @@ from streaming.format.reader import SplitReader
 class JSONReader(SplitReader):
     """One JSON-lines shard; a sample is the parsed JSON object of its line."""
 
+    index_fields = ("columns", "newline", *SplitReader.index_fields)
+
     def __init__(
         self,
         dirname: str,

@@ -7,6 +7,7 @@ from typing import Any
 
 from streaming.format.errors import UnknownEncodingError
 from streaming.format.json.encodings import is_json_encoded, is_json_encoding
+from streaming.format.sink import ShardSink
 from streaming.format.writer import DEFAULT_SIZE_LIMIT, SplitWriter
 
 JSON_ENCODINGS = ("str", "int", "float")
@@ -18,7 +19,7 @@ class JSONWriter(SplitWriter):
     Args:
         columns: column name → ``"str"``, ``"int"`` or ``"float"``; only these columns are written.
         newline: line terminator.
-        out, keep_local, compression, hashes, size_limit, **kwargs: see :class:`~streaming.format.writer.Writer`.
+        out, keep_local, compression, hashes, size_limit, sink, **kwargs: see :class:`~streaming.format.writer.Writer`.
     """
 
     format = "json"
@@ -33,6 +34,7 @@ class JSONWriter(SplitWriter):
         compression: str | None = None,
         hashes: list[str] | None = None,
         size_limit: int | str | None = DEFAULT_SIZE_LIMIT,
+        sink: ShardSink | None = None,
         **kwargs: Any,
     ) -> None:
         if not isinstance(columns, dict) or not columns:
@@ -46,7 +48,13 @@ class JSONWriter(SplitWriter):
         self.columns = columns
         self.newline = newline
         super().__init__(
-            out=out, keep_local=keep_local, compression=compression, hashes=hashes, size_limit=size_limit, **kwargs
+            out=out,
+            keep_local=keep_local,
+            compression=compression,
+            hashes=hashes,
+            size_limit=size_limit,
+            sink=sink,
+            **kwargs,
         )
 
     def get_config(self) -> dict[str, Any]:

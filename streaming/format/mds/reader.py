@@ -80,6 +80,8 @@ def _build_decoder(
 class MDSReader(JointReader):
     """One MDS shard: a data file with a sample count, sample offsets, a JSON header and packed samples."""
 
+    index_fields = ("column_encodings", "column_names", "column_sizes", *JointReader.index_fields)
+
     def __init__(
         self,
         dirname: str,

@@ -8,8 +8,9 @@ from collections.abc import Sequence
 from typing import Any
 
 from streaming.format.errors import UnknownEncodingError, with_context
-from streaming.format.index import FileInfo
+from streaming.format.index import RAW_DATA, ZIP_DATA, FileInfo
 from streaming.format.mds.encodings import Int, Str, get_mds_coder, get_mds_encodings, is_mds_encoding
+from streaming.format.sink import ShardSink
 from streaming.format.writer import DEFAULT_SIZE_LIMIT, Chunks, JointWriter, SampleEncoder, offsets_table
 
 _INT64 = struct.Struct("<q")
@@ -67,7 +68,7 @@ class MDSWriter(JointWriter):
 
     Args:
         columns: column name → MDS encoding (e.g. ``{"tokens": "ndarray:int32", "text": "str"}``).
-        out, keep_local, compression, hashes, size_limit, **kwargs: see :class:`~streaming.format.writer.Writer`.
+        out, keep_local, compression, hashes, size_limit, sink, **kwargs: see :class:`~streaming.format.writer.Writer`.
     """
 
     format = "mds"
@@ -82,6 +83,7 @@ class MDSWriter(JointWriter):
         compression: str | None = None,
         hashes: list[str] | None = None,
         size_limit: int | str | None = DEFAULT_SIZE_LIMIT,
+        sink: ShardSink | None = None,
         **kwargs: Any,
     ) -> None:
         if not isinstance(columns, dict) or not columns:
@@ -99,7 +101,13 @@ class MDSWriter(JointWriter):
         self._plan = list(zip(self.column_names, self.column_encodings, self.column_sizes))
         self._pack_sizes = struct.Struct(f"<{sum(size is None for size in self.column_sizes)}I").pack
         super().__init__(
-            out=out, keep_local=keep_local, compression=compression, hashes=hashes, size_limit=size_limit, **kwargs
+            out=out,
+            keep_local=keep_local,
+            compression=compression,
+            hashes=hashes,
+            size_limit=size_limit,
+            sink=sink,
+            **kwargs,
         )
         self._header = json.dumps(self.get_config(), sort_keys=True).encode("utf-8")
         self.extra_bytes_per_shard = 4 + 4 + len(self._header)
@@ -169,6 +177,6 @@ class MDSWriter(JointWriter):
         return {
             **self.get_config(),
             "samples": num_samples,
-            "raw_data": raw.to_json(),
-            "zip_data": zipped.to_json() if zipped else None,
+            RAW_DATA: raw.to_json(),
+            ZIP_DATA: zipped.to_json() if zipped else None,
         }

@@ -11,6 +11,8 @@ from streaming.format.xsv.encodings import xsv_decode
 class XSVReader(SplitReader):
     """One XSV shard; a sample maps each column name to its decoded value."""
 
+    index_fields = ("column_encodings", "column_names", "newline", "separator", *SplitReader.index_fields)
+
     def __init__(
         self,
         dirname: str,
@@ -50,6 +52,8 @@ class XSVReader(SplitReader):
 
 class CSVReader(XSVReader):
     """A CSV shard (separator ``,``, not stored in the index)."""
+
+    index_fields = tuple(field for field in XSVReader.index_fields if field != "separator")
 
     separator = ","
 

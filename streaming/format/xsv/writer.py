@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from streaming.format.errors import UnknownEncodingError
+from streaming.format.sink import ShardSink
 from streaming.format.writer import DEFAULT_SIZE_LIMIT, SplitWriter
 from streaming.format.xsv.encodings import is_xsv_encoding, xsv_encode
 
@@ -18,7 +19,7 @@ class XSVWriter(SplitWriter):
         columns: column name → ``"str"``, ``"int"`` or ``"float"``; stored in name order.
         separator: the value separator.
         newline: line terminator.
-        out, keep_local, compression, hashes, size_limit, **kwargs: see :class:`~streaming.format.writer.Writer`.
+        out, keep_local, compression, hashes, size_limit, sink, **kwargs: see :class:`~streaming.format.writer.Writer`.
     """
 
     format = "xsv"
@@ -34,6 +35,7 @@ class XSVWriter(SplitWriter):
         compression: str | None = None,
         hashes: list[str] | None = None,
         size_limit: int | str | None = DEFAULT_SIZE_LIMIT,
+        sink: ShardSink | None = None,
         **kwargs: Any,
     ) -> None:
         if not isinstance(columns, dict) or not columns:
@@ -53,7 +55,13 @@ class XSVWriter(SplitWriter):
         for name in self.column_names:
             self._check_text(name, f"Column name {name!r}")
         super().__init__(
-            out=out, keep_local=keep_local, compression=compression, hashes=hashes, size_limit=size_limit, **kwargs
+            out=out,
+            keep_local=keep_local,
+            compression=compression,
+            hashes=hashes,
+            size_limit=size_limit,
+            sink=sink,
+            **kwargs,
         )
 
     def _check_text(self, text: str, what: str) -> None:
@@ -114,6 +122,7 @@ class CSVWriter(XSVWriter):
         compression: str | None = None,
         hashes: list[str] | None = None,
         size_limit: int | str | None = DEFAULT_SIZE_LIMIT,
+        sink: ShardSink | None = None,
         **kwargs: Any,
     ) -> None:
         super().__init__(
@@ -125,6 +134,7 @@ class CSVWriter(XSVWriter):
             compression=compression,
             hashes=hashes,
             size_limit=size_limit,
+            sink=sink,
             **kwargs,
         )
 

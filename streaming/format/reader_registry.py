@@ -1,4 +1,8 @@
-"""Pick the reader class for an index entry by its ``format`` and build it."""
+"""The registry of reader classes by shard ``format``, and `reader_from_json`, which builds one shard's reader.
+
+Not to be confused with `streaming.format.reader` (the `Reader` base classes) or `streaming.dataset.readers`
+(the readers of a dataset's shards, built on first use).
+"""
 
 from __future__ import annotations
 

@@ -7,24 +7,23 @@ Two forms, as upstream:
 
 Each shard's file names are prefixed with the sub-dataset's full path relative to the root, so nested
 folders (`part-1/train/index.json`) keep every level (upstream #516 kept only the last one). Every scheme
-that `storage_for` serves works, local or remote.
+that `storage_for` serves works, local or remote. The merged index is published with `publish_index`.
 """
 
 from __future__ import annotations
 
-import json
 import os
 import posixpath
 import shutil
 import tempfile
 from typing import Any
 
+from streaming.format.index import INDEX_BASENAME, parse_index, publish_index, rebase
 from streaming.storage.base import storage_for
 from streaming.storage.download import download_file
+from streaming.storage.output import parse_out
 from streaming.storage.url import is_remote, join_url, relative_to
 
-INDEX = "index.json"
-FILE_KEYS = ("raw_data", "zip_data", "raw_meta", "zip_meta")
 Source = str | tuple[str, str]
 
 
@@ -43,17 +42,8 @@ def merge_index(*args: Any, **kwargs: Any) -> None:
         )
 
 
-def _split_out(out: str | tuple[str, str]) -> tuple[str | None, str | None]:
-    """(local root or None, remote root or None) of an output location."""
-    if isinstance(out, tuple):
-        if len(out) != 2:
-            raise ValueError(f"`out` must be a directory, a URL or a (local, remote) pair, got {out!r}.")
-        return out[0] or None, out[1] or None
-    return (None, out) if is_remote(out) else (out, None)
-
-
 def _index_file(url: str) -> str:
-    return url if url.endswith(".json") else join_url(url, INDEX)
+    return url if url.endswith(".json") else join_url(url, INDEX_BASENAME)
 
 
 def _sub_path(index_url: str, root: str | None) -> str | None:
@@ -68,7 +58,7 @@ def _sub_path(index_url: str, root: str | None) -> str | None:
     return None if relative.startswith("..") else relative
 
 
-def _read_index(source: Source, work_dir: str, number: int, timeout: float) -> dict[str, Any]:
+def _read_index(source: Source, work_dir: str, number: int, timeout: float) -> list[dict[str, Any]]:
     local, remote = source if isinstance(source, tuple) else (source, source)
     if local and not is_remote(local) and os.path.isfile(local):
         path = local
@@ -77,8 +67,8 @@ def _read_index(source: Source, work_dir: str, number: int, timeout: float) -> d
         download_file(remote, path, timeout=timeout)
     else:
         raise FileNotFoundError(f"Index file not found: {local!r} (and no remote copy was given).")
-    with open(path) as stream:
-        return json.load(stream)
+    with open(path, "rb") as stream:
+        return parse_index(stream.read(), remote if path != local else local)
 
 
 def _prefix_for(source: Source, local_root: str | None, remote_root: str | None) -> str:
@@ -98,7 +88,7 @@ def _prefix_for(source: Source, local_root: str | None, remote_root: str | None)
 def _merge_from_list(
     index_file_urls: list[Source], out: str | tuple[str, str], keep_local: bool = True, download_timeout: float = 60
 ) -> None:
-    local_root, remote_root = _split_out(out)
+    local_root, remote_root = parse_out(out)
     sources: list[Source] = []
     for entry in index_file_urls:
         if isinstance(entry, (tuple, list)):
@@ -112,45 +102,30 @@ def _merge_from_list(
     with tempfile.TemporaryDirectory(prefix="mds-merge-") as work_dir:
         for number, source in enumerate(sources):
             prefix = _prefix_for(source, local_root, remote_root)
-            for shard in _read_index(source, work_dir, number, download_timeout).get("shards", []):
-                for key in FILE_KEYS:
-                    info = shard.get(key)
-                    if isinstance(info, dict) and info.get("basename") and prefix:
-                        info["basename"] = f"{prefix}/{info['basename']}"
-                shards.append(shard)
-        _publish({"version": 2, "shards": shards}, local_root, remote_root, keep_local, work_dir)
-
-
-def _publish(
-    index: dict[str, Any], local_root: str | None, remote_root: str | None, keep_local: bool, work_dir: str
-) -> None:
-    text = json.dumps(index)
-    target_dir = local_root or os.path.join(work_dir, "out")
-    os.makedirs(target_dir, exist_ok=True)
-    path = os.path.join(target_dir, INDEX)
-    with open(path, "w") as sink:
-        sink.write(text)
+            shards.extend(rebase(shard, prefix) for shard in _read_index(source, work_dir, number, download_timeout))
+    if local_root is not None:
+        publish_index(local_root, shards)
     if remote_root is not None:
-        url = join_url(remote_root, INDEX)
-        storage_for(url).put(path, url)
+        publish_index(remote_root, shards)
         if local_root is not None and not keep_local:
             shutil.rmtree(local_root, ignore_errors=True)
 
 
 def _merge_from_root(out: str | tuple[str, str], keep_local: bool = True, download_timeout: float = 60) -> None:
-    local_root, remote_root = _split_out(out)
+    local_root, remote_root = parse_out(out)
     found: dict[str, Source] = {}
     if remote_root is not None:
         for url in storage_for(remote_root).list(remote_root):
             relative = relative_to(url, remote_root.rstrip("/"))
-            if posixpath.basename(relative) == INDEX and relative != INDEX:
+            if posixpath.basename(relative) == INDEX_BASENAME and relative != INDEX_BASENAME:
                 found[relative] = ("", url)
     if local_root is not None and os.path.isdir(local_root):
         for folder, _, files in os.walk(local_root):
-            if INDEX in files:
-                relative = os.path.relpath(os.path.join(folder, INDEX), local_root).replace(os.sep, "/")
-                if relative != INDEX:
+            if INDEX_BASENAME in files:
+                path = os.path.join(folder, INDEX_BASENAME)
+                relative = os.path.relpath(path, local_root).replace(os.sep, "/")
+                if relative != INDEX_BASENAME:
                     remote_copy = found.get(relative, ("", ""))[1]
-                    found[relative] = (os.path.join(folder, INDEX), remote_copy)
+                    found[relative] = (path, remote_copy)
     sources = [found[relative] for relative in sorted(found)]
     _merge_from_list(sources, out, keep_local=keep_local, download_timeout=download_timeout)
