@@ -19,6 +19,7 @@ from streaming.storage.merge import merge_index
 from streaming.storage.retry import retry
 from streaming.storage.uploader import ShardUploader
 from streaming.storage.url import is_remote, join_url
+from streaming.storage.vacuum import VacuumResult, vacuum
 
 __all__ = [
     "Storage",
@@ -36,4 +37,6 @@ __all__ = [
     "IncompleteTransferError",
     "ShardUploader",
     "merge_index",
+    "vacuum",
+    "VacuumResult",
 ]

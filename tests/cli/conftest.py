@@ -1,0 +1,35 @@
+"""Fixtures of the command-line tests: a dataset root on local disk or on the S3 test server (SeaweedFS)."""
+
+from __future__ import annotations
+
+import io
+import json
+from collections.abc import Callable
+from contextlib import redirect_stderr, redirect_stdout
+from typing import Any
+
+import pytest
+
+from streaming.cli import main
+from tests.services import seaweedfs  # noqa: F401 (fixture)
+from tests.storage.conftest import isolated_environment, make_remote, s3_bucket  # noqa: F401 (fixtures)
+
+STORES = ["local", "s3"]
+
+
+@pytest.fixture(params=STORES)
+def store(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch, tmp_path) -> Callable[[str], str]:
+    """`store(name)` → a fresh dataset root URL on local disk or on the S3 test server."""
+    remote = make_remote(request.param, request, monkeypatch, tmp_path)
+    return lambda name: remote.url(name)
+
+
+def run_cli(*argv: str) -> tuple[int, Any, str]:
+    """Run the command line in-process: `(exit code, the --json document or stdout text, stderr)`."""
+    out, err = io.StringIO(), io.StringIO()
+    with redirect_stdout(out), redirect_stderr(err):
+        code = main(list(argv))
+    text = out.getvalue()
+    if "--json" in argv and text.strip():
+        return code, json.loads(text), err.getvalue()
+    return code, text, err.getvalue()
