@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from streaming._version import __version__
 from streaming.cli.output import PROBLEMS, USAGE, UsageError
 
-COMMANDS = ("convert", "inspect", "verify", "rebuild_index", "merge_index", "cp", "vacuum")
+COMMANDS = ("convert", "inspect", "verify", "rebuild_index", "merge_index", "cp", "vacuum", "simulate")
 
 EXAMPLES = """\
 examples:

@@ -24,6 +24,13 @@ def store(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch, tmp_p
     return lambda name: remote.url(name)
 
 
+@pytest.fixture
+def s3_store(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch, tmp_path) -> Callable[[str], str]:
+    """`s3_store(name)` → a fresh dataset root URL on the S3 test server."""
+    remote = make_remote("s3", request, monkeypatch, tmp_path)
+    return lambda name: remote.url(name)
+
+
 def run_cli(*argv: str) -> tuple[int, Any, str]:
     """Run the command line in-process: `(exit code, the --json document or stdout text, stderr)`."""
     out, err = io.StringIO(), io.StringIO()

@@ -233,10 +233,29 @@ def test_convert_stays_within_a_memory_limit_half_the_input(tmp_path):
     assert ds[row - 1]["id"] == row - 1 and len(ds[row - 1]["payload"]) == 64 << 10
 
 
-@pytest.mark.parametrize("argv", [["--help"], ["convert", "--help"]])
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["--help"],
+        *(
+            [name, "--help"]
+            for name in (
+                "convert",
+                "inspect",
+                "verify",
+                "rebuild-index",
+                "merge-index",
+                "cp",
+                "sync",
+                "vacuum",
+                "simulate",
+            )
+        ),
+    ],
+)
 def test_help_teaches_by_example(argv):
     code, text, _ = run_cli(*argv)
-    assert code == 0 and "examples:" in text and "mds-streaming" in text
+    assert code == 0 and "examples:" in text and "mds-streaming " + (argv[0] if len(argv) > 1 else "") in text
 
 
 def test_entry_point_runs_as_a_module(tmp_path):
