@@ -55,7 +55,14 @@ def add_parser(commands: Any, common: argparse.ArgumentParser) -> None:
     parser.add_argument("--format", dest="kind", choices=("parquet", "jsonl", "csv", "hf", "delta"), help="input kind")
     parser.add_argument("--split", help="the split to convert of a Hugging Face DatasetDict")
     parser.add_argument("--workers", type=int, default=os.cpu_count() or 1, help="processes (default: one per CPU)")
-    parser.add_argument("--spark", action="store_true", help="read and write with Spark (dataframe_to_mds)")
+    parser.add_argument(
+        "--engine",
+        choices=("auto", "spark", "pyarrow"),
+        default="auto",
+        help="spark: dataframe_to_mds; pyarrow: a local process pool; auto (default): Spark when a session is "
+        "active in this process or on Databricks, else pyarrow",
+    )
+    parser.add_argument("--spark", dest="engine", action="store_const", const="spark", help="same as --engine spark")
     parser.set_defaults(run=run)
 
 
@@ -75,8 +82,8 @@ def parse_columns(text: str | None) -> dict[str, str | None] | None:
 
 
 def _use_spark(args: argparse.Namespace) -> bool:
-    if args.spark:
-        return True
+    if args.engine != "auto":
+        return args.engine == "spark"
     if os.environ.get("DATABRICKS_RUNTIME_VERSION"):
         return True
     import sys
