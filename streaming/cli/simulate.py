@@ -195,13 +195,17 @@ def report_html(text: str, summary: dict[str, Any], images: dict[str, bytes]) ->
 
 
 def run(args: argparse.Namespace) -> int:
-    from streaming.cli.simulation import simulate
+    from streaming.cli.output import progress
+    from streaming.cli.simulation import epoch_plan, simulate
 
     for name in ("nodes", "devices", "workers", "batch_size"):
         if getattr(args, name) < 1:
             raise UsageError(f"--{name.replace('_', '-')} must be at least 1.")
     settings = settings_from(args)
-    result = simulate(_shards(args), settings)
+    shards = _shards(args)
+    work = epoch_plan(shards, settings)
+    with progress(args, total=work.shape[2] * work.shape[3], unit="steps", desc="simulate") as bar:
+        result = simulate(shards, settings, progress=bar.update, work=work)
     summary = result.summary()
     text = summary_text(summary, settings)
     if args.out:

@@ -22,6 +22,7 @@ peak (raw + compressed bytes of shards downloaded and not yet finished with), an
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -218,9 +219,17 @@ class SharedLink:
         self.clock += seconds
 
 
-def simulate(shards: Shards, settings: Settings) -> Result:
-    """Play the epoch (see the module docstring)."""
-    work = epoch_plan(shards, settings)
+def simulate(
+    shards: Shards,
+    settings: Settings,
+    progress: Callable[[int], None] | None = None,
+    work: np.ndarray | None = None,
+) -> Result:
+    """Play the epoch (see the module docstring); `progress` is called with 1 after each simulated step.
+
+    `work` is the epoch plan when the caller already built it (`epoch_plan(shards, settings)`).
+    """
+    work = epoch_plan(shards, settings) if work is None else work
     nodes, ranks, workers, batches, batch = work.shape
     offsets = np.concatenate([[0], np.cumsum(shards.samples)[:-1]])
     shard_of = np.where(work >= 0, np.searchsorted(offsets, np.maximum(work, 0), "right") - 1, -1)
@@ -266,6 +275,8 @@ def simulate(shards: Shards, settings: Settings) -> Result:
             stall_time += ready - end_previous
         start[step] = ready
         end_previous = ready + settings.step_time
+        if progress is not None:
+            progress(1)
     samples_per_step = np.array([(shard_of[:, :, s % workers, s // workers] >= 0).sum() for s in range(steps)])
     downloads, caches, peaks = [], [], []
     for node, link in enumerate(links):

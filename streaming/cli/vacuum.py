@@ -51,7 +51,16 @@ def run(args: argparse.Namespace) -> int:
             f"--retention {args.retention} is shorter than 7 days: a writer still running could lose files it "
             f"has not published yet. If no writer can be running, add --no-retention-check."
         )
-    result = vacuum(args.url, args.retention, dry_run=args.dry_run, retention_check=not args.no_retention_check)
+    from streaming.cli.output import progress
+
+    with progress(args, unit="files", desc="vacuum") as bar:
+        result = vacuum(
+            args.url,
+            args.retention,
+            dry_run=args.dry_run,
+            retention_check=not args.no_retention_check,
+            progress=bar.update,
+        )
     verb = "would delete" if args.dry_run else "deleted"
     lines = [f"{result.root}: {verb} {len(result.deleted)} file(s), {human_bytes(result.deleted_bytes)}"]
     lines += [f"  {name}" for name in result.deleted]

@@ -25,6 +25,7 @@ import re
 import tempfile
 import time
 import uuid
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
@@ -126,6 +127,7 @@ def vacuum(
     dry_run: bool = False,
     retention_check: bool = True,
     max_workers: int = 8,
+    progress: Callable[[int], None] | None = None,
 ) -> VacuumResult:
     """Delete files below `out` that no index references and that are older than `retention`.
 
@@ -136,6 +138,7 @@ def vacuum(
         retention_check: refuse a retention shorter than 7 days (Delta's safety check); pass False when no
             writer can be running on this dataset.
         max_workers: threads that look up ages and delete files.
+        progress: called with 1 for each unreferenced file whose age was looked up (e.g. a tqdm bar's update).
 
     Returns:
         A :class:`VacuumResult` (`deleted` lists what was, or with `dry_run` would be, deleted).
@@ -163,6 +166,8 @@ def vacuum(
     with ThreadPoolExecutor(max(1, max_workers), thread_name_prefix="mds-vacuum") as pool:
         doomed = []
         for path, modified, size in pool.map(age_and_size, candidates):
+            if progress is not None:
+                progress(1)
             if modified < cutoff:
                 doomed.append(path)
                 result.deleted_bytes += size
