@@ -177,12 +177,14 @@ class SharedLink:
         self.latency = latency
         self.slots = max(1, slots)
         self.clock = 0.0
-        self.waiting: list[tuple[float, int, float]] = []  # (requested at, shard, bytes)
+        self.waiting: list[tuple[float, int, int, float]] = []  # (requested at, order, shard, bytes)
         self.active: dict[int, float] = {}  # shard -> bytes left
         self.done: dict[int, float] = {}
 
     def request(self, at: float, shard: int, size: float) -> None:
-        self.waiting.append((at + self.latency, shard, float(size)))
+        self.waiting.append(
+            (at + self.latency, len(self.waiting) + len(self.active) + len(self.done), shard, float(size))
+        )
 
     def finish_time(self, needed: set[int]) -> float:
         """Advance until every shard in `needed` is downloaded; return when the last one finished."""
@@ -191,11 +193,11 @@ class SharedLink:
             if not self.active:
                 if not self.waiting:
                     raise RuntimeError(f"shards {sorted(needed - self.done.keys())} were never requested")
-                self.clock = max(self.clock, min(at for at, _, _ in self.waiting))
+                self.clock = max(self.clock, min(entry[0] for entry in self.waiting))
                 continue
             rate = self.bandwidth / len(self.active)
             shard, left = min(self.active.items(), key=lambda item: item[1])
-            next_arrival = min((at for at, _, _ in self.waiting if at > self.clock), default=math.inf)
+            next_arrival = min((entry[0] for entry in self.waiting if entry[0] > self.clock), default=math.inf)
             finish = self.clock + left / rate
             if len(self.active) < self.slots and next_arrival < finish:
                 self._advance(next_arrival - self.clock, rate)
@@ -210,7 +212,7 @@ class SharedLink:
     def _admit(self) -> None:
         self.waiting.sort()
         while self.waiting and len(self.active) < self.slots and self.waiting[0][0] <= self.clock:
-            _, shard, size = self.waiting.pop(0)
+            _, _, shard, size = self.waiting.pop(0)
             self.active[shard] = size
 
     def _advance(self, seconds: float, rate: float) -> None:
@@ -235,12 +237,13 @@ def simulate(
     shard_of = np.where(work >= 0, np.searchsorted(offsets, np.maximum(work, 0), "right") - 1, -1)
     predownload = default_predownload(settings.batch_size) if settings.predownload is None else settings.predownload
     steps = workers * batches
-    # requests[node][gate step] -> shards first asked for then; needs[node][step] -> shards that step reads
-    requests: list[dict[int, list[int]]] = [{} for _ in range(nodes)]
+    # requests[node][gate step] -> (position in its worker's list, worker, shard) first asked for then, in the
+    # order the workers ask; needs[node][step] -> shards that step reads
+    requests: list[dict[int, list[tuple[int, int, int]]]] = [{} for _ in range(nodes)]
     needs = [[set() for _ in range(steps)] for _ in range(nodes)]
     last_use = np.full((nodes, len(shards.samples)), -1, np.int64)
     for node in range(nodes):
-        asked: dict[int, int] = {}
+        asked: dict[int, tuple[int, int, int]] = {}
         for rank in range(ranks):
             for worker in range(workers):
                 flat = shard_of[node, rank, worker].reshape(-1)
@@ -249,7 +252,7 @@ def simulate(
                 for shard, position in zip(ids.tolist(), valid[first].tolist()):
                     batch_at = max(position - predownload, 0) // batch
                     gate = max(batch_at - settings.prefetch_factor, 0) * workers + worker
-                    asked[shard] = min(asked.get(shard, gate), gate)
+                    asked[shard] = min(asked.get(shard, (gate, position, worker)), (gate, position, worker))
                 for number in range(batches):
                     row = shard_of[node, rank, worker, number]
                     used = set(row[row >= 0].tolist())
@@ -257,8 +260,8 @@ def simulate(
                     needs[node][step] |= used
                     for shard in used:
                         last_use[node, shard] = max(last_use[node, shard], step)
-        for shard, gate in asked.items():
-            requests[node].setdefault(gate, []).append(shard)
+        for shard, (gate, position, worker) in asked.items():
+            requests[node].setdefault(gate, []).append((position, worker, shard))
     links = [SharedLink(settings.bandwidth, settings.latency, PREPARE_THREADS * workers * ranks) for _ in range(nodes)]
     index_time = (shards.index_bytes / settings.bandwidth + settings.latency) if shards.index_bytes else 0.0
     start = np.zeros(steps)
@@ -267,7 +270,7 @@ def simulate(
     for step in range(steps):
         ready = end_previous
         for node, link in enumerate(links):
-            for shard in sorted(requests[node].get(step, [])):
+            for _, _, shard in sorted(requests[node].get(step, [])):
                 link.request(end_previous, shard, shards.stored_bytes[shard])
             ready = max(ready, link.finish_time(needs[node][step]))
         if ready > end_previous + 1e-9 and step > 0:

@@ -141,7 +141,8 @@ def test_prediction_matches_a_real_epoch_on_s3(s3_store, tmp_path, seaweedfs):
         assert sum(files.values()) == predicted.bytes_per_node[node], f"node {node}"
         assert slow[node]["proxy_bytes"] >= predicted.bytes_per_node[node]  # what crossed the link, with headers
     fast = epoch("fast", FAST)
-    measured_wait = slow[0]["first_batch"] - fast[0]["first_batch"]
+    # Each node measures its own first batch; their mean halves the noise of a busy machine's start-ups.
+    measured_wait = sum(slow[n]["first_batch"] - fast[n]["first_batch"] for n in range(nodes)) / nodes
     print(f"time to first batch added by bandwidth: measured {measured_wait:.2f} s, predicted {predicted_wait:.2f} s")
     assert abs(measured_wait - predicted_wait) <= TTFB_RELATIVE * predicted_wait + TTFB_ABSOLUTE, (
         measured_wait,
