@@ -135,6 +135,15 @@ def test_convert_json_lines_csv_and_hf_and_delta(tmp_path):
     assert code == 0 and doc["source_kind"] == "hf" and doc["samples"] == 120
     assert [LocalDataset(str(tmp_path / "h"))[i]["text"] for i in (0, 60, 119)] == ["t0", "t60", "t119"]
 
+    splits = tmp_path / "hf_dict"  # a DatasetDict: one saved dataset per split, listed in dataset_dict.json
+    splits.mkdir()
+    (splits / "dataset_dict.json").write_text(json.dumps({"splits": ["train"]}))
+    os.rename(hf, splits / "train")
+    code, _, err = run_cli("convert", str(splits), str(tmp_path / "s"))
+    assert code == 2 and "--split" in err and "train" in err
+    code, doc, _ = run_cli("convert", str(splits), str(tmp_path / "s"), "--split", "train", "--json")
+    assert code == 0 and doc["samples"] == 120
+
     from deltalake import write_deltalake
 
     write_deltalake(str(tmp_path / "delta"), table)
