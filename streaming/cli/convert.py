@@ -155,9 +155,8 @@ def _convert_with_spark(
 
     session = SparkSession.getActiveSession() or SparkSession.builder.getOrCreate()
     data: Any = args.src
-    kind = args.kind
-    if kind in ("parquet", "jsonl", "csv") or (kind is None and _file_kind(args.src)):
-        kind = kind or _file_kind(args.src)
+    kind = args.kind or _file_kind(args.src)
+    if kind in ("parquet", "jsonl", "csv"):
         reader = session.read
         data = {
             "parquet": lambda: reader.parquet(args.src),

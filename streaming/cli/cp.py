@@ -113,7 +113,7 @@ def run(args: argparse.Namespace) -> int:
     deleted = []
     if args.delete_extra:
         wanted = {info["basename"] for info in files} | {index_name}
-        deleted = [name for name in dst.list() if name not in wanted]
+        deleted = [name for name in dst.files() if name not in wanted]
         for name in deleted:
             dst.storage.delete(dst.url(name))
     document = {

@@ -45,7 +45,7 @@ class DatasetLocation:
         """The URL of a root-relative `/` path."""
         return join_url(self.root, relative) if relative else self.root
 
-    def list(self) -> list[str]:
+    def files(self) -> list[str]:
         """Every file below the root, as sorted root-relative `/` paths."""
         return sorted(relative_to(url, self.root) for url in self.storage.list(self.root))
 

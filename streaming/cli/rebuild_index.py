@@ -86,7 +86,7 @@ def _columns_config(text: str) -> dict[str, Any]:
         if encoding is None or not is_mds_encoding(encoding):
             raise UsageError(f"--columns: column {name!r} needs a valid MDS encoding ('{name}:str'), got {encoding!r}.")
     names = sorted(columns)
-    encodings = [columns[name] for name in names]
+    encodings = [str(columns[name]) for name in names]
     return {
         "column_names": names,
         "column_encodings": encodings,
@@ -156,7 +156,7 @@ def run(args: argparse.Namespace) -> int:
 
     location = DatasetLocation(args.url)
     columns = _columns_config(args.columns) if args.columns else None
-    listing = location.list()
+    listing = location.files()
     index_name = get_index_basename()
     previous = None
     if index_name in listing:

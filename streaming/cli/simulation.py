@@ -240,7 +240,7 @@ def simulate(
     # requests[node][gate step] -> (position in its worker's list, worker, shard) first asked for then, in the
     # order the workers ask; needs[node][step] -> shards that step reads
     requests: list[dict[int, list[tuple[int, int, int]]]] = [{} for _ in range(nodes)]
-    needs = [[set() for _ in range(steps)] for _ in range(nodes)]
+    needs: list[list[set[int]]] = [[set() for _ in range(steps)] for _ in range(nodes)]
     last_use = np.full((nodes, len(shards.samples)), -1, np.int64)
     for node in range(nodes):
         asked: dict[int, tuple[int, int, int]] = {}
@@ -283,12 +283,12 @@ def simulate(
     samples_per_step = np.array([(shard_of[:, :, s % workers, s // workers] >= 0).sum() for s in range(steps)])
     downloads, caches, peaks = [], [], []
     for node, link in enumerate(links):
-        names = sorted(link.done, key=link.done.get)
+        names = sorted(link.done, key=lambda shard: link.done[shard])
         downloads.append((np.array([link.done[n] for n in names]), shards.stored_bytes[names]))
         held = np.zeros(steps)
         for shard in names:  # held from the first step that starts after its download, to its last use
-            first = int(np.searchsorted(start, link.done[shard] - 1e-9, "left"))
-            held[first : last_use[node, shard] + 1] += shards.cache_bytes[shard]
+            held_from = int(np.searchsorted(start, link.done[shard] - 1e-9, "left"))
+            held[held_from : last_use[node, shard] + 1] += shards.cache_bytes[shard]
         caches.append((start.copy(), held))
         peaks.append(int(held.max(initial=0)))
     distinct, expected = _shuffle_quality(shard_of, shards.samples)

@@ -61,8 +61,8 @@ class Source:
 
     @property
     def rows(self) -> int | None:
-        counts = [task.rows for task in self.tasks]
-        return None if any(count is None for count in counts) else sum(counts)  # type: ignore[misc]
+        counts = [task.rows for task in self.tasks if task.rows is not None]
+        return sum(counts) if len(counts) == len(self.tasks) else None
 
 
 def looks_like_table_name(text: str) -> bool:
@@ -74,33 +74,20 @@ def _kind_of_file(name: str) -> str | None:
     return _EXTENSIONS.get(posixpath.splitext(name)[1].lower())
 
 
-def detect(src: str, kind: str | None, workers: int, split: str | None = None) -> Source:
-    """Resolve `src` (a file or folder on any store) into tasks; `kind` overrides the detection."""
+def detect(src: str, requested: str | None, workers: int, split: str | None = None) -> Source:
+    """Resolve `src` (a file or folder on any store) into tasks; `requested` (a kind) overrides the detection."""
     root = normalize_root(src)
     storage = storage_for(root)
     if storage.exists(root):
         files = [root]
         folder_files: list[str] = []
     else:
-        folder_files = DatasetLocation(root).list()
+        folder_files = DatasetLocation(root).files()
         if not folder_files:
             raise FileNotFoundError(f"No input at {src}: neither a file nor a folder with files. Check the path.")
         files = []
     names = set(folder_files)
-    if kind is None:
-        if any(name.startswith("_delta_log/") for name in names):
-            kind = "delta"
-        elif names & {"state.json", "dataset_info.json", "dataset_dict.json"}:
-            kind = "hf"
-        else:
-            kinds = {_kind_of_file(name) for name in (files or folder_files) if not _hidden(name)} - {None}
-            if len(kinds) != 1:
-                found = ", ".join(sorted(k for k in kinds if k)) or "none"
-                raise UsageError(
-                    f"Cannot tell the input format of {src} (formats found: {found}); pass --format with one of "
-                    f"{', '.join(KINDS)}."
-                )
-            kind = kinds.pop()
+    kind = requested or _detect_kind(src, files, folder_files, names)
     if kind == "delta":
         return _delta_source(root)
     if kind == "hf":
@@ -118,6 +105,21 @@ def detect(src: str, kind: str | None, workers: int, split: str | None = None) -
     if kind == "parquet":
         return Source(kind, root, tuple(_parquet_tasks(chosen, workers)))
     return Source(kind, root, tuple(Task(kind, url) for url in chosen))
+
+
+def _detect_kind(src: str, files: list[str], folder_files: list[str], names: set[str]) -> str:
+    """The input kind from the folder's layout or the files' extensions."""
+    if any(name.startswith("_delta_log/") for name in names):
+        return "delta"
+    if names & {"state.json", "dataset_info.json", "dataset_dict.json"}:
+        return "hf"
+    kinds = {kind for kind in (_kind_of_file(name) for name in files or folder_files if not _hidden(name)) if kind}
+    if len(kinds) != 1:
+        raise UsageError(
+            f"Cannot tell the input format of {src} (formats found: {', '.join(sorted(kinds)) or 'none'}); pass "
+            f"--format with one of {', '.join(KINDS)}."
+        )
+    return kinds.pop()
 
 
 def _hidden(name: str) -> bool:

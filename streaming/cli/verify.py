@@ -145,7 +145,7 @@ def unreferenced_files(listing: set[str], shards: list[dict[str, Any]]) -> list[
 
 def run(args: argparse.Namespace) -> int:
     location = DatasetLocation(args.url)
-    listing = set(location.list())
+    listing = set(location.files())
     try:
         shards = location.read_index()
     except MissingIndexError as err:

@@ -19,7 +19,7 @@ def _put(root: str, relative: str, data: bytes) -> None:
 
 
 def _shard_names(root: str) -> list[str]:
-    return [name for name in DatasetLocation(root).list() if name.endswith(".zstd")]
+    return [name for name in DatasetLocation(root).files() if name.endswith(".zstd")]
 
 
 # -- inspect --------------------------------------------------------------------------------------------------------
@@ -240,7 +240,7 @@ def _age(root: str, relative: str, seconds: float) -> None:
 def test_vacuum_deletes_only_old_unreferenced_files(tmp_path):
     root = str(tmp_path / "ds")
     write_mds(root)
-    referenced = set(DatasetLocation(root).list())
+    referenced = set(DatasetLocation(root).files())
     for name in referenced:
         _age(root, name, 30 * 86400)  # old, but referenced: never deleted
     _put(root, "crashed/shard.00000.mds", b"x" * 100)
@@ -251,11 +251,11 @@ def test_vacuum_deletes_only_old_unreferenced_files(tmp_path):
         _age(root, name, 8 * 86400)
     dry = vacuum(root, "7d", dry_run=True)
     assert dry.deleted == ["crashed/shard.00000.mds", "shard.00000.mds.zstd.tmp"]
-    assert set(DatasetLocation(root).list()) >= referenced | set(dry.deleted)
+    assert set(DatasetLocation(root).files()) >= referenced | set(dry.deleted)
     result = vacuum(root, retention="7d")
     assert result.deleted == dry.deleted and result.deleted_bytes == 107
     assert "inflight/shard.00000.mds" in result.kept_recent
-    left = set(DatasetLocation(root).list())
+    left = set(DatasetLocation(root).files())
     assert referenced <= left and "inflight/shard.00000.mds" in left and "crashed/shard.00000.mds" not in left
     assert run_cli("verify", root, "--json")[1]["samples_decoded"] == 300
     with pytest.raises(ValueError, match="retention_check=False"):
