@@ -15,21 +15,35 @@ Layout of a dataset written here::
 
 from __future__ import annotations
 
+import importlib
+from typing import Any
+
 from streaming.spark._requires import require_pyspark
 
-require_pyspark()
+# Resolved on first use, so that the Arrow-only modules (`task`, `commit`, `arrow_encoder`) serve the
+# pyarrow converter of the command line without importing pyspark.
+_EXPORTS = {
+    "ConversionResult": "streaming.spark.convert",
+    "dataframe_to_mds": "streaming.spark.convert",
+    "IncrementResult": "streaming.spark.incremental",
+    "incremental_to_mds": "streaming.spark.incremental",
+    "allowed_encodings": "streaming.spark.schema",
+    "default_encoding": "streaming.spark.schema",
+    "resolve_columns": "streaming.spark.schema",
+}
 
-# The imports below need pyspark: they come after the check that names the extra to install.
-from streaming.spark.convert import ConversionResult, dataframe_to_mds  # noqa: E402 - after require_pyspark()
-from streaming.spark.incremental import IncrementResult, incremental_to_mds  # noqa: E402 - after require_pyspark()
-from streaming.spark.schema import allowed_encodings, default_encoding, resolve_columns  # noqa: E402 - see above
+__all__ = list(_EXPORTS)
 
-__all__ = [
-    "ConversionResult",
-    "dataframe_to_mds",
-    "IncrementResult",
-    "incremental_to_mds",
-    "allowed_encodings",
-    "default_encoding",
-    "resolve_columns",
-]
+
+def __getattr__(name: str) -> Any:
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module 'streaming.spark' has no attribute {name!r}")
+    require_pyspark()
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(__all__)

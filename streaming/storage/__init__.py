@@ -19,6 +19,7 @@ from streaming.storage.errors import (
 from streaming.storage.retry import retry
 from streaming.storage.uploader import ShardUploader
 from streaming.storage.url import is_remote, join_url
+from streaming.storage.vacuum import VacuumResult, vacuum
 
 __all__ = [
     "Storage",
@@ -35,4 +36,6 @@ __all__ = [
     "EndpointUnreachableError",
     "IncompleteTransferError",
     "ShardUploader",
+    "vacuum",
+    "VacuumResult",
 ]

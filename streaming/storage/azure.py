@@ -168,6 +168,14 @@ class AzureStorage(Storage):
         except ResourceNotFoundError:
             return None
 
+    def _modified(self, url: str) -> float | None:
+        from azure.core.exceptions import ResourceNotFoundError
+
+        try:
+            return self._blob_client(url).get_blob_properties().last_modified.timestamp()
+        except ResourceNotFoundError:
+            return None
+
     def _delete(self, url: str) -> None:
         from azure.core.exceptions import ResourceNotFoundError
 

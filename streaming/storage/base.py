@@ -89,6 +89,14 @@ class Storage(ABC):
             raise self._not_found(url)
         return found
 
+    def modified(self, url: str) -> float:
+        """When the object `url` was last written (POSIX seconds); ObjectNotFoundError if it does not exist."""
+        with self._errors(url):
+            found = self._modified(url)
+        if found is None:
+            raise self._not_found(url)
+        return found
+
     def delete(self, url: str) -> None:
         """Delete the object `url`; deleting a missing object is not an error."""
         with self._errors(url):
@@ -116,6 +124,10 @@ class Storage(ABC):
     @abstractmethod
     def _size(self, url: str) -> int | None:
         """The object's size, or None when it does not exist."""
+
+    def _modified(self, url: str) -> float | None:
+        """The object's last-modified time (POSIX seconds), or None when it does not exist."""
+        raise NotImplementedError(f"{type(self).__name__} cannot tell when an object was last modified.")
 
     @abstractmethod
     def _delete(self, url: str) -> None:

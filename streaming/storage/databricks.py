@@ -145,6 +145,17 @@ class VolumesStorage(_DatabricksStorage):
             return None
         return int(length)
 
+    def _modified(self, url: str) -> float | None:
+        import email.utils
+
+        from databricks.sdk.errors import NotFound
+
+        try:
+            stamp = self._client().files.get_metadata(self._path(url)).last_modified
+        except NotFound:
+            return None
+        return email.utils.parsedate_to_datetime(stamp).timestamp()
+
     def _delete(self, url: str) -> None:
         from databricks.sdk.errors import NotFound
 
@@ -196,6 +207,15 @@ class DBFSStorage(_DatabricksStorage):
         except NotFound:
             return None
         return None if status.is_dir else int(status.file_size or 0)
+
+    def _modified(self, url: str) -> float | None:
+        from databricks.sdk.errors import NotFound
+
+        try:
+            status = self._client().dbfs.get_status(self._path(url))
+        except NotFound:
+            return None
+        return None if status.is_dir else (status.modification_time or 0) / 1000
 
     def _delete(self, url: str) -> None:
         from databricks.sdk.errors import NotFound

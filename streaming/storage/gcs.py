@@ -126,6 +126,16 @@ class GCSStorage(Storage):
             return None
         return None if blob is None else int(blob.size)
 
+    def _modified(self, url: str) -> float | None:
+        from google.api_core.exceptions import NotFound
+
+        location = split_url(url)
+        try:
+            blob = self._client().bucket(location.netloc).get_blob(location.key, retry=self._retry(DEFAULT_TIMEOUT))
+        except NotFound:
+            return None
+        return None if blob is None else blob.updated.timestamp()
+
     def _delete(self, url: str) -> None:
         from google.api_core.exceptions import NotFound
 

@@ -61,6 +61,10 @@ class LocalStorage(Storage):
         path = local_path(url)
         return os.path.getsize(path) if os.path.isfile(path) else None
 
+    def _modified(self, url: str) -> float | None:
+        path = local_path(url)
+        return os.path.getmtime(path) if os.path.isfile(path) else None
+
     def _delete(self, url: str) -> None:
         with contextlib.suppress(FileNotFoundError):
             os.unlink(local_path(url))

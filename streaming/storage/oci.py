@@ -106,6 +106,20 @@ class OCIStorage(Storage):
                 return None
             raise
 
+    def _modified(self, url: str) -> float | None:
+        import email.utils
+
+        import oci
+
+        client, namespace, bucket, key = self._locate(url)
+        try:
+            stamp = client.head_object(namespace, bucket, key).headers["Last-Modified"]
+        except oci.exceptions.ServiceError as exc:
+            if exc.status == 404 and exc.code in ("ObjectNotFound", None, ""):
+                return None
+            raise
+        return email.utils.parsedate_to_datetime(stamp).timestamp()
+
     def _delete(self, url: str) -> None:
         import oci
 

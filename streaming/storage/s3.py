@@ -203,6 +203,17 @@ class S3Storage(Storage):
                 return None
             raise
 
+    def _modified(self, url: str) -> float | None:
+        from botocore.exceptions import ClientError
+
+        bucket, key = self._locate(url)
+        try:
+            return self._call("head_object", Bucket=bucket, Key=key, **self._payer(bucket))["LastModified"].timestamp()
+        except ClientError as exc:
+            if exc.response.get("Error", {}).get("Code") in NOT_FOUND_CODES:
+                return None
+            raise
+
     def _delete(self, url: str) -> None:
         bucket, key = self._locate(url)
         self._call("delete_object", Bucket=bucket, Key=key)

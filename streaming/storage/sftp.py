@@ -247,6 +247,13 @@ class SFTPStorage(Storage):
             return None
         return None if stat.S_ISDIR(attributes.st_mode or 0) else int(attributes.st_size or 0)
 
+    def _modified(self, url: str) -> float | None:
+        try:
+            attributes = self._session().sftp.stat(self._path(url))
+        except FileNotFoundError:
+            return None
+        return None if stat.S_ISDIR(attributes.st_mode or 0) else float(attributes.st_mtime or 0)
+
     def _delete(self, url: str) -> None:
         with contextlib.suppress(FileNotFoundError):
             self._session().sftp.remove(self._path(url))

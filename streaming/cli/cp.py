@@ -1,0 +1,134 @@
+"""`cp SRC DST` / `sync SRC DST`: copy a dataset between any two stores, in parallel, resumably, verified.
+
+The files the source index names (and `mds_conversion.json`) are copied in parallel; a file already at the
+destination with the right size (and, on a local destination, the right hashes) is skipped, so an interrupted
+copy resumes where it stopped. Each copied file is checked against the index's size and hashes before it is
+uploaded, and its size is checked again after. The index is written last, so readers of DST never see a
+dataset that is not complete. `sync` also deletes the destination's files that the new index does not name,
+after the index is in place.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import tempfile
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+from streaming.cli.location import METADATA, DatasetLocation, stored_files
+from streaming.cli.output import OK, emit, human_bytes, progress
+
+EXAMPLES = """\
+examples:
+  mds-streaming cp s3://bucket/ds /local_disk/ds
+  mds-streaming cp /data/ds gs://bucket/ds --jobs 32
+  mds-streaming sync s3://bucket/ds abfss://c@account.dfs.core.windows.net/ds   # also delete extra files at DST
+"""
+
+
+def add_parser(commands: Any, common: argparse.ArgumentParser) -> None:
+    for name, help_text in (
+        ("cp", "copy a dataset between any two stores (parallel, resumable, verified, index last)"),
+        ("sync", "like cp, then delete the destination's files the new index does not name"),
+    ):
+        parser = commands.add_parser(
+            name,
+            parents=[common],
+            help=help_text,
+            description=__doc__,
+            epilog=EXAMPLES,
+            formatter_class=argparse.RawDescriptionHelpFormatter,
+        )
+        parser.add_argument("src", help="source dataset root, any URL")
+        parser.add_argument("dst", help="destination dataset root, any URL")
+        parser.add_argument("--jobs", type=int, default=16, help="files copied in parallel (default 16)")
+        parser.set_defaults(run=run, delete_extra=name == "sync")
+
+
+def _hashes_match(path: str, hashes: dict[str, str]) -> bool:
+    from streaming.format.hashing import get_hash
+
+    if not hashes:
+        return True
+    with open(path, "rb") as stream:
+        data = stream.read()
+    return all(get_hash(algo, data) == digest for algo, digest in hashes.items())
+
+
+def copy_file(src: DatasetLocation, dst: DatasetLocation, info: dict[str, Any]) -> tuple[str, int]:
+    """Copy one file unless it is already there; returns `("copied" | "skipped", bytes)`."""
+    name, size, hashes = info["basename"], info.get("bytes"), info.get("hashes") or {}
+    present = dst.size(name)
+    if present is not None and (size is None or present == size):
+        if not dst.is_local or _hashes_match(dst.url(name), hashes):
+            return "skipped", present
+    scratch = tempfile.mkdtemp(prefix="mds-cp-")
+    try:
+        path = src.fetch(name, scratch)
+        actual = os.path.getsize(path)
+        if size is not None and actual != size:
+            raise ValueError(
+                f"{src.url(name)} is {actual} bytes but the source index says {size}; the source is damaged: "
+                f"check it with `mds-streaming verify {src.root}`."
+            )
+        if not _hashes_match(path, hashes):
+            raise ValueError(
+                f"{src.url(name)} does not match the hashes its index records; the source is damaged: check it "
+                f"with `mds-streaming verify {src.root}`."
+            )
+        dst.storage.put(path, dst.url(name))
+        copied = dst.size(name)
+        if copied != actual:
+            raise OSError(f"{dst.url(name)} holds {copied} bytes after the upload, expected {actual}; run cp again.")
+        return "copied", actual
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+
+
+def run(args: argparse.Namespace) -> int:
+    from streaming.format.index import get_index_basename
+
+    src = DatasetLocation(args.src)
+    dst = DatasetLocation(args.dst)
+    if src.root == dst.root:
+        from streaming.cli.output import UsageError
+
+        raise UsageError(f"SRC and DST are the same place ({src.root}); give another destination.")
+    shards = src.read_index()
+    files = [info for shard in shards for info in stored_files(shard)]
+    metadata_size = src.size(METADATA)
+    if metadata_size is not None:
+        files.append({"basename": METADATA, "bytes": metadata_size, "hashes": {}})
+    counts = {"copied": 0, "skipped": 0}
+    moved = 0
+    with ThreadPoolExecutor(max(1, args.jobs), thread_name_prefix="mds-cp") as pool:
+        results = pool.map(lambda info: copy_file(src, dst, info), files)
+        for outcome, size in progress(args, results, total=len(files), unit="files", desc=args.command):
+            counts[outcome] += 1
+            moved += size if outcome == "copied" else 0
+    index_name = get_index_basename()
+    dst.write_bytes(index_name, src.read_bytes(index_name))
+    deleted = []
+    if args.delete_extra:
+        wanted = {info["basename"] for info in files} | {index_name}
+        deleted = [name for name in dst.files() if name not in wanted]
+        for name in deleted:
+            dst.storage.delete(dst.url(name))
+    document = {
+        "src": src.root,
+        "dst": dst.root,
+        "files": len(files),
+        "copied": counts["copied"],
+        "skipped": counts["skipped"],
+        "bytes_copied": moved,
+        "deleted": deleted,
+    }
+    text = (
+        f"{src.root} -> {dst.root}: {counts['copied']} file(s) copied ({human_bytes(moved)}), "
+        f"{counts['skipped']} already there, index written last"
+        + (f"; deleted {len(deleted)} extra file(s)" if deleted else "")
+    )
+    emit(args, document, text)
+    return OK

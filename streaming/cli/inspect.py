@@ -1,0 +1,142 @@
+"""`inspect URL`: what a dataset holds: columns and encodings, shards, samples, sizes, and a few samples."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import statistics
+import tempfile
+from typing import Any
+
+from streaming.cli.location import DatasetLocation
+from streaming.cli.output import OK, emit, human_bytes, table
+
+EXAMPLES = """\
+examples:
+  mds-streaming inspect /data/ds
+  mds-streaming inspect s3://bucket/ds --samples 5
+  mds-streaming inspect gs://bucket/ds --json | jq .samples
+"""
+
+
+def add_parser(commands: Any, common: argparse.ArgumentParser) -> None:
+    parser = commands.add_parser(
+        "inspect",
+        parents=[common],
+        help="show a dataset's columns, shards, sizes and a few decoded samples",
+        description=__doc__,
+        epilog=EXAMPLES,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("url", help="dataset root (the folder holding index.json), any URL")
+    parser.add_argument("--samples", type=int, default=3, help="decoded samples to show (default 3; 0 for none)")
+    parser.add_argument(
+        "--allow-unsafe-types", action="store_true", help="also decode pickled (pkl) columns, which can run code"
+    )
+    parser.set_defaults(run=run)
+
+
+def _columns(shard: dict[str, Any]) -> dict[str, str]:
+    if "columns" in shard:
+        return dict(shard["columns"])
+    return dict(zip(shard.get("column_names", []), shard.get("column_encodings", [])))
+
+
+def _short(value: Any, limit: int = 80) -> str:
+    text = repr(value)
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def summarize(shards: list[dict[str, Any]]) -> dict[str, Any]:
+    """The dataset's figures from its index alone."""
+    raw = [shard["raw_data"]["bytes"] + (shard.get("raw_meta") or {}).get("bytes", 0) for shard in shards]
+    stored = [
+        (shard.get("zip_data") or shard["raw_data"])["bytes"]
+        + ((shard.get("zip_meta") or shard.get("raw_meta") or {}).get("bytes", 0))
+        for shard in shards
+    ]
+    samples = [int(shard["samples"]) for shard in shards]
+    column_sets = {tuple(sorted(_columns(shard).items())) for shard in shards}
+    return {
+        "shards": len(shards),
+        "samples": sum(samples),
+        "formats": sorted({shard.get("format") for shard in shards}),
+        "compression": sorted({str(shard.get("compression")) for shard in shards}),
+        "hashes": sorted({name for shard in shards for name in shard.get("hashes") or []}),
+        "columns": dict(column_sets.pop()) if len(column_sets) == 1 else [dict(c) for c in sorted(column_sets)],
+        "bytes_raw": sum(raw),
+        "bytes_stored": sum(stored),
+        "compression_ratio": round(sum(raw) / sum(stored), 3) if sum(stored) else None,
+        "shard_bytes": _spread(raw),
+        "shard_samples": _spread(samples),
+    }
+
+
+def _spread(values: list[int]) -> dict[str, float] | None:
+    if not values:
+        return None
+    return {
+        "min": min(values),
+        "median": statistics.median(values),
+        "max": max(values),
+        "mean": round(statistics.fmean(values), 1),
+    }
+
+
+def decoded_samples(location: DatasetLocation, shards: list[dict[str, Any]], count: int, unsafe: bool) -> list[Any]:
+    """The first `count` samples, decoded from the first shards (downloaded to a scratch folder)."""
+    from streaming.cli.location import stored_files
+    from streaming.format.readers import reader_from_json
+
+    found: list[dict[str, Any]] = []
+    with tempfile.TemporaryDirectory(prefix="mds-inspect-") as scratch:
+        for shard in shards:
+            if len(found) >= count:
+                break
+            if not shard["samples"]:
+                continue
+            for info in stored_files(shard):
+                path = location.fetch(info["basename"], scratch)
+                if location.is_local:  # decode from a copy: decompressing must not add files to the dataset
+                    copy = os.path.join(scratch, *info["basename"].split("/"))
+                    os.makedirs(os.path.dirname(copy), exist_ok=True)
+                    shutil.copyfile(path, copy)
+            reader = reader_from_json(scratch, None, shard)
+            reader.validate(unsafe)
+            for index in range(min(shard["samples"], count - len(found))):
+                found.append(reader.get_item(index))
+    return found
+
+
+def run(args: argparse.Namespace) -> int:
+    location = DatasetLocation(args.url)
+    shards = location.read_index()
+    summary = {"root": location.root, **summarize(shards)}
+    samples = decoded_samples(location, shards, args.samples, args.allow_unsafe_types) if args.samples else []
+    summary["sample_preview"] = [{name: _short(value) for name, value in sample.items()} for sample in samples]
+    columns = summary["columns"]
+    lines = [
+        f"dataset  {location.root}",
+        f"format   {', '.join(map(str, summary['formats']))}   compression {', '.join(summary['compression'])}"
+        f"   hashes {', '.join(summary['hashes']) or '-'}",
+        f"shards   {summary['shards']}   samples {summary['samples']}",
+        f"bytes    {human_bytes(summary['bytes_raw'])} raw, {human_bytes(summary['bytes_stored'])} stored"
+        + (f"   ratio {summary['compression_ratio']}x" if summary["compression_ratio"] else ""),
+        "",
+    ]
+    if isinstance(columns, dict):
+        lines += [table(sorted(columns.items()), ["column", "encoding"]), ""]
+    else:
+        lines += [f"shards disagree on columns: {columns}", ""]
+    if summary["shard_bytes"]:
+        rows = [
+            [name, *(human_bytes(v) if name == "raw bytes" else v for v in spread.values())]
+            for name, spread in (("raw bytes", summary["shard_bytes"]), ("samples", summary["shard_samples"]))
+        ]
+        lines += ["shard sizes", table(rows, ["per shard", "min", "median", "max", "mean"]), ""]
+    for number, sample in enumerate(summary["sample_preview"]):
+        lines.append(f"sample {number}")
+        lines += [f"  {name}: {value}" for name, value in sorted(sample.items())]
+    emit(args, summary, "\n".join(lines))
+    return OK

@@ -1,0 +1,49 @@
+"""`merge-index ROOT [INDEX ...]`: combine sub-datasets' `index.json` files into one index at ROOT.
+
+Both forms of `streaming.storage.merge_index`: with no INDEX, every `index.json` below ROOT is merged; with
+INDEX arguments (index files or their folders, any URL), those are merged into ROOT. Shard paths are
+rewritten relative to ROOT, so the merged dataset reads its parts where they are.
+"""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from streaming.cli.output import OK, emit
+
+EXAMPLES = """\
+examples:
+  mds-streaming merge-index s3://bucket/ds                         # every index.json below ds/
+  mds-streaming merge-index /data/ds /data/ds/part-0 /data/ds/part-1/index.json
+"""
+
+
+def add_parser(commands: Any, common: argparse.ArgumentParser) -> None:
+    parser = commands.add_parser(
+        "merge-index",
+        parents=[common],
+        help="merge sub-datasets' index.json files into one index",
+        description=__doc__,
+        epilog=EXAMPLES,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("root", help="where the merged index.json is written, any URL")
+    parser.add_argument("indexes", nargs="*", help="index files or folders to merge (default: all below ROOT)")
+    parser.add_argument("--download-timeout", type=float, default=60, help="seconds per index download")
+    parser.set_defaults(run=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from streaming.cli.location import DatasetLocation, normalize_root
+    from streaming.storage.merge import merge_index
+
+    root = normalize_root(args.root)
+    if args.indexes:
+        merge_index([normalize_root(i) for i in args.indexes], root, download_timeout=args.download_timeout)
+    else:
+        merge_index(root, download_timeout=args.download_timeout)
+    shards = DatasetLocation(root).read_index()
+    document = {"root": root, "shards": len(shards), "samples": sum(int(s["samples"]) for s in shards)}
+    emit(args, document, f"wrote {root}/index.json: {document['shards']} shards, {document['samples']} samples")
+    return OK

@@ -1,0 +1,230 @@
+"""`rebuild-index URL`: reconstruct a lost or damaged `index.json` from the shard files themselves.
+
+MDS shards carry their own header (sample count, offsets, and the writer's settings: columns, encodings,
+compression, hashes, size limit); JSON/CSV/TSV/XSV shards carry the same in their `.meta` file. Each shard is
+read (decompressed when only the compressed copy is stored), its header checked against its length, and its
+entry rebuilt with sizes and hashes recomputed from the bytes. When a header's settings cannot be read,
+`--columns name:encoding,...` supplies the MDS columns (the offsets still give the sample count). Shards are
+ordered by folder, then by shard number. Truncated or unreadable shards are left out and listed (exit 1).
+An existing valid index is only replaced with `--force`; a replaced index is kept as `index.json.bak`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import posixpath
+import re
+import tempfile
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+from streaming.cli.location import METADATA, DatasetLocation
+from streaming.cli.output import OK, PROBLEMS, UsageError, emit, progress, table
+
+EXAMPLES = """\
+examples:
+  mds-streaming rebuild-index /data/ds                   # index.json lost: rebuild it from the shards
+  mds-streaming rebuild-index s3://bucket/ds --dry-run   # show what would be written
+  mds-streaming rebuild-index /data/ds --force           # replace an index that exists (kept as index.json.bak)
+  mds-streaming rebuild-index /data/ds --columns text:str,label:int64   # headers unreadable: give the columns
+"""
+_COMPRESSED = ("br", "bz2", "gz", "snappy", "zstd")
+_SPLIT_FORMATS = ("json", "csv", "tsv", "xsv")
+
+
+def add_parser(commands: Any, common: argparse.ArgumentParser) -> None:
+    parser = commands.add_parser(
+        "rebuild-index",
+        parents=[common],
+        help="reconstruct a lost or damaged index.json from the shard files",
+        description=__doc__,
+        epilog=EXAMPLES,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("url", help="dataset root (the folder that should hold index.json), any URL")
+    parser.add_argument("--columns", help="MDS columns when shard headers are unreadable: 'a:str,b:int64'")
+    parser.add_argument("--force", action="store_true", help="replace an existing, valid index.json")
+    parser.add_argument("--dry-run", action="store_true", help="print the rebuilt index summary, write nothing")
+    parser.add_argument("--jobs", type=int, default=8, help="shards read in parallel (default 8)")
+    parser.set_defaults(run=run)
+
+
+def natural_key(path: str) -> list[Any]:
+    """Sort key that orders `shard.2` before `shard.10` and folders before their contents."""
+    return [int(part) if part.isdigit() else part for part in re.split(r"(\d+)", path)]
+
+
+def _split_compression(name: str) -> tuple[str, str | None]:
+    """`shard.00000.mds.zstd` → (`shard.00000.mds`, `zstd`)."""
+    stem, extension = posixpath.splitext(name)
+    return (stem, extension[1:]) if extension[1:] in _COMPRESSED else (name, None)
+
+
+def find_shards(listing: list[str]) -> list[dict[str, Any]]:
+    """Group files into shards: `{format, data: (raw name, stored name), meta: (raw, stored) | None}`."""
+    stored: dict[str, str] = {}
+    for name in listing:
+        raw, _ = _split_compression(name)
+        if raw not in stored or name == raw:
+            stored[raw] = name
+    shards = []
+    for raw, name in stored.items():
+        extension = posixpath.splitext(raw)[1][1:]
+        if extension == "mds":
+            shards.append({"format": "mds", "data": (raw, name), "meta": None})
+        elif extension in _SPLIT_FORMATS and raw + ".meta" in stored and posixpath.basename(raw) != METADATA:
+            shards.append({"format": extension, "data": (raw, name), "meta": (raw + ".meta", stored[raw + ".meta"])})
+    return sorted(shards, key=lambda shard: natural_key(shard["data"][0]))
+
+
+def _columns_config(text: str) -> dict[str, Any]:
+    from streaming.cli.convert import parse_columns
+    from streaming.format.mds.encodings import get_mds_coder, is_mds_encoding
+
+    columns = parse_columns(text) or {}
+    for name, encoding in columns.items():
+        if encoding is None or not is_mds_encoding(encoding):
+            raise UsageError(f"--columns: column {name!r} needs a valid MDS encoding ('{name}:str'), got {encoding!r}.")
+    names = sorted(columns)
+    encodings = [str(columns[name]) for name in names]
+    return {
+        "column_names": names,
+        "column_encodings": encodings,
+        "column_sizes": [get_mds_coder(encoding).size for encoding in encodings],
+    }
+
+
+def _file_entry(location: DatasetLocation, raw: str, name: str, hashes: list[str], scratch: str) -> tuple:
+    """`(raw bytes, raw info, zip info or None, compression family or None)` of one stored file."""
+    from streaming.format.compression import decompress
+    from streaming.format.hashing import get_hash
+
+    with open(location.fetch(name, scratch), "rb") as stream:
+        data = stream.read()
+    _, family = _split_compression(name)
+    zipped = None
+    if family is not None:
+        zipped = {"basename": name, "bytes": len(data), "hashes": {a: get_hash(a, data) for a in hashes}}
+        data = decompress(family, data)
+    raw_info = {"basename": raw, "bytes": len(data), "hashes": {a: get_hash(a, data) for a in hashes}}
+    return data, raw_info, zipped, family
+
+
+def rebuild_shard(
+    location: DatasetLocation, found: dict[str, Any], columns: dict[str, Any] | None
+) -> tuple[dict[str, Any] | None, str | None, list[str]]:
+    """`(index entry or None, problem or None, what was inferred rather than read)` for one shard."""
+    from streaming.cli.shards import parse_header
+    from streaming.format.hashing import check_hashes
+
+    raw, name = found["data"]
+    inferred = []
+    with tempfile.TemporaryDirectory(prefix="mds-rebuild-") as scratch:
+        try:
+            head_raw, head_name = found["meta"] or found["data"]
+            data, _, _, family = _file_entry(location, head_raw, head_name, [], scratch)
+            header = parse_header(data, head_name, meta=found["meta"] is not None)
+            config = header.config
+            if config is None or config.get("format") != found["format"]:
+                if columns is None or found["format"] != "mds":
+                    reason = header.config_error or f"its settings say format {config.get('format')!r}"  # type: ignore
+                    return None, f"{head_name}: {reason}; pass --columns to give the MDS columns", []
+                config = {"version": 2, "format": "mds", "compression": family, "hashes": [], "size_limit": None}
+                config.update(columns)
+                inferred.append(f"{head_name}: columns from --columns, compression from the file name")
+            hashes = check_hashes(config.get("hashes") or [])
+            entry: dict[str, Any] = {**config, "samples": header.samples}
+            if found["meta"] is not None:
+                data_bytes, raw_info, zip_info, _ = _file_entry(location, raw, name, hashes, scratch)
+                if int(header.offsets[-1]) != len(data_bytes):
+                    return None, f"{name} is {len(data_bytes)} bytes but its .meta says {int(header.offsets[-1])}", []
+                _, meta_raw, meta_zip, _ = _file_entry(location, head_raw, head_name, hashes, scratch)
+                entry.update(raw_data=raw_info, zip_data=zip_info, raw_meta=meta_raw, zip_meta=meta_zip)
+            else:
+                _, raw_info, zip_info, _ = _file_entry(location, raw, name, hashes, scratch)
+                entry.update(raw_data=raw_info, zip_data=zip_info)
+            if family is not None and entry.get("compression") is None:
+                entry["compression"] = family
+                inferred.append(f"{name}: compression {family} from the file name")
+            return entry, None, inferred
+        except Exception as err:  # noqa: BLE001 - one bad shard is reported, the others are still rebuilt
+            return None, f"{name}: {err}", []
+
+
+def run(args: argparse.Namespace) -> int:
+    from streaming.format.index import dumps_index, get_index_basename, parse_index
+
+    location = DatasetLocation(args.url)
+    columns = _columns_config(args.columns) if args.columns else None
+    listing = location.files()
+    index_name = get_index_basename()
+    previous = None
+    if index_name in listing:
+        previous = location.read_bytes(index_name)
+        try:
+            parse_index(previous, location.url(index_name))
+            valid = True
+        except ValueError:
+            valid = False
+        if valid and not args.force and not args.dry_run:
+            raise UsageError(
+                f"{location.url(index_name)} exists and is valid; check it with `mds-streaming verify "
+                f"{location.root}`, or pass --force to replace it (the old one is kept as {index_name}.bak)."
+            )
+    found = find_shards(listing)
+    if not found:
+        raise FileNotFoundError(f"No shard files (*.mds, *.mds.<compression>, *.json + .meta, ...) in {location.root}.")
+    with ThreadPoolExecutor(max(1, args.jobs), thread_name_prefix="mds-rebuild") as pool:
+        results = list(
+            progress(
+                args,
+                pool.map(lambda shard: rebuild_shard(location, shard, columns), found),
+                total=len(found),
+                unit="shards",
+                desc="rebuild",
+            )
+        )
+    entries = [entry for entry, _, _ in results if entry is not None]
+    problems = [problem for _, problem, _ in results if problem is not None]
+    inferred = [text for _, _, notes in results for text in notes]
+    attempts = _duplicate_attempts([entry["raw_data"]["basename"] for entry in entries])
+    if not args.dry_run and entries:
+        if previous is not None:
+            location.write_bytes(index_name + ".bak", previous)
+        location.write_bytes(index_name, dumps_index(entries).encode("utf-8"))
+    document = {
+        "root": location.root,
+        "written": bool(entries) and not args.dry_run,
+        "shards": len(entries),
+        "samples": sum(entry["samples"] for entry in entries),
+        "skipped": problems,
+        "inferred": inferred,
+        "warnings": attempts,
+    }
+    lines = [
+        f"{'would write' if args.dry_run else 'wrote'} {location.url(index_name)}: {len(entries)} shards, "
+        f"{document['samples']} samples"
+    ]
+    if inferred:
+        lines += ["inferred (not read from the shards):", *(f"  {text}" for text in inferred)]
+    lines += [f"warning: {text}" for text in attempts]
+    if problems:
+        lines += [f"{len(problems)} shard(s) left out:", table([[p] for p in problems], ["problem"])]
+    emit(args, document, "\n".join(lines))
+    return PROBLEMS if problems or not entries else OK
+
+
+def _duplicate_attempts(basenames: list[str]) -> list[str]:
+    """Spark attempt folders of one partition that all hold shards (a lost speculative copy, say)."""
+    partitions: dict[str, set[str]] = {}
+    for name in basenames:
+        match = re.search(r"(^|/)(part-\d+)-attempt-[^/]+/", name)
+        if match:
+            folder = name[: match.end() - 1]
+            partitions.setdefault(name[: match.start(2)] + match.group(2), set()).add(folder)
+    return [
+        f"{len(folders)} attempt folders hold shards of {partition}: {sorted(folders)}; keep one (delete the others "
+        f"and rebuild again), or the samples appear more than once"
+        for partition, folders in sorted(partitions.items())
+        if len(folders) > 1
+    ]

@@ -1,0 +1,200 @@
+"""`verify URL`: check a dataset end to end and list every problem (exit code 1 when there is one).
+
+Checks: `index.json` is present and valid; every file it names is stored with the recorded size and hashes;
+each shard's header agrees with its index entry (sample count, columns, encodings, compression); every sample
+decodes; and no file sits in the dataset that no index references (left by a crashed or failed run: remove
+such files with `mds-streaming vacuum`). `--sample N` checks N shards chosen at random instead of all.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import random
+import shutil
+import tempfile
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+from streaming.cli.location import METADATA, DatasetLocation, MissingIndexError, shard_files
+from streaming.cli.output import OK, PROBLEMS, emit, progress, table
+
+EXAMPLES = """\
+examples:
+  mds-streaming verify /data/ds
+  mds-streaming verify s3://bucket/ds --sample 20          # 20 random shards, for a quick look at a big dataset
+  mds-streaming verify s3://bucket/ds --json | jq '.problems[]'
+"""
+
+
+def add_parser(commands: Any, common: argparse.ArgumentParser) -> None:
+    parser = commands.add_parser(
+        "verify",
+        parents=[common],
+        help="check files, sizes, hashes, headers and every sample; list each problem",
+        description=__doc__,
+        epilog=EXAMPLES,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("url", help="dataset root (the folder holding index.json), any URL")
+    parser.add_argument("--sample", type=int, metavar="N", help="check N random shards only")
+    parser.add_argument("--seed", type=int, default=0, help="which shards --sample picks (default 0)")
+    parser.add_argument("--jobs", type=int, default=8, help="shards checked in parallel (default 8)")
+    parser.add_argument(
+        "--allow-unsafe-types", action="store_true", help="also decode pickled (pkl) columns, which can run code"
+    )
+    parser.set_defaults(run=run)
+
+
+def _problem(file: str, problem: str, hint: str) -> dict[str, str]:
+    return {"file": file, "problem": problem, "hint": hint}
+
+
+def check_shard(
+    location: DatasetLocation, number: int, shard: dict[str, Any], listing: set[str], unsafe: bool
+) -> tuple[list[dict[str, str]], int]:
+    """The problems of one shard, and how many of its samples decoded."""
+    from streaming.cli.shards import header_mismatches, parse_header
+    from streaming.format.compression import decompress
+    from streaming.format.hashing import get_hash
+    from streaming.format.readers import reader_from_json
+
+    problems = []
+    rebuild = f"if the shard files are right, rebuild the index: mds-streaming rebuild-index {location.root}"
+    scratch = tempfile.mkdtemp(prefix="mds-verify-")
+    try:
+        contents: dict[str, bytes] = {}
+        for key, info in shard_files(shard):
+            name = info["basename"]
+            if name not in listing:
+                if key.startswith("raw") and shard.get(key.replace("raw", "zip")):
+                    continue  # a compressed shard stores only its compressed copy
+                problems.append(
+                    _problem(name, f"missing (shard {number}, {key})", "restore it from a copy, or " + rebuild)
+                )
+                continue
+            size = location.size(name)
+            if size != info["bytes"]:
+                problems.append(
+                    _problem(name, f"is {size} bytes, the index says {info['bytes']}", "re-copy it from the source")
+                )
+                continue
+            path = location.fetch(name, scratch)
+            with open(path, "rb") as stream:
+                data = stream.read()
+            if location.is_local:  # decode from a copy: decompressing must not add files to the dataset
+                copy = os.path.join(scratch, *name.split("/"))
+                os.makedirs(os.path.dirname(copy), exist_ok=True)
+                with open(copy, "wb") as stream:
+                    stream.write(data)
+            for algo, expected in sorted((info.get("hashes") or {}).items()):
+                actual = get_hash(algo, data)
+                if actual != expected:
+                    problems.append(
+                        _problem(name, f"{algo} is {actual}, the index says {expected}", "re-copy it from the source")
+                    )
+            contents[key] = data
+        if problems:
+            return problems, 0
+        header_key = "raw_data" if shard.get("format") == "mds" else "raw_meta"
+        zip_key = header_key.replace("raw", "zip")
+        header_bytes = contents.get(header_key)
+        if header_bytes is None and zip_key in contents:
+            try:
+                header_bytes = decompress(shard.get("compression"), contents[zip_key])
+            except Exception as err:  # noqa: BLE001 - reported as a problem of this file
+                name = shard[zip_key]["basename"]
+                return [_problem(name, f"does not decompress with {shard.get('compression')}: {err}", rebuild)], 0
+        name = shard[header_key]["basename"]
+        try:
+            header = parse_header(header_bytes or b"", name, meta=header_key == "raw_meta")
+            mismatches = header_mismatches(header, shard)
+        except ValueError as err:
+            return [_problem(name, str(err), "re-copy it from the source, or " + rebuild)], 0
+        problems += [_problem(name, f"header disagrees with the index: {text}", rebuild) for text in mismatches]
+        if mismatches:
+            return problems, 0
+        reader = reader_from_json(scratch, None, shard)
+        try:
+            reader.validate(unsafe)
+        except ValueError as err:
+            return [_problem(name, f"samples not decoded: {err}", "pass --allow-unsafe-types to decode them")], 0
+        decoded = 0
+        for index in range(int(shard["samples"])):
+            try:
+                reader.get_item(index)
+            except Exception as err:  # noqa: BLE001 - reported as a problem of this sample
+                problems.append(_problem(name, f"sample {index} does not decode: {err}", "re-copy the shard"))
+                break
+            decoded += 1
+        return problems, decoded
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+
+
+def unreferenced_files(listing: set[str], shards: list[dict[str, Any]]) -> list[str]:
+    """Files in the dataset folder that neither the index nor a sub-dataset index account for."""
+    named = {info["basename"] for shard in shards for _, info in shard_files(shard)}
+    extra = []
+    for name in sorted(listing - named - {"index.json", METADATA}):
+        if os.path.basename(name) == "index.json":
+            continue  # a sub-dataset's index (a merged dataset's part, a Spark attempt's own index)
+        extra.append(name)
+    return extra
+
+
+def run(args: argparse.Namespace) -> int:
+    location = DatasetLocation(args.url)
+    listing = set(location.files())
+    try:
+        shards = location.read_index()
+    except MissingIndexError as err:
+        problem = _problem("index.json", "missing", str(err).split("If the index", 1)[-1].strip() or str(err))
+        return _report(args, location, [problem], 0, 0, 0, 0)
+    except ValueError as err:
+        problem = _problem("index.json", f"unreadable: {err}", f"mds-streaming rebuild-index {location.root} --force")
+        return _report(args, location, [problem], 0, 0, 0, 0)
+    chosen = list(range(len(shards)))
+    if args.sample is not None and args.sample < len(shards):
+        chosen = sorted(random.Random(args.seed).sample(chosen, max(args.sample, 0)))
+    problems: list[dict[str, str]] = []
+    decoded = 0
+    with ThreadPoolExecutor(max(1, args.jobs), thread_name_prefix="mds-verify") as pool:
+        results = pool.map(lambda n: check_shard(location, n, shards[n], listing, args.allow_unsafe_types), chosen)
+        for found, count in progress(args, results, total=len(chosen), unit="shards", desc="verify"):
+            problems += found
+            decoded += count
+    if args.sample is None or args.sample >= len(shards):
+        problems += [
+            _problem(name, "not referenced by the index", f"left by a failed run? mds-streaming vacuum {location.root}")
+            for name in unreferenced_files(listing, shards)
+        ]
+    return _report(args, location, problems, len(shards), len(chosen), sum(s["samples"] for s in shards), decoded)
+
+
+def _report(
+    args: argparse.Namespace,
+    location: DatasetLocation,
+    problems: list[dict[str, str]],
+    shards: int,
+    checked: int,
+    samples: int,
+    decoded: int,
+) -> int:
+    document = {
+        "root": location.root,
+        "ok": not problems,
+        "shards": shards,
+        "shards_checked": checked,
+        "samples": samples,
+        "samples_decoded": decoded,
+        "problems": problems,
+    }
+    head = f"{location.root}: checked {checked} of {shards} shards, decoded {decoded} samples"
+    if problems:
+        rows = [[p["file"], p["problem"], p["hint"]] for p in problems]
+        text = f"{head}\n{len(problems)} problem(s):\n{table(rows, ['file', 'problem', 'what to do'])}"
+    else:
+        text = f"{head}: no problems found"
+    emit(args, document, text)
+    return PROBLEMS if problems else OK

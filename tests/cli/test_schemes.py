@@ -1,0 +1,35 @@
+"""The dataset commands on every other store the package serves (each on its real loopback server)."""
+
+from __future__ import annotations
+
+import pytest
+
+from streaming.cli.location import DatasetLocation
+from tests.cli.conftest import run_cli
+from tests.cli.data import write_mds
+from tests.services import azurite, fake_databricks, fake_gcs, fake_oci  # noqa: F401 (fixtures)
+from tests.storage.conftest import (  # noqa: F401 (fixtures)
+    azure_container,
+    gcs_bucket,
+    oci_bucket,
+    remote_factory,
+)
+
+
+@pytest.mark.parametrize("scheme", ["gs", "azure", "abfss", "oci", "dbfs", "volumes"])
+def test_inspect_verify_rebuild_and_vacuum(scheme, remote_factory):  # noqa: F811 (fixture)
+    root = remote_factory(scheme).url("ds")
+    write_mds(root, count=60)
+    assert run_cli("inspect", root, "--json", "--samples", "1")[1]["samples"] == 60
+    assert run_cli("verify", root)[0] == 0
+    location = DatasetLocation(root)
+    original = location.read_bytes("index.json")
+    location.storage.delete(location.url("index.json"))
+    assert run_cli("rebuild-index", root, "--quiet")[0] == 0
+    assert location.read_bytes("index.json") == original
+    location.write_bytes("orphan/shard.00000.mds", b"x")
+    code, doc, _ = run_cli("vacuum", root, "--retention", "1h", "--no-retention-check", "--json")
+    assert code == 0 and doc["kept_recent"] == ["orphan/shard.00000.mds"] and doc["deleted"] == []
+    code, doc, _ = run_cli("vacuum", root, "--retention", "0", "--no-retention-check", "--json")
+    assert code == 0 and doc["deleted"] == ["orphan/shard.00000.mds"]
+    assert run_cli("verify", root)[0] == 0
