@@ -251,13 +251,14 @@ def convert_with_arrow(
     from streaming.spark import commit
     from streaming.spark.arrow_schema import normalize_batch, resolve_columns
     from streaming.spark.task import TaskConfig
+    from streaming.storage.destination import Destination
 
     source = detect(src, kind, workers, split)
     schema = read_schema(source.tasks[0])
     plan = resolve_columns(schema, columns)
     empty = pa.RecordBatch.from_pylist([], schema=schema)
     target = normalize_batch(empty, plan).schema
-    destination = commit.Destination(normalize_root(out))
+    destination = Destination(normalize_root(out))
     existing = commit.check_destination(destination, mode)
     commit.check_append_columns(existing, plan, destination.url)
     run_id = new_run_id()

@@ -87,7 +87,7 @@ def _spread(values: list[int]) -> dict[str, float] | None:
 def decoded_samples(location: DatasetLocation, shards: list[dict[str, Any]], count: int, unsafe: bool) -> list[Any]:
     """The first `count` samples, decoded from the first shards (downloaded to a scratch folder)."""
     from streaming.cli.location import stored_files
-    from streaming.format.readers import reader_from_json
+    from streaming.format.reader_registry import reader_from_json
 
     found: list[dict[str, Any]] = []
     with tempfile.TemporaryDirectory(prefix="mds-inspect-") as scratch:

@@ -36,7 +36,7 @@ def add_parser(commands: Any, common: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from streaming.cli.location import DatasetLocation, normalize_root
-    from streaming.storage.merge import merge_index
+    from streaming.format.merge import merge_index
 
     root = normalize_root(args.root)
     if args.indexes:

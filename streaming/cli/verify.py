@@ -57,7 +57,7 @@ def check_shard(
     from streaming.cli.shards import header_mismatches, parse_header
     from streaming.format.compression import decompress
     from streaming.format.hashing import get_hash
-    from streaming.format.readers import reader_from_json
+    from streaming.format.reader_registry import reader_from_json
 
     problems = []
     rebuild = f"if the shard files are right, rebuild the index: mds-streaming rebuild-index {location.root}"

@@ -1,6 +1,6 @@
 """The registry of reader classes by shard ``format``, and `reader_from_json`, which builds one shard's reader.
 
-Not to be confused with `streaming.format.reader` (the `Reader` base classes) or `streaming.dataset.readers`
+Not to be confused with `streaming.format.reader` (the `Reader` base classes) or `streaming.dataset.reader_pool`
 (the readers of a dataset's shards, built on first use).
 """
 

@@ -7,17 +7,10 @@ import pytest
 from streaming.cli.location import DatasetLocation
 from tests.cli.conftest import run_cli
 from tests.cli.data import write_mds
-from tests.services import azurite, fake_databricks, fake_gcs, fake_oci  # noqa: F401 (fixtures)
-from tests.storage.conftest import (  # noqa: F401 (fixtures)
-    azure_container,
-    gcs_bucket,
-    oci_bucket,
-    remote_factory,
-)
 
 
 @pytest.mark.parametrize("scheme", ["gs", "azure", "abfss", "oci", "dbfs", "volumes"])
-def test_inspect_verify_rebuild_and_vacuum(scheme, remote_factory):  # noqa: F811 (fixture)
+def test_inspect_verify_rebuild_and_vacuum(scheme, remote_factory):
     root = remote_factory(scheme).url("ds")
     write_mds(root, count=60)
     assert run_cli("inspect", root, "--json", "--samples", "1")[1]["samples"] == 60

@@ -13,7 +13,7 @@ from streaming.storage import CredentialsError, ObjectNotFoundError, download_fi
 from streaming.storage.base import clear_storage_cache
 from streaming.storage.retry import call_with_retry
 from tests.servers.hub_and_sftp import known_hosts_line
-from tests.storage.conftest import Remote
+from tests.remotes import Remote
 
 pytestmark = pytest.mark.services
 
