@@ -13,17 +13,11 @@ from typing import Any
 from streaming.format.index import get_index_basename, parse_index
 from streaming.storage.base import Storage, storage_for
 from streaming.storage.errors import ObjectNotFoundError
+from streaming.storage.output import normalize_root
 from streaming.storage.url import is_remote, join_url, relative_to
 
 FILE_KEYS = ("raw_data", "zip_data", "raw_meta", "zip_meta")
 METADATA = "mds_conversion.json"
-
-
-def normalize_root(url: str) -> str:
-    """An absolute local path, or a remote URL without a trailing slash."""
-    if is_remote(url):
-        return url.rstrip("/")
-    return os.path.abspath(os.path.expanduser(url.removeprefix("file://")))
 
 
 class MissingIndexError(FileNotFoundError):
