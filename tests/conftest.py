@@ -8,6 +8,10 @@ import tempfile
 
 import pytest
 
+# The server fixtures (tests/services.py), for every test directory: importing them into each conftest
+# would read to linters as unused imports shadowed by the fixture parameters.
+pytest_plugins = ["tests.services"]
+
 
 def pytest_configure(config):
     """Give this run (and every process it starts) its own coordination-state root."""

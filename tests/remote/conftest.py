@@ -16,11 +16,16 @@ import pytest
 
 from streaming.storage import clear_storage_cache
 from streaming.storage.url import split_url
-from tests.services import azurite, fake_databricks, fake_gcs, fake_oci, seaweedfs  # noqa: F401 (fixtures)
-from tests.storage.conftest import (
-    Remote,
-    gcs_bucket,  # noqa: F401 (fixtures)
-    )
+from tests.storage import conftest as storage_fixtures
+from tests.storage.conftest import Remote
+
+# The storage tests' fixtures, shared here (the servers' own fixtures come from tests/conftest.py).
+isolated_environment = storage_fixtures.isolated_environment
+remote_factory = storage_fixtures.remote_factory
+s3_bucket = storage_fixtures.s3_bucket
+gcs_bucket = storage_fixtures.gcs_bucket
+azure_container = storage_fixtures.azure_container
+oci_bucket = storage_fixtures.oci_bucket
 
 CLOUD_SCHEMES = ["s3", "gs", "azure", "azure-dl", "abfss", "oci", "dbfs", "volumes", "plain-volumes"]
 SCHEMES = ["file", *CLOUD_SCHEMES]
