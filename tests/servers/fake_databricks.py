@@ -320,6 +320,7 @@ class Handler(BaseHTTPRequestHandler):
             self._json(err.status, {"error_code": err.code, "message": err.message}, err.headers)
         workspace.log(
             {
+                "time": round(time.time(), 3),
                 "method": self.command,
                 "path": path,
                 "query": query,
