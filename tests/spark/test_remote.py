@@ -15,11 +15,15 @@ import pytest
 from streaming.spark import dataframe_to_mds
 from streaming.storage.base import storage_for
 from streaming.storage.url import relative_to
-from tests.services import azurite, fake_databricks, fake_gcs, seaweedfs  # noqa: F401 (fixtures)
-from tests.storage.conftest import (
-    CREDENTIAL_PREFIXES,
-    gcs_bucket,  # noqa: F401 (fixtures)
-    )
+from tests.storage import conftest as storage_fixtures
+from tests.storage.conftest import CREDENTIAL_PREFIXES
+
+# The storage tests' fixtures, shared here (the servers' own fixtures come from tests/conftest.py).
+isolated_environment = storage_fixtures.isolated_environment
+remote_factory = storage_fixtures.remote_factory
+s3_bucket = storage_fixtures.s3_bucket
+gcs_bucket = storage_fixtures.gcs_bucket
+azure_container = storage_fixtures.azure_container
 
 # Every scheme on the classic session; on Spark Connect (same executor code) the S3 and Volumes ones.
 CASES = [("classic", scheme) for scheme in ("s3", "gs", "azure", "dbfs", "volumes")] + [
