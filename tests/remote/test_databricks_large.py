@@ -3,8 +3,9 @@
 The writer and the dataset go through whatever path the installed SDK takes by default; the fake workspace's
 request log shows which: with the extended client (`FilesExt`, the default since databricks-sdk 0.69) a shard goes
 up as a multipart upload to presigned part URLs and comes down from a presigned download URL, never as the single
-`PUT /api/2.0/fs/files` of older SDKs. Also: a throttling workspace (429/503 with `Retry-After`) is waited out, and
-writing to a volume that does not exist names the volume.
+`PUT /api/2.0/fs/files` of older SDKs. Also: a throttling workspace (429/503 with `Retry-After`) is waited out,
+writing to a volume that does not exist names the volume, and a workspace that answers with resumable (GCP-style)
+upload sessions still takes a large file.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import sys
 import time
 import urllib.request
 import uuid
@@ -23,7 +25,15 @@ import pytest
 
 from streaming import MDSWriter, StreamingDataset
 from streaming.storage import ObjectNotFoundError, storage_for
-from tests.services import DATABRICKS_TOKEN, Service
+from tests.services import (
+    DATABRICKS_TOKEN,
+    DATABRICKS_VOLUME,
+    SERVERS,
+    Service,
+    _http_answers,
+    free_port,
+    start_service,
+)
 
 pytestmark = pytest.mark.services
 
@@ -156,3 +166,47 @@ def test_writing_to_a_missing_volume_names_it(workspace: Service, tmp_path: Path
     message = str(caught.value)
     assert url in message and "Volume 'main.default.novol' does not exist" in message
     assert DATABRICKS_TOKEN not in message
+
+
+@pytest.fixture
+def gcp_style_workspace(
+    tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> Iterator[Service]:
+    """A second fake workspace that answers initiate-upload with a resumable session, as GCP workspaces do."""
+    workdir = tmp_path_factory.mktemp("fake_databricks_gcp")
+    port = free_port()
+    request_log = workdir / "requests.jsonl"
+    argv = [sys.executable, str(SERVERS / "fake_databricks.py"), str(port), str(workdir / "root"), DATABRICKS_TOKEN]
+    argv += ["--volume", DATABRICKS_VOLUME, "--upload-style", "resumable", "--request-log", str(request_log)]
+    service = start_service(
+        "fake-databricks-gcp", argv, port, workdir, lambda: _http_answers(f"http://127.0.0.1:{port}/.well-known/x")
+    )
+    service.extra.update(root=workdir / "root", request_log=request_log)
+    for name in list(os.environ):
+        if name.startswith("DATABRICKS_"):
+            monkeypatch.delenv(name)
+    monkeypatch.setenv("DATABRICKS_HOST", service.endpoint)
+    monkeypatch.setenv("DATABRICKS_TOKEN", DATABRICKS_TOKEN)
+    monkeypatch.setenv("DATABRICKS_CONFIG_FILE", str(tmp_path / "missing-databrickscfg"))
+    yield service
+    service.stop()
+
+
+def test_a_large_file_reaches_a_gcp_style_workspace(gcp_style_workspace: Service, tmp_path: Path):
+    url = "dbfs:/Volumes/main/default/vol/gcp/blob.bin"
+    local = tmp_path / "blob.bin"
+    local.write_bytes(os.urandom(60 * MIB))
+    storage = storage_for(url)
+    storage.put(str(local), url)
+    storage.get(url, str(tmp_path / "back.bin"))
+    assert (tmp_path / "back.bin").read_bytes() == local.read_bytes()
+    calls = [
+        (e["method"], e["query"].get("action"), e["status"]) for e in requests_for(gcp_style_workspace, "blob.bin")
+    ]
+    if sdk_uses_extended_files_client(gcp_style_workspace):
+        # Answered with a resumable session: the SDK either uploads in Content-Range chunks or falls back to one PUT.
+        assert ("POST", "initiate-upload", 200) in calls, calls
+        chunks = [e for e in presigned_requests(gcp_style_workspace, 0) if e["method"] == "PUT"]
+        assert chunks or ("PUT", None, 204) in calls, calls
+    else:
+        assert ("PUT", None, 204) in calls, calls
