@@ -78,10 +78,11 @@ class _DatabricksStorage(Storage):
         from requests.exceptions import ConnectionError as RequestsConnectionError
         from requests.exceptions import Timeout
 
-        if isinstance(exc, TimeoutError) and getattr(exc.__cause__, "retry_after_secs", None) is not None:
+        throttled = exc.__cause__ if isinstance(exc, TimeoutError) else None
+        if throttled is not None and getattr(throttled, "retry_after_secs", None) is not None:
             # The SDK's retry loop waited as each 429/503 answer's Retry-After asked, until its window ran out.
             return EndpointUnreachableError(
-                url, f"the workspace kept throttling the request (429/503: {_answer(exc.__cause__)}); {exc}"
+                url, f"the workspace kept throttling the request (429/503: {_answer(throttled)}); {exc}"
             )
         if isinstance(exc, dbx.NotFound):
             return ObjectNotFoundError(

@@ -24,7 +24,7 @@ import numpy as np
 import pytest
 
 from streaming import MDSWriter, StreamingDataset
-from streaming.storage import ObjectNotFoundError, storage_for
+from streaming.storage import EndpointUnreachableError, ObjectNotFoundError, storage_for
 from tests.services import (
     DATABRICKS_TOKEN,
     DATABRICKS_VOLUME,
@@ -210,3 +210,15 @@ def test_a_large_file_reaches_a_gcp_style_workspace(gcp_style_workspace: Service
         assert chunks or ("PUT", None, 204) in calls, calls
     else:
         assert ("PUT", None, 204) in calls, calls
+
+
+def test_a_workspace_that_keeps_throttling_is_reported_as_throttling(workspace: Service, tmp_path: Path):
+    url = f"dbfs:/Volumes/main/default/vol/always-throttled-{uuid.uuid4().hex[:8]}.bin"
+    urllib.request.urlopen(urllib.request.Request(f"{workspace.endpoint}/fake/throttle?share=1&retry_after=1", b""))
+    try:
+        with pytest.raises(EndpointUnreachableError) as caught:
+            storage_for(url).get(url, str(tmp_path / "x.bin"), timeout=2)
+    finally:
+        urllib.request.urlopen(urllib.request.Request(f"{workspace.endpoint}/fake/throttle?share=0", b""))
+    message = str(caught.value)
+    assert url in message and "throttling" in message and DATABRICKS_TOKEN not in message
