@@ -32,6 +32,7 @@ S3_SECRET = "testing-secret"
 AZURITE_ACCOUNT = "devstoreaccount1"
 AZURITE_KEY = "Eby8vdM02xNOcqFlqUwJPLlmEtlCDXJ1OUzFT50uSRZ6IFsuFq2UVErCz4I6tq/K1SZFPTOtr/KBHBeksoGMGw=="
 DATABRICKS_TOKEN = "dapi-test-token"
+DATABRICKS_VOLUME = "main.default.vol"  # the one Unity Catalog volume the fake workspace has
 OCI_NAMESPACE = "testns"
 OCI_TENANCY = "ocid1.tenancy.oc1..aaaatest"
 OCI_USER = "ocid1.user.oc1..aaaatest"
@@ -250,10 +251,25 @@ def fake_gcs(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Service]:
 
 @pytest.fixture(scope="session")
 def fake_databricks(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Service]:
-    """`tests/servers/fake_databricks.py`: Files API + DBFS API over a temp dir, token `DATABRICKS_TOKEN`."""
+    """`tests/servers/fake_databricks.py`: Files API + DBFS API over a temp dir, token `DATABRICKS_TOKEN`, the volume
+    `DATABRICKS_VOLUME`; `extra["request_log"]` is its JSON-lines request log."""
     workdir = tmp_path_factory.mktemp("fake_databricks")
     port = free_port()
-    argv = [sys.executable, str(SERVERS / "fake_databricks.py"), str(port), str(workdir / "root"), DATABRICKS_TOKEN]
+    request_log = workdir / "requests.jsonl"
+    argv = [
+        sys.executable,
+        str(SERVERS / "fake_databricks.py"),
+        str(port),
+        str(workdir / "root"),
+        DATABRICKS_TOKEN,
+        "--volume",
+        DATABRICKS_VOLUME,
+        # Short pages, so that every listing in the tests walks `next_page_token`.
+        "--page-size",
+        "4",
+        "--request-log",
+        str(request_log),
+    ]
     service = start_service(
         "fake-databricks",
         argv,
@@ -261,7 +277,7 @@ def fake_databricks(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Servic
         workdir,
         lambda: _http_answers(f"http://127.0.0.1:{port}/.well-known/databricks-config"),
     )
-    service.extra.update(token=DATABRICKS_TOKEN, root=workdir / "root")
+    service.extra.update(token=DATABRICKS_TOKEN, root=workdir / "root", request_log=request_log)
     yield service
     service.stop()
 

@@ -22,6 +22,7 @@ from streaming.format.hashing import check_hashes
 from streaming.format.mds.encodings import get_mds_encodings, is_mds_encoding
 from streaming.format.writer import parse_size_limit
 from streaming.spark import commit
+from streaming.spark.executor_access import check_executor_access
 from streaming.spark.progress import Progress
 from streaming.spark.schema import resolve_columns, select_expressions
 from streaming.spark.source import resolve
@@ -114,6 +115,7 @@ def dataframe_to_mds(
     else:
         plan = _checked_user_columns(columns)
     destination = Destination(out)
+    check_executor_access(destination.url, executor_env)
     existing = commit.check_destination(destination, mode)
     commit.check_append_columns(existing, plan, destination.url)
     run = new_run_id()

@@ -31,8 +31,9 @@ from typing import Any
 from streaming.format.index import publish_index, rebase, stored_file
 from streaming.spark import commit
 from streaming.spark.convert import dataframe_to_mds
+from streaming.spark.executor_access import check_executor_access
 from streaming.spark.schema import resolve_columns
-from streaming.spark.source import Source, active_session, looks_like_path, resolve
+from streaming.spark.source import Source, active_session, looks_like_path, quote_table_name, resolve, sql_identifier
 from streaming.storage.destination import Destination
 
 logger = logging.getLogger(__name__)
@@ -107,6 +108,7 @@ def incremental_to_mds(
         raise TypeError(f"`table` must be a Delta table name or path, got {table!r}.")
     session = active_session(spark)
     destination = Destination(out)
+    check_executor_access(destination.url, executor_env)
     existing = commit.read_index(destination)
     held = held_version(destination, table, existing)
     current, source = resolve(table, session, version)
@@ -282,12 +284,8 @@ def _cdf_enabled(session: Any, table: str, source: Source, held: int) -> bool:
             _is_true(DeltaTable(table, version=v).metadata().configuration.get(CDF_PROPERTY))
             for v in (held, source.version)
         )
-    rows = session.sql(f"SHOW TBLPROPERTIES {_identifier(table)}").collect()
+    rows = session.sql(f"SHOW TBLPROPERTIES {sql_identifier(table)}").collect()
     return any(row["key"] == CDF_PROPERTY and _is_true(row["value"]) for row in rows)
-
-
-def _identifier(table: str) -> str:
-    return f"delta.`{table}`" if looks_like_path(table) else table
 
 
 def _change_feed(session: Any, table: str, source: Source, held: int) -> tuple[Any, int]:
@@ -300,7 +298,7 @@ def _change_feed(session: Any, table: str, source: Source, held: int) -> tuple[A
         .option("startingVersion", held + 1)
         .option("endingVersion", source.version)
     )
-    changes = reader.load(table) if looks_like_path(table) else reader.table(table)
+    changes = reader.load(table) if looks_like_path(table) else reader.table(quote_table_name(table))
     changes.schema  # noqa: B018 - resolves the feed now, so a range the feed does not cover fails here
     unapplied = changes.where("_change_type IN ('delete', 'update_postimage')").count()
     return changes.where("_change_type = 'insert'").drop(*CDF_COLUMNS), unapplied

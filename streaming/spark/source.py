@@ -14,6 +14,15 @@ from typing import Any
 
 from streaming.storage.url import is_remote
 
+# How Spark (and Databricks) say that DESCRIBE HISTORY was asked of something that is not a Delta table.
+NOT_DELTA_ERRORS = (
+    "DELTA_ONLY_OPERATION",
+    "DELTA_MISSING_DELTA_TABLE",
+    "EXPECT_TABLE_NOT_VIEW",
+    "is not a Delta table",
+    "only supported for Delta tables",
+)
+
 
 @dataclass(frozen=True)
 class Source:
@@ -69,20 +78,75 @@ def resolve(data: Any, spark: Any = None, version: int | None = None) -> tuple[A
     return _read_table(session, data, version)
 
 
+def table_name_parts(name: str) -> list[str]:
+    """The parts of a table name (`t`, `s.t`, `c.s.t`), each bare or in backticks (a doubled backtick is one)."""
+    parts: list[str] = []
+    position = 0
+    while True:
+        if name.startswith("`", position):
+            pieces, start = [], position + 1
+            while True:
+                end = name.find("`", start)
+                if end < 0:
+                    raise ValueError(f"Table name {name!r} has an unclosed backtick.")
+                pieces.append(name[start:end])
+                if not name.startswith("``", end):
+                    break
+                pieces.append("`")
+                start = end + 2
+            part, position = "".join(pieces), end + 1
+        else:
+            end = name.find(".", position)
+            end = len(name) if end < 0 else end
+            part, position = name[position:end], end
+        if not part:
+            raise ValueError(
+                f"Table name {name!r} has an empty part; expected table, schema.table or catalog.schema.table."
+            )
+        parts.append(part)
+        if position == len(name):
+            return parts
+        if name[position] != ".":
+            raise ValueError(f"Table name {name!r}: expected '.' after the backticked part {part!r}.")
+        position += 1
+
+
+def quote_table_name(name: str) -> str:
+    """`name` as a SQL identifier: every part in backticks, backticks inside doubled."""
+    return ".".join("`" + part.replace("`", "``") + "`" for part in table_name_parts(name))
+
+
+def sql_identifier(table: str) -> str:
+    """The SQL identifier of a table name or a Delta table path (``delta.`path` ``)."""
+    if looks_like_path(table):
+        return "delta.`" + table.replace("`", "``") + "`"
+    return quote_table_name(table)
+
+
+def _not_a_delta_table(err: Exception) -> bool:
+    """Whether DESCRIBE HISTORY failed because the table is not a Delta table (or Spark has no Delta support)."""
+    text = str(err)
+    # The identifier is quoted, so a syntax error means Spark's grammar lacks DESCRIBE HISTORY: no Delta extension.
+    return "PARSE_SYNTAX_ERROR" in text or any(marker in text for marker in NOT_DELTA_ERRORS)
+
+
 def _latest_version(session: Any, identifier: str) -> int | None:
-    """The newest version of a Delta table, or None if it is not a Delta table (or Spark cannot tell)."""
+    """The newest version of a Delta table, or None if it is not a Delta table; any other failure is raised."""
     try:
         rows = session.sql(f"DESCRIBE HISTORY {identifier} LIMIT 1").collect()
-    except Exception:  # noqa: BLE001 - not a Delta table, or no Delta support: no version to record
-        return None
+    except Exception as err:
+        if _not_a_delta_table(err):
+            return None
+        raise
     return int(rows[0]["version"]) if rows else None
 
 
 def _read_table(session: Any, name: str, version: int | None) -> tuple[Any, Source]:
-    pinned = version if version is not None else _latest_version(session, name)
+    identifier = quote_table_name(name)
+    pinned = version if version is not None else _latest_version(session, identifier)
     if pinned is None:
-        return session.read.table(name), Source("table", name, None, "spark")
-    return session.read.option("versionAsOf", pinned).table(name), Source("table", name, pinned, "spark")
+        return session.read.table(identifier), Source("table", name, None, "spark")
+    return session.read.option("versionAsOf", pinned).table(identifier), Source("table", name, pinned, "spark")
 
 
 def _read_delta_path(session: Any, path: str, version: int | None) -> tuple[Any, Source]:
@@ -96,7 +160,7 @@ def _read_delta_path(session: Any, path: str, version: int | None) -> tuple[Any,
         if "DATA_SOURCE_NOT_FOUND" not in str(err) and "Failed to find the data source" not in str(err):
             raise
         return _read_with_deltalake(session, path, version)
-    pinned = version if version is not None else _latest_version(session, f"delta.`{path}`")
+    pinned = version if version is not None else _latest_version(session, sql_identifier(path))
     if version is None and pinned is not None:
         frame = session.read.format("delta").option("versionAsOf", pinned).load(path)
     return frame, Source("delta", path, pinned, "spark")

@@ -22,6 +22,8 @@ from streaming.storage.errors import (
     CredentialsError,
     EndpointUnreachableError,
     IncompleteTransferError,
+    ObjectNotFoundError,
+    RequestRejectedError,
     StorageError,
     StoragePermissionError,
     import_extra,
@@ -76,8 +78,17 @@ class _DatabricksStorage(Storage):
         from requests.exceptions import ConnectionError as RequestsConnectionError
         from requests.exceptions import Timeout
 
+        throttled = exc.__cause__ if isinstance(exc, TimeoutError) else None
+        if throttled is not None and getattr(throttled, "retry_after_secs", None) is not None:
+            # The SDK's retry loop waited as each 429/503 answer's Retry-After asked, until its window ran out.
+            return EndpointUnreachableError(
+                url, f"the workspace kept throttling the request (429/503: {_answer(throttled)}); {exc}"
+            )
         if isinstance(exc, dbx.NotFound):
-            return self._not_found(url)
+            return ObjectNotFoundError(
+                url,
+                f"not found ({_answer(exc)}); check the path, that the volume exists and the data was written there",
+            )
         if isinstance(exc, dbx.Unauthenticated):
             return CredentialsError(
                 url, f"the workspace rejected the credentials (401); check the token, or {AUTH_HINT}"
@@ -92,7 +103,17 @@ class _DatabricksStorage(Storage):
                 f"cannot reach the Databricks workspace ({type(exc).__name__}); "
                 "check DATABRICKS_HOST (or the profile's host) and the network",
             )
+        if isinstance(exc, dbx.DatabricksError):
+            if getattr(exc, "retry_after_secs", None) is not None or isinstance(exc, dbx.InternalError):
+                return EndpointUnreachableError(url, f"the workspace failed the request ({_answer(exc)})")
+            return RequestRejectedError(url, f"the workspace refused the request ({_answer(exc)})")
         return None
+
+
+def _answer(exc: BaseException) -> str:
+    """The workspace's answer in an SDK error: its `error_code` and message (which never hold the token)."""
+    code = getattr(exc, "error_code", None)
+    return f"{code}: {exc}" if code else str(exc)
 
 
 class VolumesStorage(_DatabricksStorage):

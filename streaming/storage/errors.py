@@ -37,6 +37,10 @@ class EndpointUnreachableError(StorageError, ConnectionError):
     """The storage endpoint could not be reached, or the connection broke or timed out."""
 
 
+class RequestRejectedError(StorageError, ValueError):
+    """The service refused the request itself (a bad path, a conflict): retrying it cannot help."""
+
+
 class IncompleteTransferError(StorageError):
     """A transfer ended with fewer or more bytes than the object holds."""
 
