@@ -16,7 +16,7 @@ import os
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any, BinaryIO
-from urllib.parse import unquote
+from urllib.parse import quote, unquote
 
 from streaming.storage.base import CHUNK_SIZE, Storage
 from streaming.storage.errors import (
@@ -98,12 +98,14 @@ class HFStorage(Storage):
     # -- operations -----------------------------------------------------------------------------
     def _download(self, url: str, sink: BinaryIO, timeout: float) -> int | None:
         api = self._hub()
-        from huggingface_hub import hf_hub_url
         from huggingface_hub.utils import build_hf_headers, get_session, hf_raise_for_status
 
         where = parse_hub_url(url)
-        file_url = hf_hub_url(
-            where.repo_id, where.path, repo_type=REPO_TYPE, revision=where.revision, endpoint=api.endpoint
+        # Built from the client's endpoint rather than with `hf_hub_url`, whose URL template is fixed when
+        # huggingface_hub is first imported (a later HF_ENDPOINT would be ignored).
+        file_url = (
+            f"{api.endpoint.rstrip('/')}/datasets/{where.repo_id}/resolve/"
+            f"{quote(where.revision, safe='')}/{quote(where.path)}"
         )
         headers = build_hf_headers(token=self._token, library_name="mds-streaming")
         with get_session().stream("GET", file_url, headers=headers, timeout=timeout) as response:

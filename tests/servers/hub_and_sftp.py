@@ -54,9 +54,18 @@ def fake_hf_hub(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Service]:
             patch.setenv(name, value)
         from huggingface_hub import HfApi, constants
 
-        # Already imported by an earlier test: apply the same settings to what it read.
-        for name, value in (("HF_HUB_DISABLE_TELEMETRY", True), ("ENDPOINT", service.endpoint)):
+        # Already imported by an earlier test (perhaps in offline mode, as the zoo's tokenizer tests run): apply the
+        # same settings to what it read.
+        for name, value in (
+            ("HF_HUB_DISABLE_TELEMETRY", True),
+            ("ENDPOINT", service.endpoint),
+            ("HF_HUB_OFFLINE", False),
+        ):
             patch.setattr(constants, name, value)
+        # huggingface_hub builds its file-URL template from the endpoint once, at import.
+        patch.setattr(
+            constants, "HUGGINGFACE_CO_URL_TEMPLATE", service.endpoint + "/{repo_id}/resolve/{revision}/{filename}"
+        )
         for name in ("HF_TOKEN_PATH", "HF_STORED_TOKENS_PATH", "AGENT_HARNESSES_PATH"):
             if hasattr(constants, name):  # (not all of them exist in every huggingface_hub version)
                 patch.setattr(constants, name, str(home / os.path.basename(getattr(constants, name))))
