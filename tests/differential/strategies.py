@@ -185,7 +185,8 @@ def mds_values(encoding: str) -> st.SearchStrategy[Any]:
         "list[pil]": st.lists(images(IMAGE_MODES["pil"]), max_size=3),
         "list[jpeg]": st.lists(images(IMAGE_MODES["jpeg"]), max_size=3),
         "list[png]": st.lists(images(IMAGE_MODES["png"]), max_size=3),
-        "pkl": pickle_values,
+        # Top-level bytes would be stored raw by every encoding (upstream's mds_encode passes bytes through).
+        "pkl": pickle_values.filter(lambda value: not isinstance(value, bytes)),
         "json": json_values,
     }
     return table[name]

@@ -78,6 +78,31 @@ def test_stream_without_samples_is_refused(reference, stream_folders):
     check_plan(reference, stream_folders, case)
 
 
+def test_stream_smaller_than_canonical_nodes_is_not_shuffled(reference, stream_folders):
+    """Fixed: stratified/per_stream/device_per_stream shuffled (or refused) a stream with fewer samples than
+    canonical nodes; the reference keeps it in order, and gives each stream a shuffle block of at least 1."""
+    for method in ("stratified", "per_stream", "device_per_stream"):
+        for algo in ("naive", "py1e"):
+            kwargs = {**PLAN_DEFAULTS, "shuffle": True, "shuffle_algo": algo, "num_canonical_nodes": 4}
+            case = {
+                "streams": [{"shard_sizes": [3]}],
+                "dataset_kwargs": {**kwargs, "batching_method": method},
+                "world": (1, 1, 1),
+                "epoch": 0,
+                "sample_in_epoch": 0,
+            }
+            check_plan(reference, stream_folders, case)
+    tiny_block = {**PLAN_DEFAULTS, "shuffle": True, "shuffle_block_size": 1, "batching_method": "device_per_stream"}
+    case = {
+        "streams": [{"shard_sizes": [4, 4], "proportion": 0.3}, {"shard_sizes": [5], "proportion": 0.7}],
+        "dataset_kwargs": {**tiny_block, "num_canonical_nodes": 2},
+        "world": (1, 1, 1),
+        "epoch": 1,
+        "sample_in_epoch": 0,
+    }
+    check_plan(reference, stream_folders, case)
+
+
 def _open_plan_difference(reference, stream_folders, case) -> str | None:
     streams = [
         {"local": stream_folders.folder(position, stream["shard_sizes"])}
