@@ -1,8 +1,11 @@
 """The differential suite's session: one reference worker, the hypothesis settings, and the seed of this run.
 
 The run's seed is random unless ``MDS_DIFF_SEED`` is set; it is printed in the session header, so a failing run
-can be replayed exactly (``MDS_DIFF_SEED=<seed> pytest tests/differential``). Failing examples are also kept in
-the (uncommitted) hypothesis database under ``.hypothesis/differential``, which replays them first next time.
+can be replayed (``MDS_DIFF_SEED=<seed> pytest <the same tests>``). Failing examples are also kept in the
+(uncommitted) hypothesis database under ``.hypothesis/differential``, which replays them first next time.
+
+The seed is given to hypothesis's own source of per-test seeds rather than through ``@seed``, because ``@seed``
+(like ``--hypothesis-seed``) turns the example database off.
 """
 
 from __future__ import annotations
@@ -10,11 +13,12 @@ from __future__ import annotations
 import os
 import random
 import tempfile
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from typing import Any
 
+import hypothesis.core
 import pytest
-from hypothesis import HealthCheck, seed, settings
+from hypothesis import HealthCheck, settings
 from hypothesis.database import DirectoryBasedExampleDatabase
 
 import streaming
@@ -27,9 +31,9 @@ DATABASE = DirectoryBasedExampleDatabase(os.path.join(REPOSITORY, ".hypothesis",
 _worker: ReferenceWorker | None = None
 
 
-def differential(max_examples: int) -> Callable[[Any], Any]:
-    """Hypothesis settings for a differential test: ``max_examples`` cases, no deadline, this run's seed."""
-    chosen = settings(
+def differential(max_examples: int) -> settings:
+    """Hypothesis settings for a differential test: ``max_examples`` cases, no deadline, the example database."""
+    return settings(
         max_examples=max_examples,
         deadline=None,
         derandomize=False,
@@ -38,10 +42,19 @@ def differential(max_examples: int) -> Callable[[Any], Any]:
         suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large, HealthCheck.large_base_example],
     )
 
-    def apply(test: Any) -> Any:
-        return seed(SEED)(chosen(test))
 
-    return apply
+def pytest_configure(config: pytest.Config) -> None:
+    if not hasattr(hypothesis.core.threadlocal, "_hypothesis_global_random"):
+        raise RuntimeError("this hypothesis version has no per-test seed source to seed: update conftest.py")
+    hypothesis.core.threadlocal._hypothesis_global_random = random.Random(SEED)
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    """Stop a worker started for tests that were then not run (deselected, or the session was interrupted)."""
+    global _worker
+    if _worker is not None:
+        _worker.close()
+        _worker = None
 
 
 def pytest_report_header(config: pytest.Config) -> str:
@@ -49,11 +62,13 @@ def pytest_report_header(config: pytest.Config) -> str:
 
 
 def pytest_terminal_summary(terminalreporter: Any) -> None:
-    """Say how often each known open difference from the reference showed up in generated cases."""
+    """Print this run's seed, and how often each known open difference from the reference showed up."""
     from tests.differential.compare import OPEN_DIFFERENCES, open_differences_seen
 
+    terminalreporter.section("differential suite")
+    terminalreporter.write_line(pytest_report_header(terminalreporter.config))
     if open_differences_seen:
-        terminalreporter.section("differential suite: known open differences from the reference")
+        terminalreporter.write_line("known open differences from the reference (see compare.OPEN_DIFFERENCES):")
         for key, count in sorted(open_differences_seen.items()):
             terminalreporter.write_line(f"{key}: {count} generated cases ({OPEN_DIFFERENCES[key][0]})")
 

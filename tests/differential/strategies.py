@@ -98,14 +98,14 @@ def jpeg_bytes() -> st.SearchStrategy[bytes]:
 
 def ndarrays(dtype: str | None = None, shape: tuple[int, ...] | None = None) -> st.SearchStrategy[np.ndarray]:
     """Non-empty arrays of one of the MDS dtypes, 1 to 4 dimensions, sometimes non-contiguous or with a dimension
-    of 256 or more (which widens the stored shape)."""
+    of 256 or more (which widens the stored shape to uint16; wider shapes would make cases slow to compress)."""
     dtypes = st.just(dtype) if dtype else st.sampled_from(NDARRAY_DTYPES)
     if shape is not None:
         shapes: st.SearchStrategy[tuple[int, ...]] = st.just(shape)
     else:
         shapes = st.one_of(
             hnp.array_shapes(min_dims=1, max_dims=4, min_side=1, max_side=4),
-            st.sampled_from([(256,), (1, 300), (65536,), (2, 1, 257)]),
+            st.sampled_from([(256,), (1, 300), (2, 1, 257)]),
         )
 
     @st.composite

@@ -51,7 +51,7 @@ def check_dataset_case(reference: ReferenceWorker, case: dict[str, Any]) -> None
         shutil.rmtree(root, ignore_errors=True)
 
 
-@differential(max_examples=500)
+@differential(max_examples=400)
 @given(case=dataset_cases())
 def test_writers_and_readers_agree(reference, case):
     check_dataset_case(reference, case)
