@@ -51,13 +51,13 @@ def check_dataset_case(reference: ReferenceWorker, case: dict[str, Any]) -> None
         shutil.rmtree(root, ignore_errors=True)
 
 
-@differential(max_examples=400)
+@differential(max_examples=350)
 @given(case=dataset_cases())
 def test_writers_and_readers_agree(reference, case):
     check_dataset_case(reference, case)
 
 
-@differential(max_examples=150)
+@differential(max_examples=120)
 @given(case=dataset_cases(writer="mds", max_samples=4))
 def test_mds_every_encoding_agrees(reference, case):
     check_dataset_case(reference, case)

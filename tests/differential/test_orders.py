@@ -20,19 +20,19 @@ def check_function(reference, function: str, args: list[Any]) -> None:
     assert difference is None, f"{function}{tuple(args)}: {difference}"
 
 
-@differential(max_examples=450)
+@differential(max_examples=500)
 @given(args=partition_args())
 def test_partitions_agree(reference, args):
     check_function(reference, "partitions", args)
 
 
-@differential(max_examples=450)
+@differential(max_examples=500)
 @given(args=shuffle_args())
 def test_shuffles_agree(reference, args):
     check_function(reference, "shuffle", args)
 
 
-@differential(max_examples=350)
+@differential(max_examples=400)
 @given(args=sampling_args())
 def test_sampling_agrees(reference, args):
     check_function(reference, "sampling", args)

@@ -61,6 +61,16 @@ def test_png_of_a_palette_image(reference):
     )
 
 
+def test_png_of_a_32_bit_integer_image(reference):
+    """Fixed: ours refused to store a mode I image as PNG; upstream stores it as I;16 (png and list[png])."""
+    from PIL import Image
+
+    image = Image.frombytes("I", (2, 1), np.array([70000, -5], "<i4").tobytes())
+    samples = [{"0": image, "1": [image, image]}]
+    case = {"writer": "mds", "columns": {"0": "png", "1": "list[png]"}, "samples": samples}
+    check_dataset_case(reference, {**case, "compression": None, "hashes": [], "size_limit": None})
+
+
 def test_partitions_of_an_empty_epoch(reference):
     """Allowed: the reference divides by zero, ours says why."""
     check_function(reference, "partitions", ["orig", 0, 1, 1, 1, 1, 1, 0, None])
