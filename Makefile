@@ -2,6 +2,8 @@
 VENV ?= .venv
 PY := $(VENV)/bin/python
 NODE_DIR := .ci/node
+# streaming-community 0.14.2 in its own virtualenv, for the differential suite (tests/differential).
+REF_VENV := .venv-ref
 
 # The oldest databricks-sdk we declare (pyproject.toml: databricks-sdk>=0.38); `make test` runs the Databricks-facing
 # tests a second time with it. Older SDKs resend an already-read body after a throttled PUT (an empty file).
@@ -18,6 +20,9 @@ $(VENV)/.installed: pyproject.toml
 	$(PY) -m pip install -q -e '.[test]'
 	touch $@
 
+$(REF_VENV)/.bench-ready: benchmarks/setup_ref.sh
+	BENCH_REF_SPARK=0 bash benchmarks/setup_ref.sh $(abspath $(REF_VENV))
+
 $(NODE_DIR)/.installed:
 	npm install --silent --no-audit --no-fund --prefix $(NODE_DIR) azurite@3.35.0
 	touch $@
@@ -27,8 +32,9 @@ demo: $(VENV)/.installed
 	SPARK_LOCAL_IP=127.0.0.1 PYSPARK_PYTHON=$(abspath $(PY)) $(PY) notebooks/run_local.py notebooks/02_train_from_volume.py
 	$(PY) notebooks/formats_demo.py
 
-test: $(VENV)/.installed $(NODE_DIR)/.installed
-	SPARK_LOCAL_IP=127.0.0.1 PYSPARK_PYTHON=$(abspath $(PY)) $(PY) -m pytest -q
+test: $(VENV)/.installed $(NODE_DIR)/.installed $(REF_VENV)/.bench-ready
+	SPARK_LOCAL_IP=127.0.0.1 PYSPARK_PYTHON=$(abspath $(PY)) MDS_REFERENCE_PYTHON=$(abspath $(REF_VENV))/bin/python \
+		$(PY) -m pytest -q
 	$(MAKE) test-databricks-oldest-sdk
 
 # Only the SDK itself goes to the side directory (--no-deps): its dependencies are the venv's.

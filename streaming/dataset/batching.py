@@ -161,7 +161,8 @@ class PlanInputs:
     ) -> NDArray[np.int64]:
         """Partition one stream on its own and map positions to global sample ids.
 
-        The stream's shuffle window is the dataset's scaled by the stream's proportion.
+        The stream's shuffle window is the dataset's scaled by the stream's proportion (at least 1); a stream
+        with fewer samples than canonical nodes is not shuffled.
         """
         units, sample_ids = self.resample(epoch, stream_id)
         partition = get_partitions(
@@ -175,8 +176,17 @@ class PlanInputs:
             0,
             self.initial_physical_nodes,
         )
-        if self.shuffle:
-            block_size = int(self.shuffle_block_size * self.proportion_per_stream[stream_id])
+        if self.shuffle and len(sample_ids) < self.num_canonical_nodes:
+            # As upstream: a shuffle needs a sample per canonical node, so such a stream stays in order.
+            logger.warning(
+                "Stream with index %d has %d samples, fewer than the %d canonical nodes, so its samples are "
+                "repeated and not shuffled.",
+                stream_id,
+                len(sample_ids),
+                self.num_canonical_nodes,
+            )
+        elif self.shuffle:
+            block_size = max(1, int(self.shuffle_block_size * self.proportion_per_stream[stream_id]))
             order = get_shuffle(
                 self.shuffle_algo, units, self.num_canonical_nodes, self.shuffle_seed, epoch, block_size
             )
@@ -340,14 +350,6 @@ def generate_work_device_per_stream_batching(
             f"must be divisible by the number of physical nodes ({physical})."
         )
     batch_size = plan.batch_size
-    if plan.shuffle:
-        for stream_id, proportion in enumerate(plan.proportion_per_stream.tolist()):
-            if int(plan.shuffle_block_size * proportion) == 0:
-                raise ValueError(
-                    f"Stream {stream_id} would get a shuffle block of 0 samples: "
-                    f"raise `shuffle_block_size` ({plan.shuffle_block_size}) or the "
-                    f"stream's proportion ({proportion})."
-                )
     positions = [plan.stream_positions(epoch, stream_id, canonical, world, 1) for stream_id in range(plan.num_streams)]
 
     per_node = canonical // physical

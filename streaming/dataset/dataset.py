@@ -193,8 +193,10 @@ class StreamingDataset(Array, IterableDataset):
         self.samples_per_stream = np.array([t.num_samples for t in tables], np.int64)
         self.sample_offset_per_stream = np.concatenate([[0], np.cumsum(self.samples_per_stream)[:-1]]).astype(np.int64)
         self.num_samples = int(self.samples_per_shard.sum())
-        if not self.num_samples:
-            raise RuntimeError("Stream contains no samples: every index lists zero samples.")
+        for stream, stream_samples in zip(self.streams, self.samples_per_stream):
+            if not stream_samples:
+                index = os.path.join(stream.local, stream.split, "index.json")
+                raise RuntimeError(f"Stream contains no samples: {index}.")
         self._shard_starts = array("q", self.sample_offset_per_shard.tolist())
         self.shards = ReaderPool([(s.local, s.split) for s in self.streams], tables)
         self.shards.validate(allow_unsafe_types)

@@ -491,12 +491,18 @@ class JPEG(Encoding):
 
 
 class PNG(Encoding):
-    """``png``: PNG file bytes."""
+    """``png``: PNG file bytes.
+
+    PNG has no 32-bit integer mode: a mode ``I`` image is stored as 16-bit grayscale (``I;16``, values clipped to
+    0..65535), as upstream does, and decodes as mode ``I;16``.
+    """
 
     zero_copy = True
 
     def encode(self, obj: Any) -> bytes:
         _check_image(obj, "png")
+        if obj.mode == "I":
+            obj = obj.convert("I;16")
         return _save_image(obj, "PNG", "png")
 
     def decode(self, data: bytes | memoryview) -> Any:

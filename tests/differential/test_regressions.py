@@ -1,0 +1,179 @@
+"""Shrunk cases the differential suite found, replayed on every run (fixed ones as plain tests; known open
+differences as strict xfails, which fail once the difference is fixed so that the entry gets removed)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from tests.differential import operations
+from tests.differential.compare import OPEN_DIFFERENCES, open_difference, result_difference
+from tests.differential.test_errors import check_bad_case
+from tests.differential.test_formats import check_dataset_case, write_both
+from tests.differential.test_orders import check_function, check_plan
+
+PLAN_DEFAULTS = {
+    "batch_size": 1,
+    "shuffle": False,
+    "shuffle_algo": "naive",
+    "shuffle_seed": 0,
+    "num_canonical_nodes": None,
+    "shuffle_block_size": None,
+    "sampling_method": "balanced",
+    "sampling_granularity": 1,
+    "batching_method": "random",
+    "partition_algo": "relaxed",
+    "epoch_size": None,
+}
+
+
+def test_empty_mds_dataset(reference):
+    """Allowed: the reference's LocalDataset cannot open a dataset without shards; the files are identical."""
+    check_dataset_case(
+        reference,
+        {
+            "writer": "mds",
+            "columns": {"0": "bytes"},
+            "samples": [],
+            "compression": None,
+            "hashes": [],
+            "size_limit": None,
+        },
+    )
+
+
+def test_png_of_a_palette_image(reference):
+    from PIL import Image
+
+    image = Image.frombytes("P", (1, 1), b"\x00")
+    image.putpalette(bytes(range(256)) * 3)
+    samples = [{"0": image, "1": b""}]
+    check_dataset_case(
+        reference,
+        {
+            "writer": "mds",
+            "columns": {"0": "png", "1": "bytes"},
+            "samples": samples,
+            "compression": None,
+            "hashes": [],
+            "size_limit": None,
+        },
+    )
+
+
+def test_png_of_a_32_bit_integer_image(reference):
+    """Fixed: ours refused to store a mode I image as PNG; upstream stores it as I;16 (png and list[png])."""
+    from PIL import Image
+
+    image = Image.frombytes("I", (2, 1), np.array([70000, -5], "<i4").tobytes())
+    samples = [{"0": image, "1": [image, image]}]
+    case = {"writer": "mds", "columns": {"0": "png", "1": "list[png]"}, "samples": samples}
+    check_dataset_case(reference, {**case, "compression": None, "hashes": [], "size_limit": None})
+
+
+def test_partitions_of_an_empty_epoch(reference):
+    """Allowed: the reference divides by zero, ours says why."""
+    check_function(reference, "partitions", ["orig", 0, 1, 1, 1, 1, 1, 0, None])
+
+
+def test_stream_without_samples_is_refused(reference, stream_folders):
+    """Fixed: a dataset with one empty stream raised nothing in ours; the reference raises RuntimeError."""
+    case = {
+        "streams": [{"shard_sizes": [0]}, {"shard_sizes": [1]}],
+        "dataset_kwargs": PLAN_DEFAULTS,
+        "world": (1, 1, 1),
+        "epoch": 0,
+        "sample_in_epoch": 0,
+    }
+    check_plan(reference, stream_folders, case)
+
+
+def test_stream_smaller_than_canonical_nodes_is_not_shuffled(reference, stream_folders):
+    """Fixed: stratified/per_stream/device_per_stream shuffled (or refused) a stream with fewer samples than
+    canonical nodes; the reference keeps it in order, and gives each stream a shuffle block of at least 1."""
+    for method in ("stratified", "per_stream", "device_per_stream"):
+        for algo in ("naive", "py1e"):
+            kwargs = {**PLAN_DEFAULTS, "shuffle": True, "shuffle_algo": algo, "num_canonical_nodes": 4}
+            case = {
+                "streams": [{"shard_sizes": [3]}],
+                "dataset_kwargs": {**kwargs, "batching_method": method},
+                "world": (1, 1, 1),
+                "epoch": 0,
+                "sample_in_epoch": 0,
+            }
+            check_plan(reference, stream_folders, case)
+    tiny_block = {**PLAN_DEFAULTS, "shuffle": True, "shuffle_block_size": 1, "batching_method": "device_per_stream"}
+    case = {
+        "streams": [{"shard_sizes": [4, 4], "proportion": 0.3}, {"shard_sizes": [5], "proportion": 0.7}],
+        "dataset_kwargs": {**tiny_block, "num_canonical_nodes": 2},
+        "world": (1, 1, 1),
+        "epoch": 1,
+        "sample_in_epoch": 0,
+    }
+    check_plan(reference, stream_folders, case)
+
+
+def _open_plan_difference(reference, stream_folders, case) -> str | None:
+    streams = [
+        {"local": stream_folders.folder(position, stream["shard_sizes"])}
+        for position, stream in enumerate(case["streams"])
+    ]
+    arguments = {**case, "streams": streams}
+    ours, theirs = operations.epoch_plan(**arguments), reference.call("epoch_plan", **arguments)
+    return result_difference(ours, theirs) and open_difference(ours, theirs)
+
+
+@pytest.mark.xfail(strict=True, reason=OPEN_DIFFERENCES["short-stream-per-stream-batching"][0])
+def test_short_stream_with_per_stream_batching(reference, stream_folders):
+    case = {
+        "streams": [{"shard_sizes": [1]}, {"shard_sizes": [2]}],
+        "dataset_kwargs": {**PLAN_DEFAULTS, "batch_size": 2, "batching_method": "per_stream"},
+        "world": (1, 1, 1),
+        "epoch": 0,
+        "sample_in_epoch": 0,
+    }
+    assert _open_plan_difference(reference, stream_folders, case) is None
+
+
+def _mds(columns, samples, **kwargs):
+    return {
+        "writer": "mds",
+        "columns": columns,
+        "samples": samples,
+        "compression": None,
+        "hashes": [],
+        "size_limit": None,
+        **kwargs,
+    }
+
+
+OPEN_WRITE_CASES = {
+    "wrong-type-attributeerror": _mds({"0": "bytes"}, [{"0": "text"}]),
+    "scalar-from-text-valueerror": _mds({"0": "uint8"}, [{"0": "text"}]),
+    "fixed-size-keyerror": _mds({"0": "int64"}, [{"0": b"12345"}]),
+    "assertion-errors": {**_mds({"0": "int128"}, [{"0": 1}]), "writer": "tsv", "newline": "\n"},
+    "non-str-encoding-attributeerror": _mds({"0": 7}, [{"0": 1}]),
+    "duplicate-hashes-refused": _mds({"0": "int"}, [{"0": 1}], hashes=["md5", "md5"]),
+}
+
+
+@pytest.mark.parametrize(
+    "key",
+    [
+        pytest.param(key, marks=pytest.mark.xfail(strict=True, reason=OPEN_DIFFERENCES[key][0]))
+        for key in OPEN_WRITE_CASES
+    ],
+)
+def test_open_error_differences(reference, key, tmp_path):
+    _, _, ours, theirs = write_both(reference, OPEN_WRITE_CASES[key], str(tmp_path))
+    assert open_difference(ours, theirs) == key, (ours, theirs)
+    assert result_difference(ours, theirs, "write") is None
+
+
+def test_every_open_difference_has_a_regression():
+    assert set(OPEN_DIFFERENCES) == {"short-stream-per-stream-batching", *OPEN_WRITE_CASES}
+
+
+def test_bad_arrays_fail_alike(reference):
+    for array in (np.zeros(0, np.int32), np.array(5, np.int16), np.zeros(3, np.complex64)):
+        check_bad_case(reference, {**_mds({"0": "ndarray"}, [{"0": array}]), "mutation": "array"})
