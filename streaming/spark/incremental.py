@@ -32,7 +32,7 @@ from streaming.format.index import dumps_index, get_index_basename
 from streaming.spark import commit
 from streaming.spark.convert import dataframe_to_mds, normalize_destination
 from streaming.spark.schema import resolve_columns
-from streaming.spark.source import Source, active_session, looks_like_path, resolve
+from streaming.spark.source import Source, active_session, frame_from_arrow, looks_like_path, resolve
 
 logger = logging.getLogger(__name__)
 
@@ -317,7 +317,7 @@ def _change_feed_deltalake(session: Any, table: str, source: Source, held: int) 
     unapplied = pc.sum(pc.is_in(kinds, pa.array(["delete", "update_postimage"]))).as_py() or 0
     schema = pa.schema(snapshot.schema().to_arrow())
     inserts = changes.select(schema.names).cast(schema).filter(pc.equal(kinds, "insert"))
-    return session.createDataFrame(inserts), int(unapplied)
+    return frame_from_arrow(session, inserts), int(unapplied)
 
 
 def _publish(destination: commit.Destination, table: str, held: int | None, folder: str) -> None:
