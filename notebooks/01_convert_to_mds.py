@@ -16,7 +16,15 @@
 
 # COMMAND ----------
 
-# MAGIC %pip install mds-streaming
+# What to install: the published package (default), a wheel in a volume
+# (`/Volumes/<catalog>/<schema>/<volume>/mds_streaming-<version>-py3-none-any.whl`) or a Git URL
+# (`git+https://<host>/<org>/<repo>.git@<tag>`).
+dbutils.widgets.text("install", "mds-streaming", "pip requirement of mds-streaming")
+install = dbutils.widgets.get("install")
+
+# COMMAND ----------
+
+# MAGIC %pip install $install
 
 # COMMAND ----------
 

@@ -1,11 +1,20 @@
 """Run a Databricks source-format notebook on this machine, unmodified, cell by cell.
 
-    python notebooks/run_local.py NOTEBOOK [--widget name=value ...]
+    python notebooks/run_local.py NOTEBOOK [--widget name=value ...] [--in-place]
 
 The notebook sees what a Databricks notebook sees: ``spark`` (a local SparkSession), ``dbutils`` (widgets,
-``notebook.exit``, ``library.restartPython``), ``display`` and ``displayHTML``. ``%md`` and ``%pip`` cells are
-printed, not run (the local environment already has its packages); any other magic stops the run. Widget
-values given with ``--widget`` replace the defaults the notebook declares, as job parameters do.
+``notebook.exit``, ``library.restartPython``), ``display`` and ``displayHTML``. ``%md`` cells are printed;
+any magic other than ``%md`` and ``%pip`` stops the run. Widget values given with ``--widget`` replace the
+defaults the notebook declares, as job parameters do.
+
+``%pip`` cells install for real, as on a cluster, into a throwaway virtualenv: the command line run creates
+one in a temporary folder and runs the notebook in its interpreter (Spark's Python workers included), and
+each ``%pip`` cell runs ``pip`` there, with ``$name`` replaced by the notebook's variable ``name`` as IPython
+does. So ``--widget install=dist/mds_streaming-<version>-py3-none-any.whl`` runs a notebook on the built
+wheel exactly as a user's ``%pip install`` would. The virtualenv sees the packages of the interpreter that
+started it (pyspark, torch, ...: nothing is downloaded again) except this project's own, so ``streaming`` is
+the one ``%pip`` installed. ``--in-place`` (and ``run_notebook`` called from Python, as the tests do with
+their own session) runs in the current interpreter and prints ``%pip`` cells instead of running them.
 
 On a cluster the executors hold the workspace's credentials; here the ``DATABRICKS_*`` variables of this
 process are handed to Spark's Python workers for the duration of the run, so tasks reach the same workspace
@@ -16,9 +25,15 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import importlib
 import os
+import re
+import shlex
+import subprocess
 import sys
+import tempfile
 import traceback
+import venv
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -28,6 +43,11 @@ SEPARATOR = "# COMMAND ----------"
 MAGIC_PREFIX = "# MAGIC"
 PRINTED_MAGICS = ("md", "pip")
 FORWARDED_ENV_PREFIX = "DATABRICKS_"
+#: Set to the throwaway virtualenv's folder for the run inside it; only there do ``%pip`` cells run.
+THROWAWAY_VENV_ENV = "RUN_LOCAL_VENV"
+#: Entries of the starting interpreter's site-packages the throwaway virtualenv does not see: this project's
+#: own installs (an editable one included) and ``.pth`` hooks, so ``import streaming`` finds what ``%pip`` put there.
+HIDDEN_SITE_ENTRIES = re.compile(r"^(streaming|mds_streaming-.*|__editable__.*mds_streaming.*|.*\.pth)$", re.I)
 
 
 @dataclass(frozen=True)
@@ -155,7 +175,8 @@ class _NotebookUtils:
 
 class _LibraryUtils:
     def restartPython(self) -> None:
-        print("[run_local] dbutils.library.restartPython(): nothing to restart locally")
+        importlib.invalidate_caches()  # what %pip installed is importable from the next cell on
+        print("[run_local] dbutils.library.restartPython(): import caches refreshed")
 
 
 @dataclass
@@ -263,7 +284,7 @@ def run_notebook(
             if not quiet:
                 print(f"\n── {os.path.basename(path)} · cell {cell.number}/{len(cells)} (line {cell.line}) ──")
             if cell.magic is not None:
-                _show_magic(cell, path, quiet)
+                _run_magic(cell, path, quiet, namespace)
                 continue
             code = compile("\n" * (cell.line - 1) + cell.source, path, "exec")
             try:
@@ -276,16 +297,74 @@ def run_notebook(
     return NotebookRun(namespace, exit_value)
 
 
-def _show_magic(cell: Cell, path: str, quiet: bool) -> None:
+def _run_magic(cell: Cell, path: str, quiet: bool, namespace: Mapping[str, Any]) -> None:
     if cell.magic not in PRINTED_MAGICS:
         raise ValueError(
             f"{path}, cell {cell.number} (line {cell.line}): the %{cell.magic} magic cannot run "
-            f"locally; supported: {', '.join('%' + m for m in PRINTED_MAGICS)} (printed, not run)."
+            f"locally; supported: {', '.join('%' + m for m in PRINTED_MAGICS)}."
         )
-    if cell.magic == "pip":
+    if cell.magic == "pip" and in_throwaway_venv():
+        _run_pip(cell, path, namespace)
+    elif cell.magic == "pip":
         print(f"[run_local] skipped: {cell.source.strip()}")
     elif not quiet:
         print(cell.source.removeprefix("%md").strip())
+
+
+def expand_variables(command: str, namespace: Mapping[str, Any]) -> str:
+    """``$name`` → the notebook variable ``name`` (as IPython expands magics); unknown names stay as written."""
+    return re.sub(r"\$(\w+)", lambda m: str(namespace[m[1]]) if m[1] in namespace else m[0], command)
+
+
+def _run_pip(cell: Cell, path: str, namespace: Mapping[str, Any]) -> None:
+    arguments = shlex.split(expand_variables(cell.source.strip(), namespace))[1:]
+    print(f"[run_local] {sys.prefix}: pip {shlex.join(arguments)}", flush=True)
+    command = [sys.executable, "-m", "pip", *arguments, "--disable-pip-version-check", "--no-input"]
+    if subprocess.run(command, check=False).returncode != 0:
+        raise RuntimeError(f"{path}, cell {cell.number} (line {cell.line}): pip {shlex.join(arguments)} failed.")
+
+
+def in_throwaway_venv() -> bool:
+    """Whether this interpreter is the throwaway virtualenv a command line run made (where %pip may install)."""
+    folder = os.environ.get(THROWAWAY_VENV_ENV)
+    return folder is not None and os.path.realpath(folder) == os.path.realpath(sys.prefix)
+
+
+def create_throwaway_venv(folder: str) -> str:
+    """A virtualenv in ``folder`` that sees this interpreter's packages but not this project; its python's path.
+
+    pip is this interpreter's (found through the shared packages), so creating it takes no download.
+    """
+    venv.EnvBuilder(with_pip=False, symlinks=True).create(folder)
+    python = os.path.join(folder, "bin", "python")
+    own_site = subprocess.run(
+        [python, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout.strip()
+    shared = os.path.join(folder, "shared-site-packages")
+    os.makedirs(shared)
+    import site
+
+    for parent in site.getsitepackages():
+        for name in sorted(os.listdir(parent)) if os.path.isdir(parent) else []:
+            target = os.path.join(shared, name)
+            if not HIDDEN_SITE_ENTRIES.match(name) and not os.path.lexists(target):
+                os.symlink(os.path.join(parent, name), target)
+    with open(os.path.join(own_site, "_run_local_shared.pth"), "w", encoding="utf-8") as file:
+        file.write(shared + "\n")
+    return python
+
+
+def run_in_throwaway_venv(argv: Sequence[str]) -> int:
+    """Run this script with ``argv`` inside a fresh throwaway virtualenv, which is deleted afterwards."""
+    with tempfile.TemporaryDirectory(prefix="run_local-venv-") as folder:
+        python = create_throwaway_venv(folder)
+        environment = {name: value for name, value in os.environ.items() if name != "PYTHONPATH"}
+        environment[THROWAWAY_VENV_ENV] = folder
+        print(f"[run_local] running in a throwaway virtualenv: {folder}", flush=True)
+        return subprocess.run([python, os.path.abspath(__file__), *argv], env=environment, check=False).returncode
 
 
 def parse_widget_arguments(pairs: Sequence[str]) -> dict[str, str]:
@@ -300,6 +379,7 @@ def parse_widget_arguments(pairs: Sequence[str]) -> dict[str, str]:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    arguments = list(sys.argv[1:] if argv is None else argv)
     parser = argparse.ArgumentParser(description="Run a Databricks source-format notebook locally, cell by cell.")
     parser.add_argument("notebook", help="path of the notebook (.py, Databricks source format)")
     parser.add_argument(
@@ -309,11 +389,18 @@ def main(argv: Sequence[str] | None = None) -> int:
         metavar="NAME=VALUE",
         help="a widget value (repeatable); replaces the notebook's default",
     )
-    args = parser.parse_args(argv)
+    parser.add_argument(
+        "--in-place",
+        action="store_true",
+        help="run in this interpreter and print %%pip cells instead of installing into a throwaway virtualenv",
+    )
+    args = parser.parse_args(arguments)
     try:
         widgets = parse_widget_arguments(args.widget)
     except ValueError as err:
         parser.error(str(err))
+    if not args.in_place and not in_throwaway_venv():
+        return run_in_throwaway_venv(arguments)
     from pyspark.sql import SparkSession
 
     owned = SparkSession.getActiveSession() is None

@@ -11,8 +11,11 @@ from __future__ import annotations
 import os
 import shutil
 import tempfile
+from collections.abc import Iterator
 
 import pytest
+
+from tests.volume_fuse import FuseVolume, mounted_fuse_volume
 
 pytest_plugins = ["tests.services", "tests.servers.hub_and_sftp", "tests.remotes"]
 
@@ -53,3 +56,9 @@ def pytest_unconfigure(config):
 def out_dir(tmp_path):
     """A fresh, not yet existing output directory."""
     return os.path.join(tmp_path, "out")
+
+
+@pytest.fixture(scope="session")
+def fuse_volume_mount(tmp_path_factory: pytest.TempPathFactory) -> Iterator[FuseVolume]:
+    """`/Volumes/<unique catalog>/default/vol` as a FUSE mount with a Databricks volume's limits (one per run)."""
+    yield from mounted_fuse_volume(tmp_path_factory.mktemp("fuse-volume"))

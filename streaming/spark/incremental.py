@@ -33,7 +33,15 @@ from streaming.spark import commit
 from streaming.spark.convert import dataframe_to_mds
 from streaming.spark.executor_access import check_executor_access
 from streaming.spark.schema import resolve_columns
-from streaming.spark.source import Source, active_session, looks_like_path, quote_table_name, resolve, sql_identifier
+from streaming.spark.source import (
+    Source,
+    active_session,
+    frame_from_arrow,
+    looks_like_path,
+    quote_table_name,
+    resolve,
+    sql_identifier,
+)
 from streaming.storage.destination import Destination
 
 logger = logging.getLogger(__name__)
@@ -316,7 +324,7 @@ def _change_feed_deltalake(session: Any, table: str, source: Source, held: int) 
     unapplied = pc.sum(pc.is_in(kinds, pa.array(["delete", "update_postimage"]))).as_py() or 0
     schema = pa.schema(snapshot.schema().to_arrow())
     inserts = changes.select(schema.names).cast(schema).filter(pc.equal(kinds, "insert"))
-    return session.createDataFrame(inserts), int(unapplied)
+    return frame_from_arrow(session, inserts), int(unapplied)
 
 
 def _publish(destination: Destination, table: str, held: int | None, folder: str) -> None:

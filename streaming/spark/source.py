@@ -176,4 +176,24 @@ def _read_with_deltalake(session: Any, path: str, version: int | None) -> tuple[
             "package: pip install deltalake"
         ) from err
     table = DeltaTable(path, version=version)
-    return session.createDataFrame(table.to_pyarrow_table()), Source("delta", path, table.version(), "deltalake")
+    return frame_from_arrow(session, table.to_pyarrow_table()), Source("delta", path, table.version(), "deltalake")
+
+
+def frame_from_arrow(session: Any, table: Any) -> Any:
+    """A DataFrame of an Arrow table: directly from Spark 4.0 on; on Spark 3.5 through pandas with Arrow on."""
+    import pyspark
+
+    if int(pyspark.__version__.split(".")[0]) >= 4:
+        return session.createDataFrame(table)
+    from pyspark.sql.pandas.types import from_arrow_schema
+
+    key = "spark.sql.execution.arrow.pyspark.enabled"
+    previous = session.conf.get(key, None)
+    session.conf.set(key, "true")  # NULLs in integer columns survive pandas only on the Arrow path
+    try:
+        return session.createDataFrame(table.to_pandas(), schema=from_arrow_schema(table.schema))
+    finally:
+        if previous is None:
+            session.conf.unset(key)
+        else:
+            session.conf.set(key, previous)

@@ -4,7 +4,8 @@ served either by the fake Databricks server (Files API) or by a local directory 
 The SparkSession is the suite's one session: an active session (started by `tests/spark`) is reused, and
 otherwise one is built with the exact settings of `tests/spark/conftest.py`, which then reuses it. The
 mounted volume is a symlink `/Volumes/<unique catalog>/default/vol` to a folder of the test's `tmp_path`,
-removed afterwards (creating it needs write access to `/`, as root in CI containers).
+removed afterwards (creating it needs write access to `/`, as root in CI containers); the FUSE volume is a
+folder on the run's FUSE mount (`tests/volume_fuse.py`), which refuses what a cluster's `/Volumes` refuses.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ import pytest
 from streaming.storage.base import volume_mount
 from tests.services import Service
 from tests.spark.conftest import local_session
+from tests.volume_fuse import FuseVolume
 
 REPO = Path(__file__).resolve().parents[2]
 NOTEBOOKS = REPO / "notebooks"
@@ -122,9 +124,17 @@ def mounted_volume(tmp_path: Path) -> Iterator[Volume]:
                 VOLUMES.rmdir()
 
 
-@pytest.fixture(params=["files_api", "mounted"])
+@pytest.fixture
+def fuse_volume(fuse_volume_mount: FuseVolume) -> Volume:
+    """A fresh folder on the FUSE-mounted `/Volumes/...` (no appends, no random writes, no links: see volume_fuse)."""
+    root, backing = fuse_volume_mount.folder()
+    assert volume_mount(root) == root
+    return Volume("fuse", root, backing)
+
+
+@pytest.fixture(params=["files_api", "mounted", "fuse"])
 def volume(request: pytest.FixtureRequest) -> Volume:
-    """Each way a notebook reaches `/Volumes/...` in turn: the Files API, then a mounted local path."""
+    """Each way a notebook reaches `/Volumes/...` in turn: the Files API, a mounted local path, a FUSE mount."""
     return request.getfixturevalue(f"{request.param}_volume")
 
 

@@ -88,7 +88,7 @@ def test_missing_credentials_say_what_to_set(runner, spark, tmp_path, no_databri
     ):
         runner.run_notebook(CONVERT, widgets, spark, quiet=True)
 
-    argv = [CONVERT] + [f"--widget={name}={value}" for name, value in widgets.items()]
+    argv = [CONVERT, "--in-place"] + [f"--widget={name}={value}" for name, value in widgets.items()]
     assert runner.main(argv) == 1
     err = capsys.readouterr().err
     assert "set DATABRICKS_HOST and DATABRICKS_TOKEN" in err and "01_convert_to_mds.py failed" in err

@@ -48,7 +48,7 @@ def test_matches_writer_for_every_vectorised_encoding(tmp_path):
     floats[:3] = [np.nan, -0.0, np.inf]
     decimals = [Decimal(f"{int(v)}.{abs(int(v)) % 100:02d}") for v in rng.integers(-(10**6), 10**6, rows)]
     dates = rng.integers(-100000, 100000, rows).astype(np.int32)
-    batch = pa.record_batch(
+    batch = pa.RecordBatch.from_pydict(
         {
             "a_ints": pa.array(ints),
             "b_small": pa.array(small),
@@ -98,14 +98,14 @@ def test_matches_writer_for_every_vectorised_encoding(tmp_path):
 
 def test_dynamic_dtype_ndarray_and_large_shapes(tmp_path):
     values = [list(range(300)), [7], [i % 1000 for i in range(70000)]]
-    batch = pa.record_batch({"v": pa.array(values, pa.large_list(pa.int16()))})
+    batch = pa.RecordBatch.from_pydict({"v": pa.array(values, pa.large_list(pa.int16()))})
     buffer, sizes = BatchEncoder({"v": "ndarray"}).encode(batch)
     expected = writer_bytes(tmp_path, {"v": "ndarray"}, [{"v": np.array(v, np.int16)} for v in values])
     assert split_samples(buffer, sizes) == expected
 
 
 def test_empty_arrays_decode_to_shape_zero():
-    batch = pa.record_batch({"v": pa.array([[], [1.5]], pa.list_(pa.float64()))})
+    batch = pa.RecordBatch.from_pydict({"v": pa.array([[], [1.5]], pa.list_(pa.float64()))})
     buffer, sizes = BatchEncoder({"v": "ndarray:float64"}).encode(batch)
     first, second = split_samples(buffer, sizes)
     coder = get_mds_coder("ndarray:float64")
@@ -115,7 +115,7 @@ def test_empty_arrays_decode_to_shape_zero():
 
 
 def test_first_row_offset_and_sliced_batches(tmp_path):
-    batch = pa.record_batch(
+    batch = pa.RecordBatch.from_pydict(
         {"s": pa.array(["a", "bb", "ccc", "dddd"]), "v": pa.array([[1], [2, 3], [4, 5, 6], [7]], pa.list_(pa.int32()))}
     ).slice(1, 2)
     buffer, sizes = BatchEncoder({"s": "str", "v": "ndarray:int32"}).encode(batch)
@@ -128,10 +128,10 @@ def test_first_row_offset_and_sliced_batches(tmp_path):
 
 
 def test_integer_encodings_are_range_checked():
-    batch = pa.record_batch({"x": pa.array([1, 255, 256], pa.int64())})
+    batch = pa.RecordBatch.from_pydict({"x": pa.array([1, 255, 256], pa.int64())})
     with pytest.raises(ColumnValueError, match=r"row 12: column 'x' holds 256, outside the range of 'uint8'"):
         BatchEncoder({"x": "uint8"}).encode(batch, first_row=10)
-    negative = pa.record_batch({"x": pa.array([0, -1], pa.int8())})
+    negative = pa.RecordBatch.from_pydict({"x": pa.array([0, -1], pa.int8())})
     with pytest.raises(ColumnValueError, match="holds -1, outside the range of 'uint64'"):
         BatchEncoder({"x": "uint64"}).encode(negative)
     buffer, sizes = BatchEncoder({"x": "uint16"}).encode(batch)
@@ -139,7 +139,7 @@ def test_integer_encodings_are_range_checked():
 
 
 def test_str_int_and_int_encodings(tmp_path):
-    batch = pa.record_batch({"a": pa.array([-5, 12], pa.int32()), "b": pa.array([True, False])})
+    batch = pa.RecordBatch.from_pydict({"a": pa.array([-5, 12], pa.int32()), "b": pa.array([True, False])})
     buffer, sizes = BatchEncoder({"a": "str_int", "b": "int"}).encode(batch)
     expected = writer_bytes(tmp_path, {"a": "str_int", "b": "int"}, [{"a": -5, "b": 1}, {"a": 12, "b": 0}])
     assert split_samples(buffer, sizes) == expected
@@ -163,7 +163,7 @@ def test_str_int_and_int_encodings(tmp_path):
     ],
 )
 def test_null_in_a_native_encoding_is_refused_with_choices(array, encoding):
-    batch = pa.record_batch({"col": array})
+    batch = pa.RecordBatch.from_pydict({"col": array})
     with pytest.raises(ColumnValueError) as err:
         BatchEncoder({"col": encoding}, where="Spark partition 3, ").encode(batch, first_row=40)
     message = str(err.value)
@@ -172,13 +172,13 @@ def test_null_in_a_native_encoding_is_refused_with_choices(array, encoding):
 
 
 def test_null_array_element_is_refused():
-    batch = pa.record_batch({"v": pa.array([[1.0], [2.0, None]], pa.list_(pa.float64()))})
+    batch = pa.RecordBatch.from_pydict({"v": pa.array([[1.0], [2.0, None]], pa.list_(pa.float64()))})
     with pytest.raises(ColumnValueError, match=r"row 1: column 'v' .* NULL element"):
         BatchEncoder({"v": "ndarray:float64"}).encode(batch)
 
 
 def test_static_shape_length_is_checked():
-    batch = pa.record_batch({"v": pa.array([[1, 2], [1, 2, 3]], pa.list_(pa.int32()))})
+    batch = pa.RecordBatch.from_pydict({"v": pa.array([[1, 2], [1, 2, 3]], pa.list_(pa.int32()))})
     with pytest.raises(
         ColumnValueError,
         match=r"row 1: column 'v' holds an array of 3 elements but "
@@ -248,7 +248,7 @@ def test_json_rule_for_every_arrow_type():
 
 def test_json_column_through_the_encoder_matches_the_writer(tmp_path):
     values = [{"role": "user", "n": 3}, None, {"role": None, "n": -1}]
-    batch = pa.record_batch(
+    batch = pa.RecordBatch.from_pydict(
         {
             "m": pa.array(values, pa.struct([("role", pa.string()), ("n", pa.int64())])),
             "id": pa.array([0, 1, 2], pa.int64()),
@@ -263,7 +263,7 @@ def test_json_column_through_the_encoder_matches_the_writer(tmp_path):
 
 def test_missing_column_and_empty_batch():
     encoder = BatchEncoder({"x": "int64"})
-    buffer, sizes = encoder.encode(pa.record_batch({"x": pa.array([], pa.int64())}))
+    buffer, sizes = encoder.encode(pa.RecordBatch.from_pydict({"x": pa.array([], pa.int64())}))
     assert len(buffer) == 0 and len(sizes) == 0
     with pytest.raises(KeyError, match="no column 'x'"):
-        encoder.encode(pa.record_batch({"y": pa.array([1])}))
+        encoder.encode(pa.RecordBatch.from_pydict({"y": pa.array([1])}))
