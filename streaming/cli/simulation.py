@@ -223,7 +223,7 @@ class SharedLink:
 def simulate(
     shards: Shards,
     settings: Settings,
-    progress: Callable[[int], None] | None = None,
+    progress: Callable[[int], object] | None = None,
     work: np.ndarray | None = None,
 ) -> Result:
     """Play the epoch (see the module docstring); `progress` is called with 1 after each simulated step.

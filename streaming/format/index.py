@@ -14,7 +14,7 @@ import os
 import posixpath
 import re
 import tempfile
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, overload
 
 from streaming.storage.base import storage_for
 from streaming.storage.local import LocalStorage, local_path
@@ -46,6 +46,15 @@ class FileInfo(NamedTuple):
     def to_json(self) -> dict[str, Any]:
         return {"basename": self.basename, "bytes": self.bytes, "hashes": self.hashes}
 
+    @overload
+    @classmethod
+    def from_json(cls, obj: dict[str, Any]) -> FileInfo: ...
+    @overload
+    @classmethod
+    def from_json(cls, obj: None) -> None: ...
+    @overload
+    @classmethod
+    def from_json(cls, obj: dict[str, Any] | None) -> FileInfo | None: ...
     @classmethod
     def from_json(cls, obj: dict[str, Any] | None) -> FileInfo | None:
         if obj is None:

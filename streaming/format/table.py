@@ -110,9 +110,9 @@ class FileColumn:
             return None
         if len(present) == len(records):
             return cls(
-                np.array([r.basename for r in records]),
-                np.array([r.bytes for r in records], np.int64),
-                np.array([bytes(r.hashes) for r in records]),
+                np.array([r.basename for r in present]),
+                np.array([r.bytes for r in present], np.int64),
+                np.array([bytes(r.hashes) for r in present]),
             )
         return cls(
             np.array([r.basename if r else "" for r in records]),
@@ -198,9 +198,9 @@ class ShardTable:
             if shard.version != INDEX_VERSION:
                 check_version(shard.version, where, number)
             samples[number] = shard.samples
-            raw_data[number] = record = shard.raw_data
-            check_file_name(record.basename, where, number, RAW_DATA)
-            raw_bytes[number] = record.bytes
+            raw_data[number] = raw = shard.raw_data
+            check_file_name(raw.basename, where, number, RAW_DATA)
+            raw_bytes[number] = raw.bytes
             if (record := shard.zip_data) is not None:
                 zip_data[number] = record
                 check_file_name(record.basename, where, number, ZIP_DATA)

@@ -83,7 +83,7 @@ def first_per_partition(attempts: list[Attempt]) -> list[Attempt]:
 
 def committed_shards(attempts: list[Attempt]) -> list[dict[str, Any]]:
     """Shard entries of the successful attempts, in partition order, with root-relative basenames."""
-    shards = []
+    shards: list[dict[str, Any]] = []
     for attempt in sorted(first_per_partition(attempts), key=lambda a: a.partition):
         shards.extend(rebase(entry, attempt.directory) for entry in attempt.shards)
     return shards

@@ -78,7 +78,7 @@ class CacheState:
 
     # ------------------------------------------------------------------ opening and rebuilding
 
-    def _open(self) -> None:
+    def _open(self) -> np.ndarray:
         path = os.path.join(state_root(), f"cache-{dir_key(self.key_dirs, self.num_shards, 'v1')}.lock")
         lock_file, opened_here = lockfile.open_shared(path, create=True)
         weakref.finalize(self, lockfile.close_shared, lock_file)
@@ -102,11 +102,12 @@ class CacheState:
         finally:
             lock_file.release(_HEADER_LOCK)
         self._sweep()
+        return atimes
 
     def _ensure(self) -> np.ndarray:
         """The access-time array, opening the file on first use in an unpickled copy."""
         if self._atimes is None:
-            self._open()
+            return self._open()
         return self._atimes
 
     def _header_matches(self) -> bool:
