@@ -2,8 +2,9 @@
 VENV ?= .venv
 PY := $(VENV)/bin/python
 NODE_DIR := .ci/node
+LINTED := streaming tests benchmarks notebooks
 
-.PHONY: demo test bench
+.PHONY: demo test lint bench
 
 $(VENV)/.installed: pyproject.toml
 	python3 -m venv $(VENV)
@@ -21,7 +22,13 @@ demo: $(VENV)/.installed
 	SPARK_LOCAL_IP=127.0.0.1 PYSPARK_PYTHON=$(abspath $(PY)) $(PY) notebooks/run_local.py notebooks/02_train_from_volume.py
 	$(PY) notebooks/formats_demo.py
 
-test: $(VENV)/.installed $(NODE_DIR)/.installed
+# Lint and types first: any finding fails `make test` before the (much longer) test run starts.
+lint: $(VENV)/.installed
+	$(VENV)/bin/ruff format --check $(LINTED)
+	$(VENV)/bin/ruff check $(LINTED)
+	$(VENV)/bin/mypy
+
+test: lint $(NODE_DIR)/.installed
 	SPARK_LOCAL_IP=127.0.0.1 PYSPARK_PYTHON=$(abspath $(PY)) $(PY) -m pytest -q
 
 bench: $(VENV)/.installed

@@ -127,7 +127,8 @@ def rebuild_shard(
             config = header.config
             if config is None or config.get("format") != found["format"]:
                 if columns is None or found["format"] != "mds":
-                    reason = header.config_error or f"its settings say format {config.get('format')!r}"  # type: ignore
+                    said = config.get("format") if config is not None else None
+                    reason = header.config_error or f"its settings say format {said!r}"
                     return None, f"{head_name}: {reason}; pass --columns to give the MDS columns", []
                 config = {"version": 2, "format": "mds", "compression": family, "hashes": [], "size_limit": None}
                 config.update(columns)
