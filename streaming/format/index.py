@@ -33,6 +33,20 @@ ZIP_META = "zip_meta"
 FILE_KEYS = (RAW_DATA, ZIP_DATA, RAW_META, ZIP_META)
 #: The key of each raw file's compressed copy.
 COMPRESSED_KEYS = {RAW_DATA: ZIP_DATA, RAW_META: ZIP_META}
+#: The settings of a shard entry, which its header repeats; each format uses a subset (MDS: column sizes,
+#: JSON: columns, XSV: separator).
+SETTINGS_KEYS = (
+    "format",
+    "compression",
+    "hashes",
+    "size_limit",
+    "column_encodings",
+    "column_names",
+    "column_sizes",
+    "columns",
+    "newline",
+    "separator",
+)
 
 
 def get_index_basename() -> str:

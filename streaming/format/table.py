@@ -21,6 +21,7 @@ from streaming.format.index import (
     INDEX_VERSION,
     RAW_DATA,
     RAW_META,
+    SETTINGS_KEYS,
     ZIP_DATA,
     ZIP_META,
     check_file_name,
@@ -30,18 +31,6 @@ from streaming.format.reader import Reader
 from streaming.format.reader_registry import reader_from_json
 
 _RAW_NULL = msgspec.Raw(b"null")
-_CONFIG_FIELDS = (
-    "format",
-    "compression",
-    "hashes",
-    "size_limit",
-    "column_encodings",
-    "column_names",
-    "column_sizes",
-    "columns",
-    "newline",
-    "separator",
-)
 _ALWAYS_PRESENT = ("compression", "size_limit")
 
 
@@ -78,12 +67,12 @@ class _Index(msgspec.Struct, gc=False):
 
 
 _decoder = msgspec.json.Decoder(_Index)
-_settings = operator.attrgetter(*_CONFIG_FIELDS)
+_settings = operator.attrgetter(*SETTINGS_KEYS)
 
 
 def _decode_settings(raw: tuple[msgspec.Raw, ...]) -> dict[str, Any]:
     config = {"version": INDEX_VERSION}
-    for name, value in zip(_CONFIG_FIELDS, raw):
+    for name, value in zip(SETTINGS_KEYS, raw):
         decoded = msgspec.json.decode(value)
         if decoded is not None or name in _ALWAYS_PRESENT:
             config[name] = decoded
