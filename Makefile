@@ -4,6 +4,7 @@
 VENV ?= .venv
 PY := $(VENV)/bin/python
 NODE_DIR := .ci/node
+LINTED := streaming tests benchmarks notebooks
 # streaming-community 0.14.2 in its own virtualenv, for the differential suite (tests/differential).
 REF_VENV := .venv-ref
 # The Spark 3.5 line: a second, cached virtualenv pinned by .ci/spark35-constraints.txt (pyspark 3.5 is an sdist
@@ -19,7 +20,7 @@ OLDEST_DATABRICKS_SDK := 0.38.0
 OLDEST_DATABRICKS_SDK_DIR := .ci/databricks-sdk-$(OLDEST_DATABRICKS_SDK)
 DATABRICKS_TESTS := tests/storage tests/remote -k "dbfs or volumes or databricks"
 
-.PHONY: wheel demo test bench fuse test-databricks-oldest-sdk
+.PHONY: wheel demo test lint bench fuse test-databricks-oldest-sdk
 
 wheel: $(WHEEL_STAMP)
 
@@ -59,7 +60,13 @@ demo: $(WHEEL_STAMP)
 	SPARK_LOCAL_IP=127.0.0.1 $(PY) notebooks/run_local.py notebooks/02_train_from_volume.py --widget install=$$(ls $(abspath dist)/*.whl)
 	$(PY) notebooks/formats_demo.py
 
-test: $(VENV)/.installed $(SPARK35_VENV)/.installed $(NODE_DIR)/.installed $(REF_VENV)/.bench-ready fuse
+# Lint and types first: any finding fails `make test` before the (much longer) test run starts.
+lint: $(VENV)/.installed
+	$(VENV)/bin/ruff format --check $(LINTED)
+	$(VENV)/bin/ruff check $(LINTED)
+	$(VENV)/bin/mypy
+
+test: lint $(VENV)/.installed $(SPARK35_VENV)/.installed $(NODE_DIR)/.installed $(REF_VENV)/.bench-ready fuse
 	SPARK_LOCAL_IP=127.0.0.1 PYSPARK_PYTHON=$(abspath $(PY)) MDS_REFERENCE_PYTHON=$(abspath $(REF_VENV))/bin/python \
 		$(PY) -m pytest -q
 	SPARK_LOCAL_IP=127.0.0.1 PYSPARK_PYTHON=$(abspath $(SPARK35_PY)) MDS_SPARK_CLASSIC_ONLY=1 $(SPARK35_PY) -m pytest -q tests/spark

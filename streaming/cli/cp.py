@@ -17,8 +17,9 @@ import tempfile
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-from streaming.cli.location import METADATA, DatasetLocation, stored_files
+from streaming.cli.location import DatasetLocation
 from streaming.cli.output import OK, emit, human_bytes, progress
+from streaming.format.index import METADATA_BASENAME, stored_files
 
 EXAMPLES = """\
 examples:
@@ -98,9 +99,9 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError(f"SRC and DST are the same place ({src.root}); give another destination.")
     shards = src.read_index()
     files = [info for shard in shards for info in stored_files(shard)]
-    metadata_size = src.size(METADATA)
+    metadata_size = src.size(METADATA_BASENAME)
     if metadata_size is not None:
-        files.append({"basename": METADATA, "bytes": metadata_size, "hashes": {}})
+        files.append({"basename": METADATA_BASENAME, "bytes": metadata_size, "hashes": {}})
     counts = {"copied": 0, "skipped": 0}
     moved = 0
     with ThreadPoolExecutor(max(1, args.jobs), thread_name_prefix="mds-cp") as pool:

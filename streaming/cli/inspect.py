@@ -11,6 +11,7 @@ from typing import Any
 
 from streaming.cli.location import DatasetLocation
 from streaming.cli.output import OK, emit, human_bytes, table
+from streaming.format.index import RAW_DATA, RAW_META, shard_files, stored_files
 
 EXAMPLES = """\
 examples:
@@ -50,12 +51,8 @@ def _short(value: Any, limit: int = 80) -> str:
 
 def summarize(shards: list[dict[str, Any]]) -> dict[str, Any]:
     """The dataset's figures from its index alone."""
-    raw = [shard["raw_data"]["bytes"] + (shard.get("raw_meta") or {}).get("bytes", 0) for shard in shards]
-    stored = [
-        (shard.get("zip_data") or shard["raw_data"])["bytes"]
-        + ((shard.get("zip_meta") or shard.get("raw_meta") or {}).get("bytes", 0))
-        for shard in shards
-    ]
+    raw = [sum(info["bytes"] for key, info in shard_files(shard) if key in (RAW_DATA, RAW_META)) for shard in shards]
+    stored = [sum(info["bytes"] for info in stored_files(shard)) for shard in shards]
     samples = [int(shard["samples"]) for shard in shards]
     column_sets = {tuple(sorted(_columns(shard).items())) for shard in shards}
     return {
@@ -86,7 +83,7 @@ def _spread(values: list[int]) -> dict[str, float] | None:
 
 def decoded_samples(location: DatasetLocation, shards: list[dict[str, Any]], count: int, unsafe: bool) -> list[Any]:
     """The first `count` samples, decoded from the first shards (downloaded to a scratch folder)."""
-    from streaming.cli.location import stored_files
+    from streaming.format.index import stored_files
     from streaming.format.reader_registry import reader_from_json
 
     found: list[dict[str, Any]] = []

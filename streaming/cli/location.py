@@ -16,9 +16,6 @@ from streaming.storage.errors import ObjectNotFoundError
 from streaming.storage.output import normalize_root
 from streaming.storage.url import is_remote, join_url, relative_to
 
-FILE_KEYS = ("raw_data", "zip_data", "raw_meta", "zip_meta")
-METADATA = "mds_conversion.json"
-
 
 class MissingIndexError(FileNotFoundError):
     """The dataset root has no `index.json`."""
@@ -82,19 +79,3 @@ class DatasetLocation:
                 f"index was lost or damaged, rebuild it from the shards: mds-streaming rebuild-index {self.root}"
             ) from None
         return parse_index(text, self.url(name))
-
-
-def shard_files(shard: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
-    """`(key, file info)` of every file an index entry names (`raw_data`, `zip_data`, ...)."""
-    return [(key, shard[key]) for key in FILE_KEYS if isinstance(shard.get(key), dict)]
-
-
-def stored_files(shard: dict[str, Any]) -> list[dict[str, Any]]:
-    """The files of a shard that a dataset stores: the compressed ones when compressed, else the raw ones."""
-    infos = dict(shard_files(shard))
-    kept = []
-    for raw_key, zip_key in (("raw_meta", "zip_meta"), ("raw_data", "zip_data")):
-        chosen = infos.get(zip_key) or infos.get(raw_key)
-        if chosen is not None:
-            kept.append(chosen)
-    return kept

@@ -18,8 +18,9 @@ import tempfile
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-from streaming.cli.location import METADATA, DatasetLocation
+from streaming.cli.location import DatasetLocation
 from streaming.cli.output import OK, PROBLEMS, UsageError, emit, progress, table
+from streaming.format.index import METADATA_BASENAME, RAW_DATA, RAW_META, ZIP_DATA, ZIP_META
 
 EXAMPLES = """\
 examples:
@@ -72,7 +73,7 @@ def find_shards(listing: list[str]) -> list[dict[str, Any]]:
         extension = posixpath.splitext(raw)[1][1:]
         if extension == "mds":
             shards.append({"format": "mds", "data": (raw, name), "meta": None})
-        elif extension in _SPLIT_FORMATS and raw + ".meta" in stored and posixpath.basename(raw) != METADATA:
+        elif extension in _SPLIT_FORMATS and raw + ".meta" in stored and posixpath.basename(raw) != METADATA_BASENAME:
             shards.append({"format": extension, "data": (raw, name), "meta": (raw + ".meta", stored[raw + ".meta"])})
     return sorted(shards, key=lambda shard: natural_key(shard["data"][0]))
 
@@ -127,7 +128,8 @@ def rebuild_shard(
             config = header.config
             if config is None or config.get("format") != found["format"]:
                 if columns is None or found["format"] != "mds":
-                    reason = header.config_error or f"its settings say format {config.get('format')!r}"  # type: ignore
+                    said = config.get("format") if config is not None else None
+                    reason = header.config_error or f"its settings say format {said!r}"
                     return None, f"{head_name}: {reason}; pass --columns to give the MDS columns", []
                 config = {"version": 2, "format": "mds", "compression": family, "hashes": [], "size_limit": None}
                 config.update(columns)
@@ -139,10 +141,10 @@ def rebuild_shard(
                 if int(header.offsets[-1]) != len(data_bytes):
                     return None, f"{name} is {len(data_bytes)} bytes but its .meta says {int(header.offsets[-1])}", []
                 _, meta_raw, meta_zip, _ = _file_entry(location, head_raw, head_name, hashes, scratch)
-                entry.update(raw_data=raw_info, zip_data=zip_info, raw_meta=meta_raw, zip_meta=meta_zip)
+                entry.update({RAW_DATA: raw_info, ZIP_DATA: zip_info, RAW_META: meta_raw, ZIP_META: meta_zip})
             else:
                 _, raw_info, zip_info, _ = _file_entry(location, raw, name, hashes, scratch)
-                entry.update(raw_data=raw_info, zip_data=zip_info)
+                entry.update({RAW_DATA: raw_info, ZIP_DATA: zip_info})
             if family is not None and entry.get("compression") is None:
                 entry["compression"] = family
                 inferred.append(f"{name}: compression {family} from the file name")
@@ -187,7 +189,7 @@ def run(args: argparse.Namespace) -> int:
     entries = [entry for entry, _, _ in results if entry is not None]
     problems = [problem for _, problem, _ in results if problem is not None]
     inferred = [text for _, _, notes in results for text in notes]
-    attempts = _duplicate_attempts([entry["raw_data"]["basename"] for entry in entries])
+    attempts = _duplicate_attempts([entry[RAW_DATA]["basename"] for entry in entries])
     if not args.dry_run and entries:
         if previous is not None:
             location.write_bytes(index_name + ".bak", previous)

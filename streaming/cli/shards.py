@@ -16,21 +16,10 @@ from typing import Any
 import numpy as np
 
 from streaming.format.errors import ShardCorruptError
+from streaming.format.index import SETTINGS_KEYS
 
-# Settings a header records; every format records a subset (MDS: column sizes, JSON: columns, XSV: separator).
-CONFIG_KEYS = (
-    "version",
-    "format",
-    "compression",
-    "hashes",
-    "size_limit",
-    "column_encodings",
-    "column_names",
-    "column_sizes",
-    "columns",
-    "newline",
-    "separator",
-)
+# What a header records: the version and the index entry's settings.
+CONFIG_KEYS = ("version", *SETTINGS_KEYS)
 
 
 @dataclass

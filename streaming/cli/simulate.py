@@ -75,9 +75,10 @@ def _shards(args: argparse.Namespace) -> Any:
 
     if args.url:
         from streaming.cli.location import DatasetLocation
+        from streaming.format.index import INDEX_BASENAME
 
         location = DatasetLocation(args.url)
-        return Shards.from_index(location.read_index(), location.size("index.json") or 0)
+        return Shards.from_index(location.read_index(), location.size(INDEX_BASENAME) or 0)
     if not (args.shards and args.shard_samples and args.shard_bytes):
         raise UsageError("give a dataset URL, or --shards, --shard-samples and --shard-bytes together.")
     return Shards.uniform(args.shards, args.shard_samples, bytes_to_int(args.shard_bytes))

@@ -34,6 +34,7 @@ from streaming.dataset.shard_cache import PREPARE_THREADS
 from streaming.dataset.shuffle import default_shuffle_block_size
 from streaming.dataset.weighting import StreamWeight, resolve_weights
 from streaming.dataset.world import World
+from streaming.format.index import shard_files, stored_files
 
 
 @dataclass(frozen=True)
@@ -48,14 +49,10 @@ class Shards:
     @classmethod
     def from_index(cls, shards: list[dict[str, Any]], index_bytes: int) -> Shards:
         def stored(shard: dict[str, Any]) -> int:
-            total = (shard.get("zip_data") or shard["raw_data"])["bytes"]
-            meta = shard.get("zip_meta") or shard.get("raw_meta")
-            return total + (meta["bytes"] if meta else 0)
+            return sum(info["bytes"] for info in stored_files(shard))
 
-        def cached(shard: dict[str, Any]) -> int:
-            raw = shard["raw_data"]["bytes"] + (shard.get("raw_meta") or {}).get("bytes", 0)
-            zipped = (shard.get("zip_data") or {}).get("bytes", 0) + (shard.get("zip_meta") or {}).get("bytes", 0)
-            return raw + zipped
+        def cached(shard: dict[str, Any]) -> int:  # raw and compressed files, as a prepared shard keeps them
+            return sum(info["bytes"] for _, info in shard_files(shard))
 
         return cls(
             np.array([s["samples"] for s in shards], np.int64),
@@ -223,7 +220,7 @@ class SharedLink:
 def simulate(
     shards: Shards,
     settings: Settings,
-    progress: Callable[[int], None] | None = None,
+    progress: Callable[[int], object] | None = None,
     work: np.ndarray | None = None,
 ) -> Result:
     """Play the epoch (see the module docstring); `progress` is called with 1 after each simulated step.

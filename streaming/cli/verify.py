@@ -16,8 +16,9 @@ import tempfile
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-from streaming.cli.location import METADATA, DatasetLocation, MissingIndexError, shard_files
+from streaming.cli.location import DatasetLocation, MissingIndexError
 from streaming.cli.output import OK, PROBLEMS, emit, progress, table
+from streaming.format.index import COMPRESSED_KEYS, INDEX_BASENAME, METADATA_BASENAME, RAW_DATA, RAW_META, shard_files
 
 EXAMPLES = """\
 examples:
@@ -67,7 +68,7 @@ def check_shard(
         for key, info in shard_files(shard):
             name = info["basename"]
             if name not in listing:
-                if key.startswith("raw") and shard.get(key.replace("raw", "zip")):
+                if key in COMPRESSED_KEYS and shard.get(COMPRESSED_KEYS[key]):
                     continue  # a compressed shard stores only its compressed copy
                 problems.append(
                     _problem(name, f"missing (shard {number}, {key})", "restore it from a copy, or " + rebuild)
@@ -96,8 +97,9 @@ def check_shard(
             contents[key] = data
         if problems:
             return problems, 0
-        header_key = "raw_data" if shard.get("format") == "mds" else "raw_meta"
-        zip_key = header_key.replace("raw", "zip")
+        # MDS keeps its header in the data file; the split formats keep theirs in the meta file.
+        header_key = RAW_DATA if shard.get("format") == "mds" else RAW_META
+        zip_key = COMPRESSED_KEYS[header_key]
         header_bytes = contents.get(header_key)
         if header_bytes is None and zip_key in contents:
             try:
@@ -107,7 +109,7 @@ def check_shard(
                 return [_problem(name, f"does not decompress with {shard.get('compression')}: {err}", rebuild)], 0
         name = shard[header_key]["basename"]
         try:
-            header = parse_header(header_bytes or b"", name, meta=header_key == "raw_meta")
+            header = parse_header(header_bytes or b"", name, meta=header_key == RAW_META)
             mismatches = header_mismatches(header, shard)
         except ValueError as err:
             return [_problem(name, str(err), "re-copy it from the source, or " + rebuild)], 0
@@ -136,8 +138,8 @@ def unreferenced_files(listing: set[str], shards: list[dict[str, Any]]) -> list[
     """Files in the dataset folder that neither the index nor a sub-dataset index account for."""
     named = {info["basename"] for shard in shards for _, info in shard_files(shard)}
     extra = []
-    for name in sorted(listing - named - {"index.json", METADATA}):
-        if os.path.basename(name) == "index.json":
+    for name in sorted(listing - named - {INDEX_BASENAME, METADATA_BASENAME}):
+        if os.path.basename(name) == INDEX_BASENAME:
             continue  # a sub-dataset's index (a merged dataset's part, a Spark attempt's own index)
         extra.append(name)
     return extra
@@ -149,10 +151,10 @@ def run(args: argparse.Namespace) -> int:
     try:
         shards = location.read_index()
     except MissingIndexError as err:
-        problem = _problem("index.json", "missing", str(err).split("If the index", 1)[-1].strip() or str(err))
+        problem = _problem(INDEX_BASENAME, "missing", str(err).split("If the index", 1)[-1].strip() or str(err))
         return _report(args, location, [problem], 0, 0, 0, 0)
     except ValueError as err:
-        problem = _problem("index.json", f"unreadable: {err}", f"mds-streaming rebuild-index {location.root} --force")
+        problem = _problem(INDEX_BASENAME, f"unreadable: {err}", f"mds-streaming rebuild-index {location.root} --force")
         return _report(args, location, [problem], 0, 0, 0, 0)
     chosen = list(range(len(shards)))
     if args.sample is not None and args.sample < len(shards):

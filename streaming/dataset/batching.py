@@ -19,7 +19,7 @@ import logging
 import warnings
 from collections.abc import Callable
 from dataclasses import dataclass, fields
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 from numpy.typing import NDArray
@@ -259,9 +259,9 @@ def generate_work_random_batching(dataset: Any, world: World, epoch: int, sample
         plan.initial_physical_nodes,
     )
     if plan.shuffle:
-        order = get_shuffle(
-            plan.shuffle_algo, units, plan.num_canonical_nodes, plan.shuffle_seed, epoch, plan.shuffle_block_size
-        )
+        # EpochPlan refuses to shuffle without an int block size (see its __post_init__).
+        block_size = cast(int, plan.shuffle_block_size)
+        order = get_shuffle(plan.shuffle_algo, units, plan.num_canonical_nodes, plan.shuffle_seed, epoch, block_size)
         sample_ids = sample_ids[order]
     return _lookup(sample_ids, positions)
 

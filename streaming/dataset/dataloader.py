@@ -31,7 +31,9 @@ class StreamingDataLoader(DataLoader):
         super().__init__(*args, **kwargs)
         self.num_samples_yielded = 0
 
-    def __iter__(self) -> Iterator[Any]:
+    # torch declares __iter__ as returning its private _BaseDataLoaderIter; a generator that counts what it
+    # yields is the documented way to extend it, so the narrower torch type cannot be kept.
+    def __iter__(self) -> Iterator[Any]:  # type: ignore[override]
         self.num_samples_yielded = 0
         for batch in super().__iter__():
             self.num_samples_yielded += batch_length(batch)

@@ -328,6 +328,8 @@ class StreamingDataset(Array, IterableDataset):
     def _get_work(self, world: World, epoch: int, sample_in_epoch: int) -> np.ndarray:
         """This worker's sample ids for the epoch (the plan is built once per rank and shared by its workers)."""
         plan = self._plan_inputs()
+        # The file name is the plan's identity: any input that changes the order names another file, so
+        # workers never reuse a stale plan and the first one to ask builds it (under the file's build lock).
         key = (
             f"plan-e{epoch}-s{sample_in_epoch}-n{world.num_nodes}-r{world.ranks_per_node}"
             f"-w{world.workers_per_rank}-c{plan.num_canonical_nodes}-seed{plan.shuffle_seed}"

@@ -7,12 +7,15 @@ from array import array
 from bisect import bisect_right
 from collections.abc import Iterator
 from itertools import chain
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from streaming.dataset.array import Array
 from streaming.dataset.reader_pool import ReaderPool
 from streaming.format.index import get_index_basename
 from streaming.format.table import ShardTable
+
+if TYPE_CHECKING:
+    from streaming.format.reader import Reader
 
 
 class LocalDataset(Array):
@@ -34,7 +37,7 @@ class LocalDataset(Array):
         self.samples_per_shard = table.samples
         self.num_samples = int(table.samples.sum())
         self._shard_starts = array("q", (table.samples.cumsum() - table.samples).tolist())
-        self._last = (0, 0, None)
+        self._last: tuple[int, int, Reader | None] = (0, 0, None)
 
     def __len__(self) -> int:
         return self.num_samples
@@ -46,7 +49,7 @@ class LocalDataset(Array):
     def get_item(self, sample_id: int) -> dict[str, Any]:
         """Read one sample; consecutive reads from one shard skip the shard lookup."""
         start, end, reader = self._last
-        if not start <= sample_id < end:
+        if reader is None or not start <= sample_id < end:
             shard_id = bisect_right(self._shard_starts, sample_id) - 1
             start = self._shard_starts[shard_id]
             reader = self.shards[shard_id]

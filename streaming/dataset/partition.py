@@ -65,6 +65,8 @@ def _canonical_grid(num_samples: int, num_canonical_nodes: int, num_physical_nod
     if num_samples > rows or (num_samples == rows and rows >= num_physical_nodes):
         starts = np.arange(rows, dtype=np.int64) * num_samples // rows
         stops = np.arange(1, rows + 1, dtype=np.int64) * num_samples // rows
+        # Row i is starts[i], starts[i] + 1, ... built by broadcasting; a row one short of row_len (the split
+        # leaves rows of two lengths) repeats its last position, which the boolean subtraction does in place.
         grid = starts[:, None] + np.arange(width, dtype=np.int64)
         grid[:, row_len - 1] -= stops - starts < row_len
         if padding:
@@ -130,6 +132,8 @@ def get_partitions_orig(
         drop_first -= drop_first % num_physical_nodes
 
     grid = _canonical_grid(num_samples, num_canonical_nodes, num_physical_nodes)
+    # Reading the grid column by column interleaves the canonical nodes; dealing that stream out P at a time
+    # and transposing gives each physical node every P-th sample, all without a Python loop.
     per_node = grid.T.reshape(-1)[drop_first:].reshape(-1, num_physical_nodes).T
     per_node = _pad_for_ranks(per_node, ranks_per_node)
     per_rank = per_node.reshape(num_physical_nodes, -1, ranks_per_node)
@@ -141,6 +145,8 @@ def get_partitions_orig(
         filler = np.full((num_physical_nodes, padding, ranks_per_node), -1, np.int64)
         per_rank = np.concatenate([per_rank, filler], axis=1)
 
+    # (node, rank, batch, worker, sample) then swap batch and worker: batches go to workers round-robin,
+    # which is how torch's DataLoader consumes them.
     per_batch = per_rank.transpose(0, 2, 1).reshape(
         num_physical_nodes, ranks_per_node, -1, workers_per_rank, batch_size
     )

@@ -82,6 +82,7 @@ def create_registry(
     """
     if catalogue.check_exists(*namespace):
         raise catalogue.RegistryError(f"Namespace already exists: {namespace}")
+    # The entry type is a runtime argument, which mypy cannot take as a type parameter.
     return TypedRegistry[generic_type](namespace, entry_points=entry_points, description=description)  # type: ignore[valid-type]
 
 

@@ -213,6 +213,7 @@ class ShardCache:
         The reservation dies with this process, so a download killed mid-way never inflates the usage.
         """
         accounting = self._cache_state()
+        # The peak (raw and compressed files side by side while decompressing), not what stays afterwards.
         needed = reader.get_max_size()
         deadline = time.monotonic() + (stream.download_timeout or 60.0)
         while True:
@@ -220,6 +221,7 @@ class ShardCache:
                 # Marked present but its raw files are gone: whatever was counted for it is stale.
                 if accounting.is_present(shard_id):
                     accounting.mark_gone(shard_id)
+                # Evicting and reserving under one cache lock: two preparers cannot both count on the same room.
                 if self._evict_until(accounting, needed, limit):
                     accounting.mark_preparing(shard_id, needed)
                     break
@@ -230,6 +232,7 @@ class ShardCache:
                     f"{shard_id} needs {needed} more. Your cache limit may be too low."
                 )
             time.sleep(_CACHE_RETRY_SECONDS)
+        # Downloaded outside the cache lock, so the other processes keep reading and preparing meanwhile.
         try:
             stream.prepare_shard(reader)
         except BaseException:
@@ -247,6 +250,8 @@ class ShardCache:
         """
         for victim in accounting.coldest(np.flatnonzero(self.evictable)):
             stream_id, local_id = self.readers.locate(victim)
+            # Never wait for a shard lock while holding the cache lock: that shard's preparer may be waiting for
+            # the cache lock. A busy shard is simply not a victim this time.
             with self._shard_locks(stream_id).try_hold(local_id) as held:
                 if not held:
                     continue

@@ -47,6 +47,8 @@ def _concat_ranges(begins: NDArray[np.int64], sizes: NDArray[np.int64]) -> NDArr
     """Concatenate ``arange(b, b + s)`` for every pair, without a Python loop."""
     total = int(sizes.sum())
     starts = np.cumsum(sizes) - sizes
+    # Position k of the output lies in range i at k - starts[i]: adding begins[i] - starts[i] (repeated over
+    # range i) to 0..total-1 gives begins[i] + (k - starts[i]) everywhere at once.
     return np.arange(total, dtype=np.int64) + np.repeat(begins - starts, sizes)
 
 
@@ -55,6 +57,8 @@ def _shuffle_segments(
 ) -> None:
     """Shuffle ``values[o:o+s]`` in place per segment, in order (segments under 2 draw nothing)."""
     keep = sizes > 1
+    # A Python loop on purpose: the reference draws from one generator segment by segment, and identical
+    # orders need the same draws in the same sequence (a vectorised permutation would draw differently).
     for offset, size in zip(offsets[keep].tolist(), sizes[keep].tolist()):
         rng.shuffle(values[offset : offset + size])
 
@@ -72,6 +76,8 @@ def _split_into_parts(
     starts = ends - sizes
     bounds = total * np.arange(1, num_parts + 1, dtype=np.int64) // num_parts
     cuts = np.unique(bounds)
+    # A unit is cut by every boundary strictly inside it: those between first_cut and end_cut. Its pieces are
+    # one more than its cuts; the rest enumerates pieces with np.repeat instead of a loop over units.
     first_cut = np.searchsorted(cuts, starts, side="right")
     end_cut = np.searchsorted(cuts, ends, side="left")
     pieces_per_unit = np.maximum(end_cut - first_cut, 0) + 1
@@ -88,6 +94,7 @@ def _split_into_parts(
     piece_start = np.where(is_first, starts[unit], cut_before)
     piece_end = np.where(is_last, ends[unit], cut_after)
 
+    # A piece belongs to the part whose boundary it ends at or before; parts are consecutive in the piece list.
     part = np.searchsorted(bounds, piece_end, side="left")
     part_edges = np.searchsorted(part, np.arange(num_parts + 1), side="left")
     return unit, piece_start - starts[unit], piece_end - piece_start, part_edges

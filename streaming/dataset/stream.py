@@ -128,6 +128,8 @@ class Stream:
     def remote_path(self, basename: str) -> str:
         from streaming.storage.url import join_url
 
+        if self.remote is None:
+            raise ValueError(f"Stream {self.local!r} has no remote to read {basename} from.")
         if _is_remote_path(self.remote):
             return join_url(self.remote, *([self.split] if self.split else []), basename)
         return os.path.join(self.remote, self.split, basename)

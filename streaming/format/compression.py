@@ -21,7 +21,11 @@ from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterator
 from functools import cache
 from types import ModuleType
-from typing import NamedTuple
+from typing import TYPE_CHECKING, NamedTuple
+
+if TYPE_CHECKING:
+    # Only for annotations: the codec itself is imported on first use (see `_import`).
+    import zstandard
 
 __all__ = [
     "Brotli",
@@ -134,8 +138,8 @@ class _ZstdCodecs(threading.local):
     """Per-thread zstandard compressors (by level and mode) and decompressor: they are not thread-safe."""
 
     def __init__(self) -> None:
-        self.compressors: dict[tuple[int, int], object] = {}
-        self.decompressor: object | None = None
+        self.compressors: dict[tuple[int, int], zstandard.ZstdCompressor] = {}
+        self.decompressor: zstandard.ZstdDecompressor | None = None
 
 
 _zstd_codecs = _ZstdCodecs()

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 from functools import cache
+from typing import Any
 
 __all__ = ["check_hashes", "get_hash", "get_hashes", "is_hash"]
 
@@ -29,6 +30,11 @@ _XXHASH_NAMES = ("xxh32", "xxh64", "xxh3_64", "xxh3_128", "xxh128")
 _NAMES = frozenset(_HASHLIB_NAMES + _XXHASH_NAMES)
 
 
+def _hexdigest_of(constructor: Callable[[bytes | memoryview], Any]) -> Callable[[bytes | memoryview], str]:
+    """The hex-digest function of one hashlib constructor."""
+    return lambda data: constructor(data).hexdigest()
+
+
 @cache
 def _hexdigest_functions() -> dict[str, Callable[[bytes | memoryview], str]]:
     """Map each algorithm name to a function returning the hex digest of a bytes-like object."""
@@ -38,8 +44,7 @@ def _hexdigest_functions() -> dict[str, Callable[[bytes | memoryview], str]]:
 
     functions: dict[str, Callable[[bytes | memoryview], str]] = {}
     for name in _HASHLIB_NAMES:
-        constructor = getattr(hashlib, name)
-        functions[name] = lambda data, constructor=constructor: constructor(data).hexdigest()
+        functions[name] = _hexdigest_of(getattr(hashlib, name))
     for name in _XXHASH_NAMES:
         functions[name] = getattr(xxhash, f"{name}_hexdigest")
     return functions

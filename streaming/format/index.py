@@ -14,7 +14,7 @@ import os
 import posixpath
 import re
 import tempfile
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, overload
 
 from streaming.storage.base import storage_for
 from streaming.storage.local import LocalStorage, local_path
@@ -22,6 +22,8 @@ from streaming.storage.url import join_url
 
 INDEX_VERSION = 2
 INDEX_BASENAME = "index.json"
+#: The conversion record beside the index (source, Delta version per run); copied and kept with the dataset.
+METADATA_BASENAME = "mds_conversion.json"
 
 RAW_DATA = "raw_data"
 ZIP_DATA = "zip_data"
@@ -29,6 +31,22 @@ RAW_META = "raw_meta"
 ZIP_META = "zip_meta"
 #: The keys of a shard entry that hold a file record (or null), in the order readers and writers list them.
 FILE_KEYS = (RAW_DATA, ZIP_DATA, RAW_META, ZIP_META)
+#: The key of each raw file's compressed copy.
+COMPRESSED_KEYS = {RAW_DATA: ZIP_DATA, RAW_META: ZIP_META}
+#: The settings of a shard entry, which its header repeats; each format uses a subset (MDS: column sizes,
+#: JSON: columns, XSV: separator).
+SETTINGS_KEYS = (
+    "format",
+    "compression",
+    "hashes",
+    "size_limit",
+    "column_encodings",
+    "column_names",
+    "column_sizes",
+    "columns",
+    "newline",
+    "separator",
+)
 
 
 def get_index_basename() -> str:
@@ -46,6 +64,15 @@ class FileInfo(NamedTuple):
     def to_json(self) -> dict[str, Any]:
         return {"basename": self.basename, "bytes": self.bytes, "hashes": self.hashes}
 
+    @overload
+    @classmethod
+    def from_json(cls, obj: dict[str, Any]) -> FileInfo: ...
+    @overload
+    @classmethod
+    def from_json(cls, obj: None) -> None: ...
+    @overload
+    @classmethod
+    def from_json(cls, obj: dict[str, Any] | None) -> FileInfo | None: ...
     @classmethod
     def from_json(cls, obj: dict[str, Any] | None) -> FileInfo | None:
         if obj is None:
@@ -61,6 +88,12 @@ def shard_files(entry: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
 def stored_file(entry: dict[str, Any]) -> dict[str, Any]:
     """The record of the data file a shard is stored as at its destination: compressed when it is."""
     return entry.get(ZIP_DATA) or entry[RAW_DATA]
+
+
+def stored_files(entry: dict[str, Any]) -> list[dict[str, Any]]:
+    """The records of every file a shard is stored as (meta file first, then data): compressed when it is."""
+    pairs = ((RAW_META, ZIP_META), (RAW_DATA, ZIP_DATA))
+    return [info for raw, zipped in pairs if (info := entry.get(zipped) or entry.get(raw)) is not None]
 
 
 def rebase(entry: dict[str, Any], folder: str) -> dict[str, Any]:

@@ -16,7 +16,7 @@ import os
 import posixpath
 import shutil
 import tempfile
-from typing import Any
+from typing import Any, cast
 
 from streaming.format.index import INDEX_BASENAME, parse_index, publish_index, rebase
 from streaming.storage.base import storage_for
@@ -93,7 +93,7 @@ def _merge_from_list(
     for entry in index_file_urls:
         if isinstance(entry, (tuple, list)):
             # tuple() of a (local, remote) pair is a pair; mypy only sees tuple[str, ...].
-            normalized: Source = tuple(_index_file(part.rstrip("/")) if part else "" for part in entry)  # type: ignore
+            normalized: Source = cast(Source, tuple(_index_file(part.rstrip("/")) if part else "" for part in entry))
         else:
             normalized = _index_file(entry.rstrip("/"))
         if normalized not in sources:

@@ -43,6 +43,7 @@ def read_offsets(buffer: memoryview, samples: int, path: str) -> Sequence[int]:
             f"it is corrupt or belongs to another dataset."
         )
     table = buffer[4 : 4 * (count + 2)]
+    # Zero-copy on little-endian hosts (the file's byte order): the offsets stay a view over the mapped file.
     return table.cast("I") if sys.byteorder == "little" else struct.unpack(f"<{count + 1}I", table)
 
 
@@ -234,7 +235,7 @@ class Reader(Array, ABC):
 class JointReader(Reader):
     """A shard stored as one data file (MDS)."""
 
-    index_fields = ("compression", "hashes", RAW_DATA, "samples", "size_limit", ZIP_DATA)
+    index_fields: tuple[str, ...] = ("compression", "hashes", RAW_DATA, "samples", "size_limit", ZIP_DATA)
 
     def __init__(
         self,
@@ -256,7 +257,16 @@ class JointReader(Reader):
 class SplitReader(Reader):
     """A shard stored as a data file plus a ``.meta`` file (JSON, CSV, TSV, XSV)."""
 
-    index_fields = ("compression", "hashes", RAW_DATA, RAW_META, "samples", "size_limit", ZIP_DATA, ZIP_META)
+    index_fields: tuple[str, ...] = (
+        "compression",
+        "hashes",
+        RAW_DATA,
+        RAW_META,
+        "samples",
+        "size_limit",
+        ZIP_DATA,
+        ZIP_META,
+    )
 
     def __init__(
         self,
@@ -277,25 +287,30 @@ class SplitReader(Reader):
         self.raw_meta = FileInfo.from_json(raw_meta)
         self.zip_meta = FileInfo.from_json(zip_meta)
         self.file_pairs = [(self.raw_meta, self.zip_meta), (self.raw_data, self.zip_data)]
-        self._data: mmap.mmap | bytes | None = None
-        self._offsets: memoryview | None = None
+        #: The mapped data file and the sample offsets from the meta file, once opened.
+        self._mapped: tuple[mmap.mmap | bytes, Sequence[int]] | None = None
 
-    def _open(self) -> None:
+    def __getstate__(self) -> dict[str, Any]:
+        # An mmap cannot be pickled (DataLoader workers receive the dataset pickled): each process maps anew.
+        return {**self.__dict__, "_mapped": None}
+
+    def _open(self) -> tuple[mmap.mmap | bytes, Sequence[int]]:
         self.ensure_raw()
         meta_path = self.local_path(self.raw_meta.basename)
-        self._offsets = read_offsets(memoryview(_map_file(meta_path, self.raw_meta.bytes)), self.samples, meta_path)
+        offsets = read_offsets(memoryview(_map_file(meta_path, self.raw_meta.bytes)), self.samples, meta_path)
         data_path = self.local_path(self.raw_data.basename)
-        self._data = _map_file(data_path, self.raw_data.bytes)
-        if self._offsets[-1] != len(self._data):
+        data = _map_file(data_path, self.raw_data.bytes)
+        if offsets[-1] != len(data):
             raise ShardCorruptError(
-                f"Shard file {data_path} ends at byte {len(self._data)} but its meta file says {self._offsets[-1]}."
+                f"Shard file {data_path} ends at byte {len(data)} but its meta file says {offsets[-1]}."
             )
+        self._mapped = data, offsets
+        return self._mapped
 
     def get_sample_data(self, idx: int) -> bytes:
-        if self._data is None:
-            self._open()
+        data, offsets = self._mapped or self._open()
         if not 0 <= idx < self.samples:
             raise IndexError(
                 f"Sample {idx} is out of range for shard {self.raw_data.basename} of {self.samples} samples."
             )
-        return self._data[self._offsets[idx] : self._offsets[idx + 1]]
+        return data[offsets[idx] : offsets[idx + 1]]

@@ -21,6 +21,7 @@ from streaming.format.index import (
     INDEX_VERSION,
     RAW_DATA,
     RAW_META,
+    SETTINGS_KEYS,
     ZIP_DATA,
     ZIP_META,
     check_file_name,
@@ -30,18 +31,6 @@ from streaming.format.reader import Reader
 from streaming.format.reader_registry import reader_from_json
 
 _RAW_NULL = msgspec.Raw(b"null")
-_CONFIG_FIELDS = (
-    "format",
-    "compression",
-    "hashes",
-    "size_limit",
-    "column_encodings",
-    "column_names",
-    "column_sizes",
-    "columns",
-    "newline",
-    "separator",
-)
 _ALWAYS_PRESENT = ("compression", "size_limit")
 
 
@@ -78,12 +67,12 @@ class _Index(msgspec.Struct, gc=False):
 
 
 _decoder = msgspec.json.Decoder(_Index)
-_settings = operator.attrgetter(*_CONFIG_FIELDS)
+_settings = operator.attrgetter(*SETTINGS_KEYS)
 
 
 def _decode_settings(raw: tuple[msgspec.Raw, ...]) -> dict[str, Any]:
     config = {"version": INDEX_VERSION}
-    for name, value in zip(_CONFIG_FIELDS, raw):
+    for name, value in zip(SETTINGS_KEYS, raw):
         decoded = msgspec.json.decode(value)
         if decoded is not None or name in _ALWAYS_PRESENT:
             config[name] = decoded
@@ -110,9 +99,9 @@ class FileColumn:
             return None
         if len(present) == len(records):
             return cls(
-                np.array([r.basename for r in records]),
-                np.array([r.bytes for r in records], np.int64),
-                np.array([bytes(r.hashes) for r in records]),
+                np.array([r.basename for r in present]),
+                np.array([r.bytes for r in present], np.int64),
+                np.array([bytes(r.hashes) for r in present]),
             )
         return cls(
             np.array([r.basename if r else "" for r in records]),
@@ -198,9 +187,9 @@ class ShardTable:
             if shard.version != INDEX_VERSION:
                 check_version(shard.version, where, number)
             samples[number] = shard.samples
-            raw_data[number] = record = shard.raw_data
-            check_file_name(record.basename, where, number, RAW_DATA)
-            raw_bytes[number] = record.bytes
+            raw_data[number] = raw = shard.raw_data
+            check_file_name(raw.basename, where, number, RAW_DATA)
+            raw_bytes[number] = raw.bytes
             if (record := shard.zip_data) is not None:
                 zip_data[number] = record
                 check_file_name(record.basename, where, number, ZIP_DATA)

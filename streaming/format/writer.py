@@ -34,7 +34,8 @@ DEFAULT_SIZE_LIMIT = 1 << 26
 _WRITER_OPTIONS = ("progress_bar", "max_workers", "retry", "exist_ok")
 _IOV_MAX = 1024
 
-Chunks = list[bytes]
+#: A file's bytes as pieces to write back to back: encoded samples, or slices of a converter's column buffer.
+Chunks = list[bytes | memoryview]
 SampleEncoder = Callable[[dict[str, Any]], tuple[Sequence[bytes], int]]
 
 
@@ -210,15 +211,17 @@ class Writer(ABC):
         if self._finished:
             raise RuntimeError("This writer is finished; create a new writer to write more samples.")
         view = memoryview(buffer)
-        sizes = np.asarray(sizes, np.int64)
-        if int(sizes.sum()) != len(view):
+        lengths = np.asarray(sizes, np.int64)
+        if int(lengths.sum()) != len(view):
             raise ValueError(
-                f"write_encoded_batch: sizes add up to {int(sizes.sum())} bytes but the buffer has {len(view)}."
+                f"write_encoded_batch: sizes add up to {int(lengths.sum())} bytes but the buffer has {len(view)}."
             )
-        ends = np.cumsum(sizes)
-        costs = np.cumsum(sizes + self.extra_bytes_per_sample)
+        # ends[i]: where sample i ends in the buffer; costs[i]: what samples 0..i add to a shard (with overhead).
+        # Each shard is one binary search in `costs` instead of a Python step per sample.
+        ends = np.cumsum(lengths)
+        costs = np.cumsum(lengths + self.extra_bytes_per_sample)
         position = 0
-        while position < len(sizes):
+        while position < len(lengths):
             spent = int(costs[position - 1]) if position else 0
             if self.size_limit:
                 room = self.size_limit - self.new_shard_size + spent
@@ -227,11 +230,11 @@ class Writer(ABC):
                     self.flush_shard()
                     count = 1
             else:
-                count = len(sizes) - position
+                count = len(lengths) - position
             stop = position + count
             first = int(ends[position - 1]) if position else 0
             self._chunks.append(view[first : int(ends[stop - 1])])
-            self._sample_sizes.extend(sizes[position:stop].tolist())
+            self._sample_sizes.extend(lengths[position:stop].tolist())
             self.new_shard_size += int(costs[stop - 1]) - spent
             self.samples_written += count
             position = stop
@@ -249,13 +252,14 @@ class Writer(ABC):
             self._collect(self._pending.popleft())
 
     def _store_shard(self, shard_id: int, num_samples: int, files: list[Chunks]) -> dict[str, Any]:
-        infos = []
+        infos: list[tuple[FileInfo, FileInfo | None]] = []
         for basename, chunks in zip(self.shard_basenames(shard_id), files):
+            # Joined only when the whole file is needed at once; otherwise the pieces are written as they are.
             joined = b"".join(chunks) if self.compression or self.hashes else None
             raw_info = FileInfo(
                 basename, len(joined) if joined is not None else sum(map(len, chunks)), self._digests(joined)
             )
-            if self.compression:
+            if self.compression and joined is not None:
                 zipped = compress(self.compression, joined)
                 zip_name = f"{basename}.{get_compression_extension(self.compression)}"
                 self._write_file(zip_name, [zipped])
@@ -266,6 +270,8 @@ class Writer(ABC):
         return self.shard_entry(num_samples, infos)
 
     def _digests(self, data: bytes | None) -> dict[str, str]:
+        if data is None:  # not joined: no hash was asked for
+            return {}
         return {algo: get_hash(algo, data) for algo in self.hashes}
 
     def _write_file(self, basename: str, chunks: Chunks) -> None:

@@ -16,7 +16,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from streaming.format.mds.encodings import get_mds_coder
+from streaming.format.mds.encodings import NDArray, get_mds_coder
 from streaming.spark.json_values import json_payloads
 
 _INTEGER_DTYPES = {
@@ -209,6 +209,11 @@ class BatchEncoder:
     def _ndarray(self, name: str, encoding: str, array: pa.Array, first_row: int) -> _Piece:
         """1-D arrays: ``[dtype code][shape header]values`` per row, or fixed-size values with a static shape."""
         coder = get_mds_coder(encoding)
+        if not isinstance(coder, NDArray):
+            raise ValueError(
+                f"{self.where}column {name!r}: {encoding!r} is registered to {type(coder).__name__}, which is not "
+                f"an ndarray coder, so it cannot be written from Arrow arrays."
+            )
         types = pa.types
         if not (types.is_list(array.type) or types.is_large_list(array.type) or types.is_fixed_size_list(array.type)):
             raise ValueError(

@@ -15,11 +15,10 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from streaming.format.index import INDEX_BASENAME, parse_index, publish_index, rebase
+from streaming.format.index import INDEX_BASENAME, METADATA_BASENAME, parse_index, publish_index, rebase
 from streaming.storage.destination import Destination
 
 MODES = ("error", "overwrite", "append")
-METADATA_BASENAME = "mds_conversion.json"
 
 
 @dataclass(frozen=True)
@@ -76,6 +75,7 @@ def check_append_columns(existing: list[dict[str, Any]], columns: dict[str, str]
 def first_per_partition(attempts: list[Attempt]) -> list[Attempt]:
     """One attempt per partition (Spark reports exactly one; a duplicate would be ignored)."""
     seen: dict[int, Attempt] = {}
+    # Keeping the first makes a duplicate report harmless: the other copy's folder is deleted as a leftover.
     for attempt in attempts:
         seen.setdefault(attempt.partition, attempt)
     return list(seen.values())
@@ -83,7 +83,7 @@ def first_per_partition(attempts: list[Attempt]) -> list[Attempt]:
 
 def committed_shards(attempts: list[Attempt]) -> list[dict[str, Any]]:
     """Shard entries of the successful attempts, in partition order, with root-relative basenames."""
-    shards = []
+    shards: list[dict[str, Any]] = []
     for attempt in sorted(first_per_partition(attempts), key=lambda a: a.partition):
         shards.extend(rebase(entry, attempt.directory) for entry in attempt.shards)
     return shards
@@ -107,11 +107,15 @@ def publish(
     added = committed_shards(attempts)
     top_level: set[str] = set()
     if merge_index:
+        # Re-read at commit time, not at check time: the append goes on top of whatever is published now.
         previous = read_index(destination) if mode == "append" else []
         if metadata is not None:
             destination.write_text(METADATA_BASENAME, _metadata_text(destination, mode, metadata))
+        # The commit point. Before it readers see the old dataset whole; after it, the new one.
         publish_index(destination.url, previous + added)
         top_level = {INDEX_BASENAME, METADATA_BASENAME}
+    # Only after the publish: a crash before it leaves the old dataset readable, and the run's folder is
+    # garbage for the next overwrite or for `vacuum`.
     delete_leftovers(destination, run, kept | top_level, everything_else=mode == "overwrite")
     return added
 
@@ -120,6 +124,7 @@ def delete_leftovers(destination: Destination, run: str, kept: set[str], *, ever
     """Delete this run's files outside the ``kept`` attempt folders (and top-level files); with
     ``everything_else``, every other file below the root too. Returns how many files were deleted."""
     listing = destination.list_relative() if everything_else else destination.list_relative(run)
+    # A file is kept when it lies in a committed attempt's folder; failed and speculative attempts are siblings.
     doomed = [relative for relative in listing if relative not in kept and _attempt_of(relative) not in kept]
     return destination.delete(doomed)
 

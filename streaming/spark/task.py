@@ -128,10 +128,11 @@ def write_attempt(
             if batch.num_rows == 0:
                 continue
             writer = output.get()
-            if encoder is None:
+            if config.udf is not None:
                 for sample in config.udf(batch.to_pandas(), **config.udf_kwargs):
                     writer.write(sample)
             else:
+                assert encoder is not None  # built above whenever there is no udf
                 buffer, sizes = encoder.encode(batch, samples)
                 writer.write_encoded_batch(buffer, sizes.tolist())
             samples = writer.samples_written

@@ -192,7 +192,8 @@ class ClientPool:
         return {"_factory": self._factory, "_per_thread": self._per_thread}
 
     def __setstate__(self, state: dict[str, Any]) -> None:
-        self.__init__(state["_factory"], per_thread=state["_per_thread"])
+        # Clients (sockets, SDK sessions) are not picklable: a pool arrives empty and builds its own.
+        ClientPool.__init__(self, state["_factory"], per_thread=state["_per_thread"])
 
 
 # scheme route -> (module, class). Modules import their SDK only when a client is first built.

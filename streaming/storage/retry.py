@@ -12,7 +12,7 @@ import logging
 import random
 import time
 from collections.abc import Callable
-from typing import Any, TypeVar, overload
+from typing import Any, TypeVar, cast, overload
 
 logger = logging.getLogger(__name__)
 
@@ -74,7 +74,8 @@ def retry(
                     time.sleep(delay)
             raise AssertionError("unreachable")
 
-        return wrapper  # type: ignore[return-value]  # functools.wraps keeps the signature mypy cannot see
+        # functools.wraps keeps the wrapped signature at run time; mypy types the wrapper as (*args, **kwargs).
+        return cast(TCallable, wrapper)
 
     return decorate
 

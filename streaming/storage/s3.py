@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterator
-from typing import Any, BinaryIO
+from typing import Any, BinaryIO, TypedDict
 from urllib.parse import urlsplit
 
 from streaming.storage.base import CHUNK_SIZE, DEFAULT_TIMEOUT, ClientPool, Storage
@@ -49,6 +49,13 @@ def _without_userinfo(endpoint: str) -> str:
         if parts.hostname
         else endpoint
     )
+
+
+class _Extra(TypedDict, total=False):
+    """Optional operation arguments; a TypedDict so that they cannot be taken for `_call`'s ``timeout``."""
+
+    RequestPayer: str
+    ContinuationToken: str
 
 
 class S3Storage(Storage):
@@ -145,8 +152,8 @@ class S3Storage(Storage):
             raise ValueError(f"{url!r} has no bucket; expected {self.scheme}://<bucket>/<key>")
         return location.netloc, location.key
 
-    def _payer(self, bucket: str) -> dict[str, str]:
-        return {"RequestPayer": "requester"} if bucket in self._requester_pays else {}
+    def _payer(self, bucket: str) -> _Extra:
+        return _Extra(RequestPayer="requester") if bucket in self._requester_pays else _Extra()
 
     # -- operations -----------------------------------------------------------------------------
     def _download(self, url: str, sink: BinaryIO, timeout: float) -> int | None:
@@ -179,13 +186,10 @@ class S3Storage(Storage):
         prefix = key.strip("/") + "/" if key.strip("/") else ""
         token: str | None = None
         while True:
-            page = self._call(
-                "list_objects_v2",
-                Bucket=bucket,
-                Prefix=prefix,
-                **self._payer(bucket),
-                **({"ContinuationToken": token} if token else {}),
-            )
+            extra = self._payer(bucket)
+            if token:
+                extra["ContinuationToken"] = token
+            page = self._call("list_objects_v2", Bucket=bucket, Prefix=prefix, **extra)
             for item in page.get("Contents", []):
                 yield f"{self.scheme}://{bucket}/{item['Key']}"
             token = page.get("NextContinuationToken")

@@ -154,7 +154,7 @@ class SFTPStorage(Storage):
         return {"server": self.server}
 
     def __setstate__(self, state: dict[str, Any]) -> None:
-        self.__init__(state["server"])  # type: ignore[misc]
+        SFTPStorage.__init__(self, state["server"])
 
     def reset(self) -> None:
         with self._lock:

@@ -10,14 +10,19 @@ from __future__ import annotations
 
 import os
 import shutil
+import sys
 import threading
 from concurrent.futures import Future, ThreadPoolExecutor
+from typing import TYPE_CHECKING
 
 from streaming.storage.base import storage_for
 from streaming.storage.download import PERMANENT
 from streaming.storage.output import local_directory, parse_out
 from streaming.storage.retry import call_with_retry
 from streaming.storage.url import join_url
+
+if TYPE_CHECKING:
+    from tqdm import tqdm
 
 
 class ShardUploader:
@@ -60,7 +65,7 @@ class ShardUploader:
         self._futures: list[Future] = []
         self._lock = threading.Lock()
         self._pool: ThreadPoolExecutor | None = None
-        self._progress = None
+        self._progress: tqdm | None = None
         if remote is not None:
             self._check_remote(remote, exist_ok, index_basename)
 
@@ -89,7 +94,7 @@ class ShardUploader:
                 self._progress = tqdm(total=0, unit="file", desc=f"Uploading to {self.remote}")
         with self._lock:
             if self._progress is not None:
-                self._progress.total += 1
+                self._progress.total = (self._progress.total or 0) + 1
                 self._progress.refresh()
             self._futures.append(self._pool.submit(self._upload_one, basename))
 
@@ -155,8 +160,12 @@ class ShardUploader:
             f"Nothing written is lost: the files are kept in {self.local}. {self.remote} has no "
             f"index, so no reader sees a partial dataset there."
         )
-        if self.remote is not None and note not in getattr(err, "__notes__", ()):
+        if self.remote is None or note in getattr(err, "__notes__", ()):
+            return
+        if sys.version_info >= (3, 11):
             err.add_note(note)
+        else:  # no add_note before 3.11: set the attribute it fills (unknown to typeshed's 3.10 stubs)
+            err.__notes__ = [*getattr(err, "__notes__", ()), note]  # type: ignore[attr-defined]
 
     def abort(self, error: BaseException) -> None:
         """Stop background work after a failure; the remote is left without an index, the local copy is kept."""

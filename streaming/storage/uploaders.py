@@ -187,7 +187,7 @@ class AzureDataLakeUploader(CloudUploader):
 class DatabricksUploader(CloudUploader):
     """Any Databricks path: `dbfs:/Volumes/...` (Files API) or `dbfs:/...` (DBFS API)."""
 
-    schemes = ("dbfs:/Volumes", "dbfs")
+    schemes: tuple[str, ...] = ("dbfs:/Volumes", "dbfs")
 
 
 class DatabricksUnityCatalogUploader(DatabricksUploader):

@@ -50,7 +50,9 @@ def scheme_of(url: str) -> str:
 
 def is_remote(url: str | None) -> bool:
     """Whether `url` names remote storage (anything but a local path or `file://`)."""
-    return bool(url) and scheme_of(url) not in LOCAL_SCHEMES  # type: ignore[arg-type]  # `bool(url)` excluded None
+    if not url:
+        return False
+    return scheme_of(url) not in LOCAL_SCHEMES
 
 
 def join_url(base: str, *parts: str) -> str:

@@ -127,7 +127,7 @@ def vacuum(
     dry_run: bool = False,
     retention_check: bool = True,
     max_workers: int = 8,
-    progress: Callable[[int], None] | None = None,
+    progress: Callable[[int], object] | None = None,
 ) -> VacuumResult:
     """Delete files below `out` that no index references and that are older than `retention`.
 

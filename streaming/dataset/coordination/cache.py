@@ -78,7 +78,7 @@ class CacheState:
 
     # ------------------------------------------------------------------ opening and rebuilding
 
-    def _open(self) -> None:
+    def _open(self) -> np.ndarray:
         path = os.path.join(state_root(), f"cache-{dir_key(self.key_dirs, self.num_shards, 'v1')}.lock")
         lock_file, opened_here = lockfile.open_shared(path, create=True)
         weakref.finalize(self, lockfile.close_shared, lock_file)
@@ -102,11 +102,12 @@ class CacheState:
         finally:
             lock_file.release(_HEADER_LOCK)
         self._sweep()
+        return atimes
 
     def _ensure(self) -> np.ndarray:
         """The access-time array, opening the file on first use in an unpickled copy."""
         if self._atimes is None:
-            self._open()
+            return self._open()
         return self._atimes
 
     def _header_matches(self) -> bool:
@@ -139,6 +140,8 @@ class CacheState:
         header, states, nbytes, reserved = self._header, self._states, self._nbytes, self._reserved
         header[_INITIALISED] = 0
         sizes, index_bytes = self._scan()
+        # A live preparer's download is still running: its mark and reservation survive the rebuild, and its
+        # bytes are counted when it calls mark_present, not now from a half-written file.
         live = np.array(
             [s for s in np.flatnonzero(states == self.PREPARING) if keep_live and self._file.claimed(1 + int(s))],
             np.int64,
@@ -163,6 +166,8 @@ class CacheState:
 
     def _sweep(self) -> None:
         """Re-check 'preparing' entries whose preparer died (cheap when this process is the only preparer)."""
+        # Every 'preparing' mark is this process's own (the common single-preparer case): none can be dead, and
+        # no per-shard lock probe is needed.
         if self._header[_NUM_PREPARING] <= self._file.claims():
             return
         preparing = np.flatnonzero(self._states == self.PREPARING)
@@ -197,6 +202,7 @@ class CacheState:
         try:
             if depth == 1:
                 header = self._header
+                # DIRTY still set means a process died inside its update: the counts cannot be trusted.
                 if header[_DIRTY] or header[_INITIALISED] != 1:
                     self._rebuild(atimes, keep_live=True)
                 header[_DIRTY] = 1
@@ -224,6 +230,8 @@ class CacheState:
     def touch(self, shard_id: int) -> None:
         """Record an access to shard ``shard_id`` now (a plain store, no lock)."""
         atimes = self._atimes if self._atimes is not None else self._ensure()
+        # Unlocked on purpose (once per sample read): access times only rank eviction victims, so a lost race
+        # costs a slightly different victim, never a wrong byte count.
         atimes[self._check(shard_id)] = time.time_ns()
 
     def merge_access_times(self, times: np.ndarray) -> None:
@@ -267,6 +275,7 @@ class CacheState:
         """End any preparation of the shard, then apply a byte delta and a new state (header lock held)."""
         header, reserved = self._header, self._reserved
         ours = self._file.unclaim(1 + shard_id)
+        # The reservation goes with our preparation, or with a dead preparer's; a live other preparer keeps it.
         if reserved[shard_id] and (ours or not self._file.claimed(1 + shard_id)):
             header[_USAGE] -= reserved[shard_id]
             reserved[shard_id] = 0

@@ -78,8 +78,11 @@ class InstanceState:
             raise
         self._file: lockfile.LockFile | None = lock_file
         self._map: mmap.mmap | None = state_map
-        self._owner_pid = os.getpid()
-        self._finalizer = weakref.finalize(self, _close_instance, lock_file, state_map, self.path, self._owner_pid)
+        self._owner_pid: int | None = os.getpid()
+        # The finaliser, not __del__, closes the state: it runs at exit too, and holds no reference to self.
+        self._finalizer: weakref.finalize | None = weakref.finalize(
+            self, _close_instance, lock_file, state_map, self.path, self._owner_pid
+        )
 
     def __getstate__(self) -> dict[str, Any]:
         return {"path": self.path}
@@ -93,7 +96,7 @@ class InstanceState:
 
     def _state(self) -> tuple[lockfile.LockFile, mmap.mmap]:
         """The lock file and the mapped state, attaching on first use in an unpickled copy."""
-        if self._map is None:
+        if self._file is None or self._map is None:
             try:
                 lock_file, _ = lockfile.open_shared(self.path + ".lock", create=False)
             except FileNotFoundError:
@@ -106,7 +109,9 @@ class InstanceState:
                 lockfile.close_shared(lock_file)
                 raise RuntimeError(f"Instance state file {self.path}.lock is not a valid state file.")
             self._file, self._map = lock_file, state_map
+            # path None: a copy only unmaps and drops its shared lock; the owner alone deletes the files.
             self._finalizer = weakref.finalize(self, _close_instance, lock_file, state_map, None, 0)
+            return lock_file, state_map
         return self._file, self._map
 
     @staticmethod

@@ -85,6 +85,8 @@ class LockFile:
     def acquire(self, offset: int, blocking: bool = True) -> int:
         """Lock byte ``offset`` for the calling thread; returns the hold depth (0 if not acquired)."""
         me = threading.get_ident()
+        # Threads first, then processes: a POSIX lock is the process's, so a second thread would "get" the byte
+        # its sibling holds. Only the thread that won the in-process slot goes to the kernel.
         with self._cond:
             while True:
                 holder = self._holders.get(offset)
@@ -144,6 +146,8 @@ class LockFile:
         with self._cond:
             if offset in self._claims:
                 return True
+            # A non-blocking lock and unlock is the portable test (Python has no F_GETLK); this process's own
+            # claims were answered above, since a process's POSIX locks never conflict with each other.
             if _lock_range(self.fd, offset, blocking=False):
                 _unlock_range(self.fd, offset)
                 return False
@@ -215,6 +219,8 @@ def open_and_share(path: str, flags: int) -> int | None:
     fd = os.open(path, flags | os.O_RDWR | os.O_CLOEXEC, 0o600)
     try:
         fcntl.flock(fd, fcntl.LOCK_SH)
+        # A deleter may have unlinked the path between our open and our lock: then we hold a lock on an
+        # orphaned inode that nobody else can find, and must open the path again.
         if same_file(fd, path):
             return fd
     except BaseException:
@@ -231,6 +237,8 @@ def open_shared(path: str, create: bool) -> tuple[LockFile, bool]:
     """
     with _registry_guard:
         lock_file = _registry.get(path)
+        # One descriptor per path per process: closing a second one would drop every POSIX lock held through
+        # the first.
         if lock_file is not None:
             if same_file(lock_file.fd, path):
                 lock_file.users += 1
@@ -290,6 +298,8 @@ def remove_if_unused(path: str, companion_dir: str | None = None) -> bool:
             return False
         try:
             try:
+                # Both lock kinds: every user holds a shared flock, and a byte-range holder may have closed no
+                # flock yet; only when neither is held by anyone is the file unused.
                 fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
                 fcntl.lockf(fd, fcntl.LOCK_EX | fcntl.LOCK_NB, 0, 0)
             except OSError as err:

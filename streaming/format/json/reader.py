@@ -11,7 +11,7 @@ from streaming.format.reader import SplitReader
 class JSONReader(SplitReader):
     """One JSON-lines shard; a sample is the parsed JSON object of its line."""
 
-    index_fields = ("columns", "newline", *SplitReader.index_fields)
+    index_fields: tuple[str, ...] = ("columns", "newline", *SplitReader.index_fields)
 
     def __init__(
         self,
@@ -33,9 +33,6 @@ class JSONReader(SplitReader):
         )
         self.columns = columns
         self.newline = newline
-
-    def __getstate__(self) -> dict[str, Any]:
-        return {**self.__dict__, "_data": None, "_offsets": None}
 
     def decode_sample(self, data: bytes) -> dict[str, Any]:
         return json.loads(data)

@@ -50,7 +50,7 @@ from decimal import Decimal
 from functools import cache
 from io import BytesIO
 from types import ModuleType
-from typing import Any
+from typing import Any, Protocol, TypeGuard
 
 import numpy as np
 
@@ -150,6 +150,17 @@ class Encoding(ABC):
         """Raise ``TypeError`` unless ``obj`` is an instance of ``expected_type`` (helper for subclasses)."""
         if not isinstance(obj, expected_type):
             raise TypeError(f"expected {expected_type}, got {_describe(obj)} {obj!r:.80}")
+
+
+class ViewDecoder(Protocol):
+    """A coder whose ``decode`` takes a ``memoryview`` as well as ``bytes`` (one with ``zero_copy = True``)."""
+
+    def decode(self, data: bytes | memoryview) -> Any: ...
+
+
+def decodes_views(coder: Encoding) -> TypeGuard[ViewDecoder]:
+    """Whether ``coder`` may be handed a slice of a shard's mmap instead of a private ``bytes`` copy."""
+    return getattr(coder, "zero_copy", False)
 
 
 class Bytes(Encoding):
@@ -788,7 +799,9 @@ class _EncodingRegistry(dict):
         _coders.clear()
         super().__delitem__(name)
 
-    def __ior__(self, other: Any) -> _EncodingRegistry:
+    # mypy checks an in-place operator against dict's generic, overloaded __or__, which no subclass's return
+    # type can satisfy; `|=` does return this registry.
+    def __ior__(self, other: Any) -> _EncodingRegistry:  # type: ignore[misc]
         _coders.clear()
         return super().__ior__(other)
 
@@ -960,6 +973,6 @@ def mds_decode(encoding: str, data: bytes | memoryview) -> Any:
         ValueError: unknown encoding.
     """
     coder = get_mds_coder(encoding)
-    if not coder.zero_copy and type(data) is not bytes:
-        data = bytes(data)
-    return coder.decode(data)
+    if decodes_views(coder):
+        return coder.decode(data)
+    return coder.decode(data if type(data) is bytes else bytes(data))

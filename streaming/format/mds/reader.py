@@ -3,20 +3,29 @@
 from __future__ import annotations
 
 import struct
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from functools import lru_cache
 from itertools import repeat
-from typing import Any
+from typing import Any, NamedTuple
 
 from streaming.format.errors import ShardCorruptError
-from streaming.format.mds.encodings import Bytes, Int, Str, get_mds_coder, is_mds_encoding_safe
+from streaming.format.mds.encodings import Bytes, Int, Str, decodes_views, get_mds_coder, is_mds_encoding_safe
 from streaming.format.reader import JointReader, _map_file, read_offsets
 
 Decoder = Callable[[memoryview, int], dict[str, Any]]
 
 
+class _MappedShard(NamedTuple):
+    """What `MDSReader.open` sets up, kept together so that one check tells whether the shard is open."""
+
+    buffer: memoryview
+    offsets: Sequence[int]
+    decode: Decoder
+
+
 def _column_decoder(encoding: str) -> Callable[[memoryview], Any]:
     coder = get_mds_coder(encoding)
+    # Every column value reaches its decoder as a slice of the shard's mmap: no copy unless a decoder makes one.
     # Inlined only for the built-in classes themselves: a subclass registered in their place keeps its decode.
     if type(coder) is Str:
         return lambda view: str(view, "utf-8")
@@ -24,8 +33,10 @@ def _column_decoder(encoding: str) -> Callable[[memoryview], Any]:
         return bytes
     if type(coder) is Int:
         return lambda view: int.from_bytes(view, "little", signed=True)
-    if getattr(coder, "zero_copy", False):
+    if decodes_views(coder):
+        # The value may alias the mmap (ndarray is a read-only view over it): the shard stays mapped while it lives.
         return coder.decode
+    # Third-party coders were written for bytes (upstream's contract): give them a private copy.
     return lambda view: coder.decode(bytes(view))
 
 
@@ -41,16 +52,20 @@ def build_decoder(names: tuple[str, ...], encodings: tuple[str, ...], sizes: tup
 def _build_decoder(
     names: tuple[str, ...], encodings: tuple[str, ...], sizes: tuple[int | None, ...], coder_types: tuple[type, ...]
 ) -> Decoder:
+    # `coder_types` is unused here: it is part of the cache key, so re-registering an encoding recompiles.
+    # An MDS sample is a header of uint32 lengths (one per variable-size column), then the values in column order.
     num_variable = sum(size is None for size in sizes)
     unpack_sizes = struct.Struct(f"<{num_variable}I").unpack_from
-    plan = []
+    # Per column: (name, decoder, fixed size or 0, index of its length in the sample header or -1 when fixed).
+    plan: list[tuple[str, Callable[[memoryview], Any], int, int]] = []
     variable_index = 0
     for name, encoding, size in zip(names, encodings, sizes):
-        plan.append((name, _column_decoder(encoding), size, -1 if size is not None else variable_index))
+        plan.append((name, _column_decoder(encoding), size or 0, -1 if size is not None else variable_index))
         variable_index += size is None
     if len(plan) == 1:
-        ((name, decode, size, _),) = plan
-        if size is None:
+        # One column (the common token-stream case): a closure without the loop.
+        ((name, decode, size, index),) = plan
+        if index >= 0:
 
             def decode_single_variable(buffer: memoryview, begin: int) -> dict[str, Any]:
                 (length,) = unpack_sizes(buffer, begin)
@@ -80,7 +95,7 @@ def _build_decoder(
 class MDSReader(JointReader):
     """One MDS shard: a data file with a sample count, sample offsets, a JSON header and packed samples."""
 
-    index_fields = ("column_encodings", "column_names", "column_sizes", *JointReader.index_fields)
+    index_fields: tuple[str, ...] = ("column_encodings", "column_names", "column_sizes", *JointReader.index_fields)
 
     def __init__(
         self,
@@ -100,13 +115,13 @@ class MDSReader(JointReader):
         self.column_encodings = column_encodings
         self.column_names = column_names
         self.column_sizes = column_sizes
-        self._buffer: memoryview | None = None
-        self._offsets: Any = None
+        self._mapped: _MappedShard | None = None
         self._decode: Decoder | None = None
 
     def __getstate__(self) -> dict[str, Any]:
+        # An mmap cannot be pickled (DataLoader workers receive the dataset pickled): each process maps anew.
         state = self.__dict__.copy()
-        state.update(_buffer=None, _offsets=None, _decode=None)
+        state.update(_mapped=None, _decode=None)
         return state
 
     def validate(self, allow_unsafe_types: bool) -> None:
@@ -120,7 +135,7 @@ class MDSReader(JointReader):
                     f"allow_unsafe_types=True."
                 )
 
-    def open(self) -> None:
+    def open(self) -> _MappedShard:
         """Map the shard file (decompressing it first if only the compressed copy is present) and check it."""
         self.ensure_raw()
         path = self.local_path(self.raw_data.basename)
@@ -131,18 +146,17 @@ class MDSReader(JointReader):
         if offsets[count] != len(mapped) or (count and offsets[0] > len(mapped)):
             raise ShardCorruptError(f"Shard file {path} has sample offsets that point outside the file: it is corrupt.")
         self._decode = build_decoder(tuple(self.column_names), tuple(self.column_encodings), tuple(self.column_sizes))
-        self._offsets = offsets
-        self._buffer = buffer
+        self._mapped = _MappedShard(buffer, offsets, self._decode)
+        return self._mapped
 
     def get_sample_data(self, idx: int) -> bytes:
         """The encoded bytes of sample ``idx``."""
-        if self._buffer is None:
-            self.open()
+        mapped = self._mapped or self.open()
         if not 0 <= idx < self.samples:
             raise IndexError(
                 f"Sample {idx} is out of range for shard {self.raw_data.basename} of {self.samples} samples."
             )
-        return bytes(self._buffer[self._offsets[idx] : self._offsets[idx + 1]])
+        return bytes(mapped.buffer[mapped.offsets[idx] : mapped.offsets[idx + 1]])
 
     def decode_sample(self, data: bytes) -> dict[str, Any]:
         """Decode the encoded bytes of one sample."""
@@ -153,15 +167,15 @@ class MDSReader(JointReader):
         return self._decode(memoryview(data), 0)
 
     def get_item(self, idx: int) -> dict[str, Any]:
-        if self._buffer is None:
-            self.open()
+        mapped = self._mapped or self.open()
         if not 0 <= idx < self.samples:
             raise IndexError(
                 f"Sample {idx} is out of range for shard {self.raw_data.basename} of {self.samples} samples."
             )
-        return self._decode(self._buffer, self._offsets[idx])
+        # Decoded straight from the mapped file: no per-sample bytes object (see `get_sample_data`).
+        return mapped.decode(mapped.buffer, mapped.offsets[idx])
 
     def __iter__(self) -> Iterator[dict[str, Any]]:
-        if self._buffer is None:
-            self.open()
-        return map(self._decode, repeat(self._buffer, self.samples), self._offsets[: self.samples])
+        mapped = self._mapped or self.open()
+        # Sample i starts at offsets[i]; the last offset is the end of the file, not a sample.
+        return map(mapped.decode, repeat(mapped.buffer, self.samples), mapped.offsets[: self.samples])

@@ -11,7 +11,13 @@ from streaming.format.xsv.encodings import xsv_decode
 class XSVReader(SplitReader):
     """One XSV shard; a sample maps each column name to its decoded value."""
 
-    index_fields = ("column_encodings", "column_names", "newline", "separator", *SplitReader.index_fields)
+    index_fields: tuple[str, ...] = (
+        "column_encodings",
+        "column_names",
+        "newline",
+        "separator",
+        *SplitReader.index_fields,
+    )
 
     def __init__(
         self,
@@ -38,9 +44,6 @@ class XSVReader(SplitReader):
         self.newline = newline
         self.separator = separator
 
-    def __getstate__(self) -> dict[str, Any]:
-        return {**self.__dict__, "_data": None, "_offsets": None}
-
     def decode_sample(self, data: bytes) -> dict[str, Any]:
         text = data.decode("utf-8")[: -len(self.newline)]
         values = text.split(self.separator)
@@ -53,7 +56,7 @@ class XSVReader(SplitReader):
 class CSVReader(XSVReader):
     """A CSV shard (separator ``,``, not stored in the index)."""
 
-    index_fields = tuple(field for field in XSVReader.index_fields if field != "separator")
+    index_fields: tuple[str, ...] = tuple(field for field in XSVReader.index_fields if field != "separator")
 
     separator = ","
 
