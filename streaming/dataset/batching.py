@@ -82,15 +82,16 @@ class PlanInputs:
             object.__setattr__(self, name, np.asarray(getattr(self, name), dtype).reshape(-1))
         if not isinstance(self.batch_size, (int, np.integer)) or self.batch_size < 1:
             raise ValueError(
-                f"Please pass `batch_size` (a positive int, got {self.batch_size!r}) "
-                f"to StreamingDataset, the same as the DataLoader's per-device "
-                f"batch size: it is needed for deterministic resumption."
+                f"Please pass `batch_size` to StreamingDataset. It should be set the same as the DataLoader's "
+                f"per-device batch size (a positive int, got {self.batch_size!r}): it is needed for "
+                f"deterministic resumption."
             )
         if self.num_canonical_nodes is None:
             raise RuntimeError("`num_canonical_nodes` can never be None. Provide a positive integer.")
         if self.shuffle and not isinstance(self.shuffle_block_size, (int, np.integer)):
             raise TypeError(
-                f"`shuffle_block_size` must be an int when shuffling, got {type(self.shuffle_block_size).__name__}."
+                f"Dataset `shuffle_block_size` must be an integer. Got {type(self.shuffle_block_size)} instead "
+                f"(it must be an int when shuffling)."
             )
         num_streams = len(self.shards_per_stream)
         for name in ("choose_per_stream", "proportion_per_stream"):
@@ -161,7 +162,8 @@ class PlanInputs:
     ) -> NDArray[np.int64]:
         """Partition one stream on its own and map positions to global sample ids.
 
-        The stream's shuffle window is the dataset's scaled by the stream's proportion.
+        The stream's shuffle window is the dataset's scaled by the stream's proportion (at least
+        one sample); a stream with fewer samples than canonical nodes is not shuffled (upstream).
         """
         units, sample_ids = self.resample(epoch, stream_id)
         partition = get_partitions(
@@ -175,8 +177,16 @@ class PlanInputs:
             0,
             self.initial_physical_nodes,
         )
-        if self.shuffle:
-            block_size = int(self.shuffle_block_size * self.proportion_per_stream[stream_id])
+        if self.shuffle and len(sample_ids) < self.num_canonical_nodes:
+            logger.warning(
+                "Stream with index %d has %d samples, fewer than the %d canonical nodes, so its samples are "
+                "repeated and not shuffled.",
+                stream_id,
+                len(sample_ids),
+                self.num_canonical_nodes,
+            )
+        elif self.shuffle:
+            block_size = max(1, int(self.shuffle_block_size * self.proportion_per_stream[stream_id]))
             order = get_shuffle(
                 self.shuffle_algo, units, self.num_canonical_nodes, self.shuffle_seed, epoch, block_size
             )
@@ -219,12 +229,16 @@ def _finish(
     """Drop consumed global batches, pad to whole worker rounds and shape the result."""
     global_batch_size = global_batches.shape[1]
     if sample_in_epoch % global_batch_size:
-        warnings.warn(
-            f"With the `{method}` batching method, training resumes at a global batch "
-            f"boundary: sample_in_epoch {sample_in_epoch} is rounded down to a multiple "
-            f"of the global batch size {global_batch_size}.",
-            stacklevel=2,
+        message = (
+            f"Because of the `{method}` batching method, resumption may only occur on a sample that is a "
+            f"multiple of the current global batch size of {global_batch_size}. Resuming training after the "
+            f"most recently finished global batch (sample_in_epoch {sample_in_epoch} is rounded down)."
         )
+        # Upstream warns through `warnings` for stratified and through its logger for the others.
+        if method == "stratified":
+            warnings.warn(message, stacklevel=2)
+        else:
+            logger.warning(message)
     rows = global_batches[sample_in_epoch // global_batch_size :]
     padding = (-len(rows)) % world.workers_per_rank
     if padding:
@@ -266,9 +280,10 @@ def _stratified_slots(plan: PlanInputs, global_batch_size: int) -> NDArray[np.in
     for stream_id, count in enumerate(slots.tolist()):
         if count <= 0:
             raise ValueError(
-                f"Stream {stream_id} gets {count} samples per global batch of "
-                f"{global_batch_size} with `stratified` batching: raise the global "
-                f"batch size or the proportion of stream {stream_id}."
+                f"Number of samples for stream {stream_id} is {count} because the portion of this stream in "
+                f"the global batch, which is of size {global_batch_size}, is too low. Please increase the "
+                f"global batch size or increase the proportion of total samples that come from stream "
+                f"{stream_id} (`stratified` batching)."
             )
     return slots
 
@@ -289,7 +304,11 @@ def generate_work_stratified_batching(
         padding = (-len(in_order)) % count
         rows = np.concatenate([in_order, np.full(padding, -1, np.int64)]).reshape(-1, count)
         if _count_full(rows) != len(rows):
-            logger.warning("Stratified batching drops batch parts of stream %d that are short of samples.", stream_id)
+            logger.warning(
+                "Because of the `stratified` batching method, some batches with an inadequate number of samples "
+                "from stream with index %d are being dropped.",
+                stream_id,
+            )
         parts.append(rows)
     num_batches = min(_count_full(rows) for rows in parts)
     global_batches = np.concatenate([rows[:num_batches] for rows in parts], axis=1)
@@ -309,14 +328,26 @@ def generate_work_per_stream_batching(
         rows = _traversal_order(positions).reshape(-1, global_batch_size)
         full = _count_full(rows)
         if full == 0:
-            raise ValueError(
-                f"Stream {stream_id} has too few samples for a single global batch "
-                f"of {global_batch_size} with `per_stream` batching."
+            logger.warning(
+                "Stream with index %d does not have an adequate number of samples to construct a complete "
+                "global batch. Training will occur without any samples from this stream (global batch size %d).",
+                stream_id,
+                global_batch_size,
             )
-        if full != len(rows):
-            logger.warning("Per-stream batching drops incomplete global batches of stream %d.", stream_id)
+        elif full != len(rows):
+            logger.warning(
+                "Because of the `per_stream` batching method, some batches with an inadequate number of samples "
+                "from stream with index %d will be dropped.",
+                stream_id,
+            )
         batches.append(rows[:full])
         counts.append(full)
+    if not any(counts):
+        raise ValueError(
+            f"No stream has an adequate number of samples to construct a complete global batch. With "
+            f"`per_stream` batching every global batch ({global_batch_size} samples) comes from one stream: "
+            f"lower the batch size or add samples."
+        )
 
     seed = plan.shuffle_seed + epoch if plan.epoch_seed_change else plan.shuffle_seed
     picks = _interleave_origins(np.random.default_rng(seed), counts)
@@ -336,18 +367,10 @@ def generate_work_device_per_stream_batching(
     canonical, physical = plan.num_canonical_nodes, world.num_nodes
     if canonical % physical:
         raise ValueError(
-            f"With `device_per_stream` batching, num_canonical_nodes ({canonical}) "
-            f"must be divisible by the number of physical nodes ({physical})."
+            f"For `device_per_stream` batching, num_canonical_nodes must be divisible by physical nodes. "
+            f"Got {canonical} canonical nodes and {physical} physical nodes."
         )
     batch_size = plan.batch_size
-    if plan.shuffle:
-        for stream_id, proportion in enumerate(plan.proportion_per_stream.tolist()):
-            if int(plan.shuffle_block_size * proportion) == 0:
-                raise ValueError(
-                    f"Stream {stream_id} would get a shuffle block of 0 samples: "
-                    f"raise `shuffle_block_size` ({plan.shuffle_block_size}) or the "
-                    f"stream's proportion ({proportion})."
-                )
     positions = [plan.stream_positions(epoch, stream_id, canonical, world, 1) for stream_id in range(plan.num_streams)]
 
     per_node = canonical // physical
@@ -360,14 +383,28 @@ def generate_work_device_per_stream_batching(
             rows = np.concatenate([in_order, np.full(padding, -1, np.int64)]).reshape(-1, batch_size)
             full = _count_full(rows)
             if full == 0:
-                raise ValueError(
-                    f"Stream {stream_id} has too few samples for a single device "
-                    f"batch of {batch_size} with `device_per_stream` batching."
+                logger.warning(
+                    "Stream with index %d does not have an adequate number of samples to construct even a single "
+                    "device batch of size %d on node %d. Training will occur without any samples from this "
+                    "stream on that node.",
+                    stream_id,
+                    batch_size,
+                    node,
                 )
-            if full != len(rows):
-                logger.warning("Device-per-stream batching drops incomplete device batches of stream %d.", stream_id)
+            elif full != len(rows):
+                logger.warning(
+                    "Because of the `device_per_stream` batching method, some batches with an inadequate number "
+                    "of samples from stream with index %d will be dropped.",
+                    stream_id,
+                )
             batches.append(rows[:full])
             counts.append(full)
+        if not any(counts):
+            raise ValueError(
+                f"No stream has an adequate number of samples to construct a single device batch of size "
+                f"{batch_size} on node {node}. With `device_per_stream` batching every device batch comes from "
+                f"one stream: lower the batch size or add samples."
+            )
         node_batches.append(np.concatenate(batches))
         node_counts.append(counts)
 
@@ -412,5 +449,8 @@ def generate_work(
     """
     method = batching_methods.get(batching_method)
     if method is None:
-        raise ValueError(f"Unknown batching_method {batching_method!r}; choose one of {sorted(batching_methods)}.")
+        raise ValueError(
+            f"Invalid batching method: {batching_method}. Must be one of `random`, `stratified`, `per_stream`, or "
+            f"`device_per_stream`."
+        )
     return np.ascontiguousarray(method(dataset, world, epoch, sample_in_epoch))
