@@ -118,7 +118,7 @@ class Writer(ABC):
         unknown = sorted(set(kwargs) - set(_WRITER_OPTIONS))
         if unknown:
             raise ValueError(
-                f"Invalid Writer argument(s): {', '.join(unknown)}. "
+                f"Invalid Writer argument(s): {unknown}. "
                 f"Valid options besides the named ones: {', '.join(_WRITER_OPTIONS)}."
             )
         self.keep_local = keep_local

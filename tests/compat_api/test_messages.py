@@ -23,7 +23,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from streaming import JSONWriter, LocalDataset, MDSWriter, Stream, StreamingDataset
+from streaming import CSVWriter, JSONWriter, LocalDataset, MDSWriter, Stream, StreamingDataset
 from streaming.base.compression import compress, decompress, get_compression_extension
 from streaming.base.format.mds.encodings import get_mds_encoded_size, mds_decode, mds_encode
 from streaming.base.hashing import get_hash
@@ -115,7 +115,7 @@ def _checksum_failure(tmp: Path) -> Any:
         f.seek(-1, os.SEEK_END)
         f.write(bytes([last[0] ^ 0xFF]))
     return StreamingDataset(
-        remote=remote, local=str(tmp / "cache"), validate_hash="sha1", download_retry=0, batch_size=2
+        remote=remote, local=str(tmp / "cache"), validate_hash="sha1", download_retry=1, batch_size=2
     )[0]
 
 
@@ -290,6 +290,7 @@ ROWS: dict[str, Row] = {
         "raises",
         ValueError,
         "`remote` and/or `local` path must be provided",
+        # The reference fails before its check here (it creates a temporary local directory first).
         lambda tmp: StreamingDataset(streams=[Stream()], batch_size=2),
     ),
     "stream_mixed_weights": Row(
@@ -304,7 +305,7 @@ ROWS: dict[str, Row] = {
         "raises",
         ValueError,
         "Unsupported streaming data version: 3. Expected version 2.",
-        _shard_version_3,
+        _shard_version_3,  # the reference checks a shard entry's version with an assert
     ),
     "validate_hash_not_in_index": Row(
         "streaming.base.stream",
@@ -399,7 +400,7 @@ ROWS: dict[str, Row] = {
         "streaming.base.format.base.writer",
         "raises",
         ValueError,
-        "Invalid Writer argument(s): bogus",
+        "Invalid Writer argument(s): ['bogus']",
         lambda tmp: MDSWriter(out=str(tmp / "w"), columns={"id": "int"}, bogus=1),
     ),
     "writer_compression": Row(
@@ -496,6 +497,13 @@ ROWS: dict[str, Row] = {
         ValueError,
         "Wrong shape: expected (2, 2), got (3,).",
         lambda tmp: _write_one(tmp, {"x": "ndarray:int32:2,2"}, {"x": np.zeros(3, np.int32)}),
+    ),
+    "xsv_data_type": Row(
+        "streaming.base.format.xsv.encodings",
+        "raises",
+        AttributeError,
+        "data should be of type {}, but instead, found",
+        lambda tmp: _write_one(tmp, {"x": "int"}, {"x": "five"}, CSVWriter),
     ),
     "json_data_type": Row(
         "streaming.base.format.json.encodings",
