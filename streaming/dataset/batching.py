@@ -82,15 +82,16 @@ class PlanInputs:
             object.__setattr__(self, name, np.asarray(getattr(self, name), dtype).reshape(-1))
         if not isinstance(self.batch_size, (int, np.integer)) or self.batch_size < 1:
             raise ValueError(
-                f"Please pass `batch_size` (a positive int, got {self.batch_size!r}) "
-                f"to StreamingDataset, the same as the DataLoader's per-device "
-                f"batch size: it is needed for deterministic resumption."
+                f"Please pass `batch_size` to StreamingDataset. It should be set the same as the DataLoader's "
+                f"per-device batch size (a positive int, got {self.batch_size!r}): it is needed for "
+                f"deterministic resumption."
             )
         if self.num_canonical_nodes is None:
             raise RuntimeError("`num_canonical_nodes` can never be None. Provide a positive integer.")
         if self.shuffle and not isinstance(self.shuffle_block_size, (int, np.integer)):
             raise TypeError(
-                f"`shuffle_block_size` must be an int when shuffling, got {type(self.shuffle_block_size).__name__}."
+                f"Dataset `shuffle_block_size` must be an integer. Got {type(self.shuffle_block_size)} instead "
+                f"(it must be an int when shuffling)."
             )
         num_streams = len(self.shards_per_stream)
         for name in ("choose_per_stream", "proportion_per_stream"):
@@ -229,12 +230,16 @@ def _finish(
     """Drop consumed global batches, pad to whole worker rounds and shape the result."""
     global_batch_size = global_batches.shape[1]
     if sample_in_epoch % global_batch_size:
-        warnings.warn(
-            f"With the `{method}` batching method, training resumes at a global batch "
-            f"boundary: sample_in_epoch {sample_in_epoch} is rounded down to a multiple "
-            f"of the global batch size {global_batch_size}.",
-            stacklevel=2,
+        message = (
+            f"Because of the `{method}` batching method, resumption may only occur on a sample that is a "
+            f"multiple of the current global batch size of {global_batch_size}. Resuming training after the "
+            f"most recently finished global batch (sample_in_epoch {sample_in_epoch} is rounded down)."
         )
+        # Upstream warns through `warnings` for stratified and through its logger for the others.
+        if method == "stratified":
+            warnings.warn(message, stacklevel=2)
+        else:
+            logger.warning(message)
     rows = global_batches[sample_in_epoch // global_batch_size :]
     padding = (-len(rows)) % world.workers_per_rank
     if padding:
@@ -276,9 +281,10 @@ def _stratified_slots(plan: PlanInputs, global_batch_size: int) -> NDArray[np.in
     for stream_id, count in enumerate(slots.tolist()):
         if count <= 0:
             raise ValueError(
-                f"Stream {stream_id} gets {count} samples per global batch of "
-                f"{global_batch_size} with `stratified` batching: raise the global "
-                f"batch size or the proportion of stream {stream_id}."
+                f"Number of samples for stream {stream_id} is {count} because the portion of this stream in "
+                f"the global batch, which is of size {global_batch_size}, is too low. Please increase the "
+                f"global batch size or increase the proportion of total samples that come from stream "
+                f"{stream_id} (`stratified` batching)."
             )
     return slots
 
@@ -299,7 +305,11 @@ def generate_work_stratified_batching(
         padding = (-len(in_order)) % count
         rows = np.concatenate([in_order, np.full(padding, -1, np.int64)]).reshape(-1, count)
         if _count_full(rows) != len(rows):
-            logger.warning("Stratified batching drops batch parts of stream %d that are short of samples.", stream_id)
+            logger.warning(
+                "Because of the `stratified` batching method, some batches with an inadequate number of samples "
+                "from stream with index %d are being dropped.",
+                stream_id,
+            )
         parts.append(rows)
     num_batches = min(_count_full(rows) for rows in parts)
     global_batches = np.concatenate([rows[:num_batches] for rows in parts], axis=1)
@@ -319,14 +329,26 @@ def generate_work_per_stream_batching(
         rows = _traversal_order(positions).reshape(-1, global_batch_size)
         full = _count_full(rows)
         if full == 0:
-            raise ValueError(
-                f"Stream {stream_id} has too few samples for a single global batch "
-                f"of {global_batch_size} with `per_stream` batching."
+            logger.warning(
+                "Stream with index %d does not have an adequate number of samples to construct a complete "
+                "global batch. Training will occur without any samples from this stream (global batch size %d).",
+                stream_id,
+                global_batch_size,
             )
-        if full != len(rows):
-            logger.warning("Per-stream batching drops incomplete global batches of stream %d.", stream_id)
+        elif full != len(rows):
+            logger.warning(
+                "Because of the `per_stream` batching method, some batches with an inadequate number of samples "
+                "from stream with index %d will be dropped.",
+                stream_id,
+            )
         batches.append(rows[:full])
         counts.append(full)
+    if not any(counts):
+        raise ValueError(
+            f"No stream has an adequate number of samples to construct a complete global batch. With "
+            f"`per_stream` batching every global batch ({global_batch_size} samples) comes from one stream: "
+            f"lower the batch size or add samples."
+        )
 
     seed = plan.shuffle_seed + epoch if plan.epoch_seed_change else plan.shuffle_seed
     picks = _interleave_origins(np.random.default_rng(seed), counts)
@@ -346,8 +368,8 @@ def generate_work_device_per_stream_batching(
     canonical, physical = plan.num_canonical_nodes, world.num_nodes
     if canonical % physical:
         raise ValueError(
-            f"With `device_per_stream` batching, num_canonical_nodes ({canonical}) "
-            f"must be divisible by the number of physical nodes ({physical})."
+            f"For `device_per_stream` batching, num_canonical_nodes must be divisible by physical nodes. "
+            f"Got {canonical} canonical nodes and {physical} physical nodes."
         )
     batch_size = plan.batch_size
     positions = [plan.stream_positions(epoch, stream_id, canonical, world, 1) for stream_id in range(plan.num_streams)]
@@ -362,14 +384,28 @@ def generate_work_device_per_stream_batching(
             rows = np.concatenate([in_order, np.full(padding, -1, np.int64)]).reshape(-1, batch_size)
             full = _count_full(rows)
             if full == 0:
-                raise ValueError(
-                    f"Stream {stream_id} has too few samples for a single device "
-                    f"batch of {batch_size} with `device_per_stream` batching."
+                logger.warning(
+                    "Stream with index %d does not have an adequate number of samples to construct even a single "
+                    "device batch of size %d on node %d. Training will occur without any samples from this "
+                    "stream on that node.",
+                    stream_id,
+                    batch_size,
+                    node,
                 )
-            if full != len(rows):
-                logger.warning("Device-per-stream batching drops incomplete device batches of stream %d.", stream_id)
+            elif full != len(rows):
+                logger.warning(
+                    "Because of the `device_per_stream` batching method, some batches with an inadequate number "
+                    "of samples from stream with index %d will be dropped.",
+                    stream_id,
+                )
             batches.append(rows[:full])
             counts.append(full)
+        if not any(counts):
+            raise ValueError(
+                f"No stream has an adequate number of samples to construct a single device batch of size "
+                f"{batch_size} on node {node}. With `device_per_stream` batching every device batch comes from "
+                f"one stream: lower the batch size or add samples."
+            )
         node_batches.append(np.concatenate(batches))
         node_counts.append(counts)
 
@@ -414,5 +450,8 @@ def generate_work(
     """
     method = batching_methods.get(batching_method)
     if method is None:
-        raise ValueError(f"Unknown batching_method {batching_method!r}; choose one of {sorted(batching_methods)}.")
+        raise ValueError(
+            f"Invalid batching method: {batching_method}. Must be one of `random`, `stratified`, `per_stream`, or "
+            f"`device_per_stream`."
+        )
     return np.ascontiguousarray(method(dataset, world, epoch, sample_in_epoch))

@@ -17,7 +17,7 @@ def batch_length(batch: Any) -> int:
     if isinstance(batch, dict) or (hasattr(batch, "keys") and hasattr(batch, "values")):
         values = list(batch.values())
         if not values:
-            raise ValueError("Cannot count the samples of an empty dict batch.")
+            raise ValueError("Batch is empty: a dict batch without columns has no samples to count.")
         return len(values[0])
     if isinstance(batch, Tensor):
         return len(batch)

@@ -98,19 +98,22 @@ class StreamingDataset(Array, IterableDataset):
         stream_config: dict[str, Any] | None = None,
     ) -> None:
         if bool(streams) == (remote is not None or local is not None):
-            raise ValueError("You must provide either streams or remote/local, but not both.")
+            raise ValueError("You must provide either `streams` or `remote`/`local`, but not both.")
         if sampling_method not in SAMPLING_METHODS:
-            raise ValueError(f"Invalid sampling_method {sampling_method!r}; choose one of {list(SAMPLING_METHODS)}.")
+            raise ValueError(f"Invalid sampling method: {sampling_method}. Must be one of `balanced` or `fixed`.")
         if sampling_granularity <= 0:
-            raise ValueError(f"sampling_granularity must be positive, got {sampling_granularity}.")
+            raise ValueError(f"`sampling_granularity` must be a positive integer, but got: {sampling_granularity}.")
         if partition_algo not in PARTITION_ALGOS:
             raise ValueError(f"Invalid partition_algo {partition_algo!r}; choose one of {list(PARTITION_ALGOS)}.")
         if shuffle_algo not in SHUFFLE_ALGOS:
             raise ValueError(f"Invalid shuffle_algo {shuffle_algo!r}; choose one of {list(SHUFFLE_ALGOS)}.")
         if batching_method not in BATCHING_METHODS:
-            raise ValueError(f"Invalid batching_method {batching_method!r}; choose one of {list(BATCHING_METHODS)}.")
+            raise ValueError(
+                f"Invalid batching method: {batching_method}. Must be one of `random`, `stratified`, `per_stream`, "
+                f"or `device_per_stream`."
+            )
         if shuffle_seed < 0:
-            raise ValueError(f"shuffle_seed must be non-negative, got {shuffle_seed}.")
+            raise ValueError(f"`shuffle_seed` must be a non-negative integer, but got: {shuffle_seed}.")
         if num_canonical_nodes is not None and num_canonical_nodes < 1:
             raise ValueError(f"num_canonical_nodes must be a positive integer, got {num_canonical_nodes}.")
         if batch_size is not None and batch_size < 1:
@@ -120,12 +123,14 @@ class StreamingDataset(Array, IterableDataset):
         if predownload is not None and predownload < 0:
             raise ValueError(f"predownload must be non-negative, got {predownload}.")
         if download_retry < 0:
-            raise ValueError(f"download_retry must be non-negative, got {download_retry}.")
+            raise ValueError(f"`download_retry` must be non-negative, got {download_retry}.")
         if download_timeout <= 0:
-            raise ValueError(f"download_timeout must be positive, got {download_timeout}.")
+            raise ValueError(f"`download_timeout` must be positive, got {download_timeout}.")
         self.epoch_size_arg = None if epoch_size is None else number_abbrev_to_int(epoch_size)
         if self.epoch_size_arg is not None and self.epoch_size_arg < 0:
-            raise ValueError(f"epoch_size must be non-negative, got {epoch_size!r}.")
+            raise ValueError(
+                f"Epoch size cannot be negative. Received {self.epoch_size_arg} (epoch_size={epoch_size!r})."
+            )
 
         self.sampling_method = sampling_method
         self.sampling_granularity = sampling_granularity
@@ -143,8 +148,8 @@ class StreamingDataset(Array, IterableDataset):
         self.predownload = default_predownload(batch_size) if predownload is None else predownload
         if batch_size is not None and self.predownload < batch_size:
             warnings.warn(
-                f"predownload ({self.predownload}) is less than batch_size ({batch_size}): shards "
-                f"may not be ready in time. Raise predownload to at least the batch size.",
+                f"predownload < batch_size ({self.predownload} < {batch_size}).This may result in slower batch "
+                f"time. Recommendation is to set predownload to at-least batch_size.",
                 stacklevel=2,
             )
 
@@ -172,10 +177,14 @@ class StreamingDataset(Array, IterableDataset):
             config.update(defaults)
             self.streams = [streams_registry.get(stream_name)(**config)]
         self.num_streams = len(self.streams)
+        for stream_id, stream in enumerate(self.streams):
+            if not (stream.remote or stream._local):
+                raise ValueError(f"`remote` and/or `local` path must be provided (stream {stream_id} has neither).")
         locals_seen = [os.path.abspath(os.path.join(s.local, s.split)) for s in self.streams]
         if len(set(locals_seen)) != len(locals_seen):
             raise ValueError(
-                f"Reused local directory: streams must have distinct local/split directories, got {locals_seen}."
+                f"Reused local directory: {locals_seen}. Provide a different one (streams must have distinct "
+                f"local/split directories)."
             )
         # Claimed before any index is downloaded into them, so a cache of another remote is never read; held
         # for the dataset's life (the attribute is only kept, never read).
@@ -243,8 +252,9 @@ class StreamingDataset(Array, IterableDataset):
         block = self.shuffle_block_size or default_shuffle_block_size(ncn)
         if self.batch_size is None:
             raise ValueError(
-                "Please pass `batch_size` to StreamingDataset: the per-device batch size of your "
-                "DataLoader. It is needed to place samples deterministically (and to resume)."
+                "Please pass `batch_size` to StreamingDataset. It should be set the same as the DataLoader, and is "
+                "the number of samples per batch, for each device. It is necessary for deterministic resumption "
+                "and optimal performance."
             )
         return PlanInputs(
             self.samples_per_shard,

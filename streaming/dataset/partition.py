@@ -41,9 +41,9 @@ def _check_node_ratio(num_canonical_nodes: int, num_physical_nodes: int) -> None
         )
     if larger % smaller:
         raise ValueError(
-            f"num_canonical_nodes ({num_canonical_nodes}) and num_physical_nodes "
-            f"({num_physical_nodes}) must divide one another, otherwise slices of "
-            f"shards are striped over nodes and every node downloads every shard."
+            f"Either canonical or physical nodes must be evenly divisible by the other, otherwise striping "
+            f"slices of shards over nodes may lead to each node downloading all shards "
+            f"(num_canonical_nodes={num_canonical_nodes}, num_physical_nodes={num_physical_nodes})."
         )
 
 
@@ -75,9 +75,10 @@ def _canonical_grid(num_samples: int, num_canonical_nodes: int, num_physical_nod
         return grid
 
     warnings.warn(
-        f"Partitioning {num_samples} samples over {rows} canonical nodes repeats "
-        f"many samples and, depending on the batching method, may drop whole batches. "
-        f"Check the dataset size or lower num_canonical_nodes.",
+        f"Trying to partition {num_samples} samples over {rows} canonical nodes. This will result in many "
+        f"samples being repeated, and depending on your batching method, batches being completely dropped. "
+        f"Check if your dataset has the expected number of samples, and consider decreasing the number of "
+        f"canonical nodes.",
         stacklevel=2,
     )
     return np.resize(np.arange(num_samples, dtype=np.int64), (rows, width))
@@ -95,9 +96,9 @@ def _pad_for_ranks(ids: NDArray[np.int64], ranks_per_node: int) -> NDArray[np.in
         extra = ids[:, stop - missing : stop]
     else:
         warnings.warn(
-            f"Partitioning {per_node} samples per node over {ranks_per_node} ranks "
-            f"repeats many samples and, depending on the batching method, may drop "
-            f"whole batches. Check the dataset size.",
+            f"Attempting to partition {per_node} samples per physical node over {ranks_per_node} gpus. This "
+            f"will result in many samples being repeated, and depending on your batching method, batches "
+            f"being completely dropped. Check if your dataset has the expected number of samples.",
             stacklevel=2,
         )
         extra = np.concatenate([np.tile(ids, missing // per_node), ids[:, : missing % per_node]], axis=1)
@@ -125,7 +126,8 @@ def get_partitions_orig(
     batch_size = batch_size or 1
     if drop_first % num_physical_nodes:
         logger.warning(
-            "drop_first (%d) is not divisible by num_physical_nodes (%d); rounding it down.",
+            "`drop_first` was not divisible by `num_physical_nodes`. Rounding it down to make it divisible "
+            "(drop_first %d, num_physical_nodes %d).",
             drop_first,
             num_physical_nodes,
         )
@@ -184,9 +186,9 @@ def get_partitions_relaxed(
     initial_devices = initial_physical_nodes * ranks_per_node
     if global_batch_size % initial_devices:
         raise ValueError(
-            f"The global batch size ({global_batch_size}) must be divisible by the "
-            f"initial number of devices ({initial_devices}) when resuming with the "
-            f"`relaxed` partition: keep the global batch size unchanged."
+            f"A global batch size of {global_batch_size} is not evenly divisible by the initial total number "
+            f"of devices of {initial_devices}. Make sure that when using the `relaxed` partitioning algorithm, "
+            f"the global batch size does not change during resumption of training."
         )
     initial = get_partitions_orig(
         num_samples,
@@ -242,7 +244,7 @@ def get_partitions(
     world_size = ranks_per_node * num_physical_nodes
     repeated = world_size - num_samples % world_size
     if num_samples + repeated < drop_first:
-        raise ValueError(f"Resuming further into the dataset ({drop_first}) than it has samples ({num_samples}).")
+        raise ValueError(f"Resuming further into the dataset ({drop_first}) than it has samples ({num_samples})")
     return partition(
         num_samples,
         num_canonical_nodes,

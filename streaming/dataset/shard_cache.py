@@ -76,13 +76,15 @@ class ShardCache:
     def _check_limit(self, limit: int) -> None:
         index_bytes = sum(stream.get_index_size() for stream in self.streams)
         if limit <= index_bytes:
-            raise ValueError(f"cache_limit ({limit} bytes) must be larger than the index files ({index_bytes} bytes).")
+            raise ValueError(
+                f"Minimum cache usage ({index_bytes} bytes) is larger than the cache limit ({limit} bytes). Please "
+                f"raise `cache_limit`: it must be larger than the index files ({index_bytes} bytes)."
+            )
         largest = self.largest_shard
         if limit < 4 * largest:
             raise ValueError(
-                f"cache_limit ({limit} bytes) must be at least 4x the largest shard "
-                f"(raw + compressed: {largest} bytes), i.e. {4 * largest} bytes. Your cache limit "
-                f"may be too low."
+                f"Cache limit ({limit} bytes) is too low. Increase the `cache_limit` to at-least four times the "
+                f"largest shard size ({largest} bytes, raw + compressed), i.e. {4 * largest} bytes."
             )
 
     @property

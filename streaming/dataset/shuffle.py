@@ -231,9 +231,11 @@ def get_shuffle_py1e(
         num_node_samples = int(node_sizes.sum())
         if num_node_samples == 0:
             raise ValueError(
-                f"Canonical node {node} of {num_canonical_nodes} has no "
-                f"samples: the data has fewer samples ({len(ids)}) than canonical nodes, or "
-                f"the shards are empty. Reduce `num_canonical_nodes` or check the index.json."
+                f"The number of samples assigned to a canonical node is 0. This very likely indicates that the "
+                f"number of samples in this stream is less than the number of canonical nodes, which is "
+                f"{num_canonical_nodes}. Please check your index.json file and ensure that your dataset has been "
+                f"written out correctly. If this was intended, reduce num_canonical_nodes (canonical node {node}, "
+                f"{len(ids)} samples)."
             )
         node_samples = _concat_ranges(begins[part_begin:part_end], node_sizes)
         offsets = np.cumsum(node_sizes) - node_sizes
@@ -254,8 +256,8 @@ def get_shuffle_py1e(
 
     if piece_larger_than_block:
         warnings.warn(
-            "shuffle_block_size is smaller than some shards, so those shards are not "
-            "mixed with their neighbours. Raise shuffle_block_size for a better "
+            "Shuffle block size was smaller than shard size for some shards. This will result in these shards "
+            "not being shuffled with other shards. Set shuffle_block_size to a larger value for a higher quality "
             "shuffle.",
             stacklevel=2,
         )

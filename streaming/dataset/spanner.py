@@ -26,6 +26,6 @@ class Spanner:
 
     def __getitem__(self, index: int) -> tuple[int, int]:
         if not 0 <= index < self.num_samples:
-            raise IndexError(f"Invalid sample index {index}: must be in [0, {self.num_samples}).")
+            raise IndexError(f"Invalid sample index `{index}`: 0 <= {index} < {self.num_samples}")
         shard = bisect_right(self._starts, index) - 1
         return shard, index - self._starts[shard]

@@ -71,9 +71,9 @@ class Stream:
     ) -> None:
         self._weight = StreamWeight(proportion, repeat, choose)
         if download_retry is not None and download_retry < 0:
-            raise ValueError(f"download_retry must be non-negative, got {download_retry}.")
+            raise ValueError(f"`download_retry` must be non-negative, got {download_retry}.")
         if download_timeout is not None and download_timeout <= 0:
-            raise ValueError(f"download_timeout must be positive, got {download_timeout}.")
+            raise ValueError(f"`download_timeout` must be positive, got {download_timeout}.")
         self.remote = remote
         self._local = local
         self.split = split or ""
@@ -172,7 +172,7 @@ class Stream:
         path = self.local_path(get_index_basename())
         if not os.path.exists(path):
             if self.remote is None:
-                raise FileNotFoundError(f"No remote provided, but local file {path} does not exist either.")
+                raise RuntimeError(f"No `remote` provided, but local file {path} does not exist either.")
             os.makedirs(os.path.dirname(path), exist_ok=True)
             self._download(get_index_basename())
         return ShardTable.from_file(path)
@@ -226,7 +226,8 @@ class Stream:
             expected = info.hashes.get(self.validate_hash)
             if expected is None:
                 raise ValueError(
-                    f"validate_hash={self.validate_hash!r} but the index records only {sorted(info.hashes)} for {path}."
+                    f"Hash algorithm `{self.validate_hash}` chosen for data validation does not match with those "
+                    f"provided during dataset creation {sorted(info.hashes)} ({path})."
                 )
             from streaming.format.hashing import get_hash
 

@@ -31,7 +31,9 @@ class StreamWeight:
     def __post_init__(self) -> None:
         given = {name: value for name, value in self.__dict__.items() if value is not None}
         if len(given) > 1:
-            raise ValueError(f"At most one of `proportion`, `repeat` and `choose` may be given; got {sorted(given)}.")
+            raise ValueError(
+                f"At most one of `proportion`, `repeat`, and `choose` may be specified; got {sorted(given)}."
+            )
         for name, value in given.items():
             if value < 0:
                 raise ValueError(f"`{name}` must be non-negative, got {value}.")

@@ -158,9 +158,12 @@ class World:
         all placed on one node.
         """
         if int(replication) != replication or replication < 1:
-            raise ValueError(f"`replication` must be a positive integer, got {replication!r}.")
+            raise ValueError(f"Replication factor must be positive. Got {replication!r}.")
         if self.num_ranks % replication:
-            raise ValueError(f"World size ({self.num_ranks} ranks) must be divisible by `replication` ({replication}).")
+            raise ValueError(
+                f"World size must be divisible by your replication factor. Got {self.num_ranks} ranks and "
+                f"replication {replication}."
+            )
         num_ranks = self.num_ranks // replication
         rank = self.rank // replication
         if num_ranks % self.ranks_per_node == 0:

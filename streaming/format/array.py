@@ -28,12 +28,16 @@ class Array:
             if index < 0:
                 index += size
             if not 0 <= index < size:
-                raise IndexError(f"Sample index {at} is out of range for a dataset of {size} samples.")
+                raise IndexError(
+                    f"Invalid sample index `{at}`: 0 <= {at} < {size} (out of range; negative indices count from "
+                    f"the end)."
+                )
             return self.get_item(index)
         if isinstance(at, slice):
             return [self.get_item(index) for index in range(*at.indices(self.size))]
         if isinstance(at, (list, tuple, np.ndarray)):
             return [self[sub] for sub in at]
         raise ValueError(
-            f"Unsupported index type {type(at).__name__}: use an int, a slice, a list or an ndarray of ints."
+            f"Unsupported argument type passed to __getitem__: {type(at)}. Use an int, a slice, a list or an "
+            f"ndarray of ints."
         )

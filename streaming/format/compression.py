@@ -91,7 +91,9 @@ def _parse(algo: object) -> tuple[str, int | None]:
     try:
         return _ALGORITHMS[algo]  # type: ignore[index]  # any object may come in; a non-string is caught below
     except (KeyError, TypeError):
-        raise ValueError(f"Unknown compression algorithm {algo!r}. Valid algorithms: {_describe_valid()}.") from None
+        raise ValueError(
+            f"{algo} is not a supported compression algorithm. Valid algorithms: {_describe_valid()}."
+        ) from None
 
 
 def get_compressions() -> set[str]:
@@ -117,7 +119,8 @@ def check_compression(algo: str | None) -> str | None:
     """
     if algo is None or algo == "":
         return None
-    _parse(algo)
+    if not is_compression(algo):
+        raise ValueError(f"Invalid compression: {algo}. Valid algorithms: {_describe_valid()}.")
     return algo
 
 

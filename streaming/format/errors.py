@@ -7,13 +7,20 @@ class UnknownEncodingError(TypeError, ValueError):
     """An encoding name that no registry knows (a TypeError for upstream's callers, a ValueError by meaning)."""
 
 
+class EncodingTypeError(TypeError, AttributeError):
+    """A value of the wrong type for its encoding (a TypeError, and the AttributeError upstream raised)."""
+
+
 class ShardCorruptError(ValueError):
     """A shard file that is truncated, resized or fails its recorded hash."""
 
 
 def with_context(err: BaseException, context: str) -> BaseException:
-    """Return an exception of the same type as ``err`` whose message starts with ``context``."""
-    message = f"{context}: {err.args[0] if len(err.args) == 1 else err}"
+    """Return an exception of the same type as ``err`` whose message ends with ``context``.
+
+    The original message comes first, so callers matching upstream's leading words still match.
+    """
+    message = f"{err.args[0] if len(err.args) == 1 else err} [{context}]"
     try:
         return type(err)(message)
     except Exception:  # noqa: BLE001 - an exception type with an unusual constructor

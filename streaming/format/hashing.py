@@ -71,7 +71,7 @@ def get_hash(algo: str, data: bytes | memoryview) -> str:
         ValueError: unknown algorithm (the message lists the valid ones).
     """
     if not is_hash(algo):
-        raise ValueError(f"Unknown hash algorithm {algo!r}. Valid algorithms: {_valid_list()}.")
+        raise ValueError(f"{algo} is not a supported hash algorithm. Valid algorithms: {_valid_list()}.")
     return _hexdigest_functions()[algo](data)
 
 
@@ -91,10 +91,10 @@ def check_hashes(hashes: Iterable[str] | None) -> list[str]:
     if isinstance(hashes, (str, bytes)) or not isinstance(hashes, Iterable):
         raise TypeError(f"hashes must be a list of algorithm names, got {type(hashes).__name__} {hashes!r}.")
     names = list(hashes)
-    unknown = [name for name in names if not is_hash(name)]
-    if unknown:
-        raise ValueError(f"Unknown hash algorithm(s) {unknown}. Valid algorithms: {_valid_list()}.")
     expected = sorted(set(names))
     if names != expected:
-        raise ValueError(f"hashes must be unique and sorted, got {names}; pass {expected} instead.")
+        raise ValueError(f"Hashes must be unique and in sorted order. Got {names}; pass {expected} instead.")
+    unknown = [name for name in names if not is_hash(name)]
+    if unknown:
+        raise ValueError(f"Invalid hash: {', '.join(unknown)}. Valid algorithms: {_valid_list()}.")
     return names

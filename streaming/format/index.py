@@ -179,12 +179,12 @@ def check_version(version: Any, where: str, shard: int | None = None) -> None:
         return
     if shard is None:
         raise ValueError(
-            f"Unsupported streaming data version {version!r} in {where}: "
-            f"this package reads index version {INDEX_VERSION}."
+            f"Unsupported streaming data version: {version}. Expected version {INDEX_VERSION}. "
+            f"(index file at {where}; this package reads index version {INDEX_VERSION})"
         )
     raise ValueError(
-        f"Unsupported streaming data version {version!r} for shard {shard} "
-        f"in {where}: this package reads version {INDEX_VERSION}."
+        f"Unsupported streaming data version: {version}. Expected version {INDEX_VERSION}. "
+        f"(shard {shard} in {where}; this package reads version {INDEX_VERSION})"
     )
 
 

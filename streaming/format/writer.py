@@ -51,11 +51,11 @@ def parse_size_limit(size_limit: int | str | None) -> int | None:
         return None
     limit = bytes_to_int(size_limit)
     if limit < 0:
-        raise ValueError(f"size_limit must be positive, got {size_limit!r}.")
+        raise ValueError(f"`size_limit` must be greater than zero, instead, found as {limit}.")
     if limit >= MAX_SIZE_LIMIT:
         raise ValueError(
-            f"size_limit must be less than 4 GiB (2**32 bytes) because shard offsets are 32-bit, "
-            f"got {size_limit!r} = {limit} bytes."
+            f"`size_limit` must be less than 2**32, instead, found as {limit} (size_limit={size_limit!r}). This is "
+            f"because sample byte offsets are stored with uint32."
         )
     return limit or None
 
@@ -119,7 +119,7 @@ class Writer(ABC):
         unknown = sorted(set(kwargs) - set(_WRITER_OPTIONS))
         if unknown:
             raise ValueError(
-                f"Invalid Writer argument(s): {', '.join(unknown)}. "
+                f"Invalid Writer argument(s): {unknown}. "
                 f"Valid options besides the named ones: {', '.join(_WRITER_OPTIONS)}."
             )
         self.keep_local = keep_local

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from streaming.text._tokenized import TokenizedTextDataset, check_group_method
+from streaming.text._tokenized import TokenizedTextDataset
 
 __all__ = ["StreamingPile"]
 
@@ -44,7 +44,8 @@ class StreamingPile(TokenizedTextDataset):
         max_seq_len: int,
         group_method: str,
     ) -> None:
-        check_group_method(group_method)
+        if group_method != "truncate":
+            raise ValueError(f'Only group_method="truncate" is supported at this time (got {group_method!r}).')
         super().__init__(
             remote=remote,
             local=local,

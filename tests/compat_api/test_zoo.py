@@ -73,7 +73,8 @@ def test_text_datasets_tokenize_truncate_and_pad(tmp_path, tokenizer_dir, class_
         assert dict(item) == dict(again) == dict(expected)
         assert len(item["input_ids"]) == 5
     assert by_index[0]["input_ids"] == [2, 3, 1, 1, 1] and by_index[0]["attention_mask"] == [1, 1, 0, 0, 0]
-    with pytest.raises(ValueError, match="group_method='concat' must be one of"):
+    refused = {"StreamingC4": "group_method='concat' must be one of", "StreamingPile": 'Only group_method="truncate"'}
+    with pytest.raises(ValueError, match=refused[class_name]):
         cls(local=local, tokenizer_name=tokenizer_dir, max_seq_len=5, group_method="concat")
 
 

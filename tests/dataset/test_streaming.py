@@ -84,7 +84,10 @@ def test_cache_limit_too_low_is_refused(tmp_path, remote):
     with pytest.raises(ValueError, match="larger than the index files"):
         StreamingDataset(remote=remote, local=str(tmp_path / "c"), batch_size=8, cache_limit=1000)
     index_bytes = os.path.getsize(os.path.join(remote, "index.json"))
-    with pytest.raises(ValueError, match="at least 4x the largest shard"):
+    with pytest.raises(
+        ValueError,
+        match=r"^Cache limit \(\d+ bytes\) is too low\. Increase the `cache_limit` to at-least four times the largest",
+    ):
         StreamingDataset(remote=remote, local=str(tmp_path / "c"), batch_size=8, cache_limit=index_bytes + 10)
 
 
@@ -156,7 +159,7 @@ def test_iteration_needs_batch_size(tmp_path, remote):
 
 
 def test_argument_validation(tmp_path, remote):
-    with pytest.raises(ValueError, match="either streams or remote/local"):
+    with pytest.raises(ValueError, match="either `streams` or `remote`/`local`"):
         StreamingDataset(batch_size=1)
     for bad in (
         {"shuffle_algo": "py9"},

@@ -60,9 +60,9 @@ def test_invalid_names(name):
     assert not is_compression(name)
     with pytest.raises(ValueError, match=r"Valid algorithms: br or br:0\.\.br:11 .*zstd or zstd:1\.\.zstd:22"):
         check_compression(name)
-    with pytest.raises(ValueError, match="Unknown compression algorithm"):
+    with pytest.raises(ValueError, match="is not a supported compression algorithm"):
         compress(name, b"x")
-    with pytest.raises(ValueError, match="Unknown compression algorithm"):
+    with pytest.raises(ValueError, match="is not a supported compression algorithm"):
         decompress(name, b"x")
 
 
@@ -80,7 +80,7 @@ def test_extension_is_the_family(name, extension):
 
 
 def test_extension_of_unknown_name_raises():
-    with pytest.raises(ValueError, match="'zip'"):
+    with pytest.raises(ValueError, match="^zip is not a supported compression algorithm"):
         get_compression_extension("zip")
 
 

@@ -209,7 +209,7 @@ def test_invalid_encodings(encoding):
 def test_unknown_encoding_lists_the_valid_names():
     with pytest.raises(
         ValueError,
-        match=r"Unknown MDS encoding 'foo:3'. Valid encodings: bytes, float16, .*, "
+        match=r"^Unsupported encoding: foo:3. Valid encodings: bytes, float16, .*, "
         r"uint8 \(ndarray also as ndarray:<dtype>",
     ):
         get_mds_coder("foo:3")

@@ -70,8 +70,14 @@ def test_publish_index_replaces_the_index_atomically(tmp_path):
 @pytest.mark.parametrize(
     "change, message",
     [
-        (lambda index: index.update(version=3), "Unsupported streaming data version 3 in "),
-        (lambda index: index["shards"][0].update(version=1), "Unsupported streaming data version 1 for shard 0"),
+        (
+            lambda index: index.update(version=3),
+            r"^Unsupported streaming data version: 3\. Expected version 2\. \(index file at ",
+        ),
+        (
+            lambda index: index["shards"][0].update(version=1),
+            r"^Unsupported streaming data version: 1\. Expected version 2\. \(shard 0 in ",
+        ),
         (
             lambda index: index["shards"][0]["raw_meta"].update(basename="../x"),
             "shard 0, raw_meta: shard basename '../x' is not a plain relative path",

@@ -104,7 +104,9 @@ def test_divide_spans_puts_empty_spans_in_the_first_node_ending_at_or_after_them
 
 
 def test_py1e_rejects_a_canonical_node_without_samples():
-    with pytest.raises(ValueError, match="Canonical node 0 of 4 has no samples"):
+    with pytest.raises(
+        ValueError, match=r"^The number of samples assigned to a canonical node is 0\..*canonical node 0"
+    ):
         get_shuffle("py1e", [2, 1], 4, 0, 0, 8)
 
 

@@ -112,7 +112,7 @@ def test_stream_arrays_must_agree():
 
 def test_unknown_batching_method_lists_the_choices():
     plan = PlanInputs([4], [1], [4], [1.0], 4, 1, 1)
-    with pytest.raises(ValueError, match=r"Unknown batching_method 'mixed'.*'device_per_stream'"):
+    with pytest.raises(ValueError, match=r"Invalid batching method: mixed\..*`device_per_stream`"):
         generate_work("mixed", plan, World(1, 1, 1, 0), 0, 0)
     assert sorted(batching_methods) == ["device_per_stream", "per_stream", "random", "stratified"]
 

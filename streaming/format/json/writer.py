@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from streaming.format.errors import UnknownEncodingError
+from streaming.format.errors import EncodingTypeError, UnknownEncodingError
 from streaming.format.json.encodings import is_json_encoded, is_json_encoding
 from streaming.format.sink import ShardSink
 from streaming.format.writer import DEFAULT_SIZE_LIMIT, SplitWriter
@@ -78,9 +78,10 @@ class JSONWriter(SplitWriter):
                 )
             value = sample[name]
             if not is_json_encoded(encoding, value):
-                raise TypeError(
-                    f"Column {name!r} (encoding {encoding!r}) of sample {self.samples_written}: "
-                    f"expected a {encoding}, got {type(value).__name__} {value!r:.80}."
+                raise EncodingTypeError(
+                    f"data should be of type {encoding}, but instead, found as {type(value)} [column {name!r} "
+                    f"(encoding {encoding!r}) of sample {self.samples_written}: expected a {encoding}, got "
+                    f"{type(value).__name__} {value!r:.80}]."
                 )
             row[name] = value
         return (json.dumps(row, sort_keys=True) + self.newline).encode("utf-8")

@@ -19,7 +19,8 @@ Differences from MosaicML Streaming, on purpose
     * Unknown or malformed encoding strings raise ``ValueError`` listing the valid names, where upstream
       raised ``KeyError``, ``AttributeError`` or ``AssertionError``; :func:`is_mds_encoding` returns
       ``False`` for them instead of raising.
-    * Values of the wrong type raise ``TypeError`` (upstream: ``AttributeError``), e.g. a ``numpy.int64``
+    * Values of the wrong type raise ``EncodingTypeError``, both a ``TypeError`` and upstream's
+      ``AttributeError`` (its message begins with upstream's words), e.g. a ``numpy.int64``
       given to ``int``, which takes Python ``int``/``bool`` only, as upstream.
     * ``str_int`` writes ``True`` as ``1`` (upstream wrote ``True``, which it could not read back).
     * ``ndarray`` also accepts big-endian arrays (stored little-endian); upstream wrote their bytes as is.
@@ -53,6 +54,8 @@ from types import ModuleType
 from typing import Any, Protocol, TypeGuard
 
 import numpy as np
+
+from streaming.format.errors import EncodingTypeError
 
 __all__ = [
     "JPEG",
@@ -149,7 +152,10 @@ class Encoding(ABC):
     def _validate(obj: Any, expected_type: type | tuple[type, ...]) -> None:
         """Raise ``TypeError`` unless ``obj`` is an instance of ``expected_type`` (helper for subclasses)."""
         if not isinstance(obj, expected_type):
-            raise TypeError(f"expected {expected_type}, got {_describe(obj)} {obj!r:.80}")
+            raise EncodingTypeError(
+                f"data should be of type {expected_type}, but instead, found as {type(obj)}: expected "
+                f"{expected_type}, got {_describe(obj)} {obj!r:.80}"
+            )
 
 
 class ViewDecoder(Protocol):
@@ -173,7 +179,10 @@ class Bytes(Encoding):
             return obj
         if isinstance(obj, (bytearray, memoryview)):
             return bytes(obj)
-        raise TypeError(f"bytes expects bytes, got {_describe(obj)} {obj!r:.80}")
+        raise EncodingTypeError(
+            f"data should be of type {bytes}, but instead, found as {type(obj)}: "
+            f"bytes expects bytes, got {_describe(obj)} {obj!r:.80}"
+        )
 
     def decode(self, data: bytes | memoryview) -> bytes:
         return bytes(data)
@@ -186,7 +195,10 @@ class Str(Encoding):
 
     def encode(self, obj: Any) -> bytes:
         if not isinstance(obj, str):
-            raise TypeError(f"str expects a str, got {_describe(obj)} {obj!r:.80}")
+            raise EncodingTypeError(
+                f"data should be of type {str}, but instead, found as {type(obj)}: "
+                f"str expects a str, got {_describe(obj)} {obj!r:.80}"
+            )
         return obj.encode("utf-8")
 
     def decode(self, data: bytes | memoryview) -> str:
@@ -203,7 +215,8 @@ class Int(Encoding):
 
     def encode(self, obj: Any) -> bytes:
         if not isinstance(obj, int):
-            raise TypeError(
+            raise EncodingTypeError(
+                f"data should be of type {int}, but instead, found as {type(obj)}: "
                 f"int expects a Python int, got {_describe(obj)} {obj!r:.80}; convert it with "
                 f"int(value) or declare the column as int64"
             )
@@ -359,7 +372,10 @@ class StrInt(StrEncoding):
 
     def encode(self, obj: Any) -> bytes:
         if not isinstance(obj, int):
-            raise TypeError(f"str_int expects a Python int, got {_describe(obj)} {obj!r:.80}")
+            raise EncodingTypeError(
+                f"data should be of type {int}, but instead, found as {type(obj)}: "
+                f"str_int expects a Python int, got {_describe(obj)} {obj!r:.80}"
+            )
         return int.__repr__(obj).encode("ascii")
 
     def decode(self, data: bytes | memoryview) -> int:
@@ -373,7 +389,10 @@ class StrFloat(Encoding):
 
     def encode(self, obj: Any) -> bytes:
         if not isinstance(obj, float):
-            raise TypeError(f"str_float expects a Python float, got {_describe(obj)} {obj!r:.80}")
+            raise EncodingTypeError(
+                f"data should be of type {float}, but instead, found as {type(obj)}: "
+                f"str_float expects a Python float, got {_describe(obj)} {obj!r:.80}"
+            )
         return float.__repr__(obj).encode("ascii")
 
     def decode(self, data: bytes | memoryview) -> float:
@@ -387,7 +406,10 @@ class StrDecimal(Encoding):
 
     def encode(self, obj: Any) -> bytes:
         if not isinstance(obj, Decimal):
-            raise TypeError(f"str_decimal expects a decimal.Decimal, got {_describe(obj)} {obj!r:.80}")
+            raise EncodingTypeError(
+                f"data should be of type {Decimal}, but instead, found as {type(obj)}: "
+                f"str_decimal expects a decimal.Decimal, got {_describe(obj)} {obj!r:.80}"
+            )
         return str(obj).encode("ascii")
 
     def decode(self, data: bytes | memoryview) -> Decimal:
@@ -720,7 +742,10 @@ class NDArray(Encoding):
 
     def encode(self, obj: Any) -> bytes:
         if not isinstance(obj, np.ndarray):
-            raise TypeError(f"ndarray expects a numpy.ndarray, got {_describe(obj)} {obj!r:.80}")
+            raise EncodingTypeError(
+                f"data should be of type {np.ndarray}, but instead, found as {type(obj)}: "
+                f"ndarray expects a numpy.ndarray, got {_describe(obj)} {obj!r:.80}"
+            )
         dtype = obj.dtype
         code = _CODE_OF_DTYPE.get(dtype)
         if code is None:
@@ -728,29 +753,42 @@ class NDArray(Encoding):
             code = _CODE_OF_DTYPE.get(little)
             if code is None:
                 raise ValueError(
-                    f"ndarray cannot store dtype {dtype}; supported dtypes: "
+                    f"Unsupported dtype: {dtype}. ndarray cannot store dtype {dtype}; supported dtypes: "
                     f"{', '.join(_NDARRAY_CODES)} (convert with array.astype(...))"
                 )
             obj = obj.astype(little)
             dtype = little
         if self._dtype is not None and dtype != self._dtype:
-            raise ValueError(f"{self._name()} expects dtype {self.dtype}, got {dtype}")
+            raise ValueError(
+                f"Wrong dtype: expected {self.dtype}, got {dtype.name}. {self._name()} expects dtype {self.dtype}, "
+                f"got {dtype}"
+            )
         if obj.size == 0:
-            raise ValueError(f"{self._name()} cannot store an empty array (shape {obj.shape})")
+            raise ValueError(
+                f"Attempting to encode a numpy array with 0 elements. {self._name()} cannot store an empty array "
+                f"(shape {obj.shape})"
+            )
         if self.shape is not None:
             if obj.shape != self.shape:
-                raise ValueError(f"{self._name()} expects shape {self.shape}, got {obj.shape}")
+                raise ValueError(
+                    f"Wrong shape: expected {self.shape}, got {obj.shape}. {self._name()} expects shape {self.shape}, "
+                    f"got {obj.shape}"
+                )
             head = b"" if self._dtype is not None else _CODE_BYTES[code]
             return head + obj.tobytes()
         shape = obj.shape
         ndim = len(shape)
         if ndim == 0:
             raise ValueError(
-                f"{self._name()} cannot store a 0-d array (a scalar); use a scalar encoding "
-                f"such as {dtype.name} or wrap it with numpy.atleast_1d"
+                f"Attempting to encode a scalar with NDArray encoding. Please use a scalar encoding. "
+                f"{self._name()} cannot store a 0-d array (a scalar); use a scalar encoding such as {dtype.name} or "
+                f"wrap it with numpy.atleast_1d"
             )
         if ndim > _MAX_NDIM:
-            raise ValueError(f"{self._name()} stores at most {_MAX_NDIM} dimensions, got {ndim}")
+            raise ValueError(
+                f"Array has too many axes: maximum {_MAX_NDIM}, got {ndim}. {self._name()} stores at most "
+                f"{_MAX_NDIM} dimensions, got {ndim}"
+            )
         header = ndim << 2 | _shape_width_code(max(shape))
         shape_bytes = _SHAPE_LAYOUTS[header].pack(*shape)
         head = bytes((header,)) if self._dtype is not None else bytes((code, header))
@@ -899,7 +937,7 @@ def _build_coder(encoding: Any) -> Encoding:
     cls = _encodings.get(name)
     if cls is None:
         raise ValueError(
-            f"Unknown MDS encoding {encoding!r}. Valid encodings: {', '.join(sorted(_encodings))} "
+            f"Unsupported encoding: {encoding}. Valid encodings: {', '.join(sorted(_encodings))} "
             f"(ndarray also as ndarray:<dtype> or ndarray:<dtype>:<d1,d2,...>)"
         )
     if not (isinstance(cls, type) and issubclass(cls, Encoding)):

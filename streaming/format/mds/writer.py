@@ -91,7 +91,8 @@ class MDSWriter(JointWriter):
         for name, encoding in columns.items():
             if not isinstance(encoding, str) or not is_mds_encoding(encoding):
                 raise UnknownEncodingError(
-                    f"Column {name!r} has unknown MDS encoding {encoding!r}. Valid encodings: "
+                    f"MDSWriter passed column `{name}` with encoding `{encoding}` is unsupported: unknown MDS encoding "
+                    f"{encoding!r}. Valid encodings: "
                     f"{', '.join(sorted(get_mds_encodings()))} (ndarray also as ndarray:<dtype>[:<shape>])."
                 )
         self.columns = columns

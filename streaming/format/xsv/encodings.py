@@ -12,6 +12,8 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from typing import Any
 
+from streaming.format.errors import EncodingTypeError
+
 __all__ = ["Encoding", "Float", "Int", "Str", "get_xsv_encodings", "is_xsv_encoding", "xsv_decode", "xsv_encode"]
 
 
@@ -23,8 +25,9 @@ class Encoding(ABC):
     @classmethod
     def _check(cls, obj: Any, name: str) -> None:
         if not isinstance(obj, cls.python_type):
-            raise TypeError(
-                f"XSV encoding {name!r} expects a {cls.python_type.__name__}, got {type(obj).__name__} {obj!r}."
+            raise EncodingTypeError(
+                f"data should be of type {cls.python_type}, but instead, found as {type(obj)}: XSV encoding "
+                f"{name!r} expects a {cls.python_type.__name__}, got {type(obj).__name__} {obj!r}."
             )
 
     @classmethod

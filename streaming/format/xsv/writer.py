@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from streaming.format.errors import UnknownEncodingError
+from streaming.format.errors import EncodingTypeError, UnknownEncodingError
 from streaming.format.sink import ShardSink
 from streaming.format.writer import DEFAULT_SIZE_LIMIT, SplitWriter
 from streaming.format.xsv.encodings import is_xsv_encoding, xsv_encode
@@ -98,8 +98,10 @@ class XSVWriter(SplitWriter):
             try:
                 text = xsv_encode(encoding, sample[name])
             except Exception as err:
-                raise TypeError(
-                    f"Column {name!r} (encoding {encoding!r}) of sample {self.samples_written}: {err}"
+                # The encoding's words first (upstream's), then where: column and sample.
+                wrapped = EncodingTypeError if isinstance(err, EncodingTypeError) else TypeError
+                raise wrapped(
+                    f"{err} [column {name!r} (encoding {encoding!r}) of sample {self.samples_written}]"
                 ) from err
             self._check_text(text, f"Column {name!r} of sample {self.samples_written}")
             values.append(text)
