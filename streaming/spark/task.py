@@ -61,6 +61,7 @@ class TaskConfig:
     udf: Callable[..., Any] | None = None
     udf_kwargs: dict[str, Any] = field(default_factory=dict)
     env: dict[str, str] = field(default_factory=dict, repr=False)
+    nulls: dict[str, str] = field(default_factory=dict)
 
 
 def attempt_folder(run: str, partition: int, attempt: int) -> str:
@@ -121,7 +122,9 @@ def write_attempt(
     """Write one partition's batches as attempt ``attempt`` and return the attempt's result record."""
     folder = attempt_folder(config.run, partition, attempt)
     output = _AttemptWriter(config, folder)
-    encoder = None if config.udf else BatchEncoder(config.columns, where=f"Spark partition {partition}, ")
+    encoder = (
+        None if config.udf else BatchEncoder(config.columns, where=f"Spark partition {partition}, ", nulls=config.nulls)
+    )
     samples = 0
     try:
         for batch in batches:
