@@ -156,14 +156,10 @@ def _delta_null_counts(source: Source, names: list[str]) -> dict[str, int]:
 
 def _aggregate_null_counts(frame: Any, values: list[str], elements: list[str]) -> tuple[dict[str, int], dict[str, int]]:
     """One Spark job: the NULL count of each of ``values`` and the rows with a NULL element of each of ``elements``."""
-    from pyspark.sql import functions as F
-
-    expressions = [F.expr(f"count(1) - count({quote_name(name)})").alias(f"v{i}") for i, name in enumerate(values)]
-    expressions += [
-        F.expr(f"count_if(exists({quote_name(name)}, x -> x IS NULL))").alias(f"e{i}")
-        for i, name in enumerate(elements)
-    ]
-    row = frame.agg(*expressions).collect()[0]
+    # SQL text rather than Column objects: the same code then runs on classic sessions and Spark Connect.
+    expressions = [f"count(1) - count({quote_name(name)}) AS v{i}" for i, name in enumerate(values)]
+    expressions += [f"count_if(exists({quote_name(name)}, x -> x IS NULL)) AS e{i}" for i, name in enumerate(elements)]
+    row = frame.selectExpr(*expressions).collect()[0]
     return (
         {name: int(row[f"v{i}"] or 0) for i, name in enumerate(values)},
         {name: int(row[f"e{i}"] or 0) for i, name in enumerate(elements)},
