@@ -23,6 +23,7 @@ from streaming.format.mds.encodings import get_mds_encodings, is_mds_encoding
 from streaming.format.writer import parse_size_limit
 from streaming.spark import commit
 from streaming.spark.nulls import NullPlan, plan_nulls
+from streaming.spark.partition_folders import discard_partitions, publish_partitions
 from streaming.spark.progress import Progress
 from streaming.spark.schema import resolve_columns, select_expressions
 from streaming.spark.source import resolve
@@ -104,8 +105,9 @@ def dataframe_to_mds(
         executor_env: environment variables each task sets while it writes, for storage settings the
             executors lack (e.g. ``S3_ENDPOINT_URL`` on serverless, where cluster variables cannot be
             set). They travel inside the job, so prefer the cluster's own credentials for secrets.
-        merge_index: publish the merged ``out/index.json``; if False only each attempt's own index describes
-            its shards (upstream's ``merge_index=False``).
+        merge_index: publish the merged ``out/index.json``; if False, upstream's layout: one sub-directory
+            per partition directly below ``out``, each with its own ``index.json``, and nothing at the root
+            (see ``streaming.spark.partition_folders``).
         udf: instead of encoding the columns, call ``udf(batch_as_pandas, **udf_kwargs)`` and write the sample
             dicts it yields; ``columns`` must then be a dict of name to MDS encoding describing them.
         udf_kwargs: keyword arguments for ``udf``.
@@ -148,13 +150,14 @@ def dataframe_to_mds(
         udf_kwargs=dict(udf_kwargs or {}),
         env=dict(executor_env or {}),
         nulls=null_plan.masks,
+        partition_folders=not merge_index,
     )
     bar = Progress(destination, run, _partition_count(frame), enabled=progress)
     try:
         rows = frame.mapInArrow(PartitionWriter(config), RESULT_SCHEMA).collect()
     except BaseException:
         bar.close()
-        commit.discard_run(destination, run)
+        (commit.discard_run if merge_index else discard_partitions)(destination, run)
         raise
     attempts = commit.first_per_partition([_attempt(row) for row in rows])
     samples = sum(attempt.samples for attempt in attempts)
@@ -174,7 +177,10 @@ def dataframe_to_mds(
         "bytes": size,
         "writer": f"mds-streaming {__version__}",
     }
-    commit.publish(destination, run, attempts, mode, merge_index=merge_index, metadata=record)
+    if merge_index:
+        commit.publish(destination, run, attempts, mode, metadata=record)
+    else:
+        publish_partitions(destination, run, attempts, mode)
     bar.close(len(attempts), samples, size)
     logger.info(
         "dataframe_to_mds wrote %d samples in %d shards (%d bytes) to %s", samples, shard_count, size, destination.url
