@@ -112,9 +112,12 @@ def _free_mask_name(name: str, fields: Mapping[str, Any], plan: Mapping[str, str
 def _warn(masks: Mapping[str, str], as_json: list[str], counts: Mapping[str, int]) -> None:
     parts = []
     if masks:
-        listed = ", ".join(f"{name!r} ({counts[name]} NULLs, mask {mask!r})" for name, mask in masks.items())
+        listed = ", ".join(
+            f"{name!r} ({counts[name]} NULL{'s' if counts[name] != 1 else ''}, mask {mask!r})"
+            for name, mask in masks.items()
+        )
         parts.append(
-            f"columns {listed} hold NULLs: each is written with a uint8 NULL-mask column (1 = NULL) and the "
+            f"column(s) {listed} hold NULLs: each is written with a uint8 NULL-mask column (1 = NULL) and the "
             f"encoding's zero value in place of NULL; streaming reads them back as None, MosaicML Streaming "
             f"sees both columns"
         )

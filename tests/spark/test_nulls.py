@@ -80,9 +80,11 @@ def _same(actual: Any, expected: Any) -> bool:
         return actual.tolist() == list(expected)
     if isinstance(expected, float) and np.isnan(expected):
         return bool(np.isnan(actual))
-    if isinstance(expected, float) and expected == 0:
-        return actual == 0 and np.signbit(actual) == np.signbit(expected)
-    return type(actual) is not float or isinstance(expected, float) and actual == expected or actual == expected
+    if isinstance(expected, float):  # -0.0 keeps its sign
+        return bool(actual == expected and np.signbit(actual) == np.signbit(expected))
+    if isinstance(expected, (bytes, str, Decimal, dict, list)):
+        return type(actual) is type(expected) and actual == expected
+    return bool(actual == expected)
 
 
 def _assert_reads_back(out: str) -> None:
