@@ -69,7 +69,8 @@ lint: $(VENV)/.installed
 test: lint $(VENV)/.installed $(SPARK35_VENV)/.installed $(NODE_DIR)/.installed $(REF_VENV)/.bench-ready fuse
 	SPARK_LOCAL_IP=127.0.0.1 PYSPARK_PYTHON=$(abspath $(PY)) MDS_REFERENCE_PYTHON=$(abspath $(REF_VENV))/bin/python \
 		$(PY) -m pytest -q
-	SPARK_LOCAL_IP=127.0.0.1 PYSPARK_PYTHON=$(abspath $(SPARK35_PY)) MDS_SPARK_CLASSIC_ONLY=1 $(SPARK35_PY) -m pytest -q tests/spark
+	SPARK_LOCAL_IP=127.0.0.1 PYSPARK_PYTHON=$(abspath $(SPARK35_PY)) MDS_SPARK_CLASSIC_ONLY=1 \
+		MDS_REFERENCE_PYTHON=$(abspath $(REF_VENV))/bin/python $(SPARK35_PY) -m pytest -q tests/spark
 	$(MAKE) test-databricks-oldest-sdk
 
 # Only the SDK itself goes to the side directory (--no-deps): its dependencies are the venv's.

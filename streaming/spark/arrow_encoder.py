@@ -10,7 +10,9 @@ Only ``json`` columns build Python values (see ``json_values``).
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
+from decimal import Decimal
 
 import numpy as np
 import pyarrow as pa
@@ -109,6 +111,33 @@ def _natural_dtype(data_type: pa.DataType) -> str:
     return np.dtype(data_type.to_pandas_dtype()).name
 
 
+def _zero_value(data_type: pa.DataType) -> pa.Scalar:
+    """The value a NULL is stored as: the zero of the type (0, false, "", b"", an empty array, the epoch)."""
+    types = pa.types
+    if types.is_list(data_type) or types.is_large_list(data_type):
+        return pa.scalar([], data_type)
+    if types.is_string(data_type) or types.is_large_string(data_type):
+        return pa.scalar("", data_type)
+    if types.is_binary(data_type) or types.is_large_binary(data_type):
+        return pa.scalar(b"", data_type)
+    if types.is_boolean(data_type):
+        return pa.scalar(False)
+    if types.is_decimal(data_type):
+        return pa.scalar(Decimal(0), data_type)
+    if types.is_date32(data_type) or types.is_time32(data_type):
+        return pa.scalar(0, pa.int32()).cast(data_type)
+    if types.is_temporal(data_type):
+        return pa.scalar(0, pa.int64()).cast(data_type)
+    return pa.scalar(0, data_type)
+
+
+def _zero_filled(array: pa.Array) -> pa.Array:
+    """``array`` with every NULL replaced by the zero value of its type."""
+    if isinstance(array, pa.ChunkedArray):
+        array = array.combine_chunks()
+    return pc.fill_null(array, _zero_value(array.type)) if array.null_count else array
+
+
 class ColumnValueError(ValueError):
     """A value that the column's encoding cannot store (a NULL, an out-of-range number, a wrong length)."""
 
@@ -119,12 +148,15 @@ class BatchEncoder:
     Args:
         columns: column name → MDS encoding (any order; samples use name order, as ``MDSWriter``).
         where: prefix for error messages, e.g. ``"Spark partition 3, "``.
+        nulls: value column → its NULL-mask column (``streaming.format.mds.nulls``); both are in ``columns``,
+            the batch holds only the value column: its NULLs become the zero value and the mask is derived.
     """
 
-    def __init__(self, columns: dict[str, str], where: str = "") -> None:
+    def __init__(self, columns: dict[str, str], where: str = "", nulls: Mapping[str, str] | None = None) -> None:
         self.columns = dict(columns)
         self.names = sorted(columns)
         self.where = where
+        self.masks = {mask: value for value, mask in (nulls or {}).items()}
         for name in self.names:
             get_mds_coder(self.columns[name])  # an unknown encoding fails here, before any data
 
@@ -135,10 +167,16 @@ class BatchEncoder:
             return memoryview(b""), np.zeros(0, np.int64)
         pieces = []
         for name in self.names:
-            index = batch.schema.get_field_index(name)
+            source = self.masks.get(name, name)
+            index = batch.schema.get_field_index(source)
             if index < 0:
-                raise KeyError(f"{self.where}the record batch has no column {name!r}; it has {batch.schema.names}.")
-            pieces.append(self._encode_column(name, self.columns[name], batch.column(index), first_row))
+                raise KeyError(f"{self.where}the record batch has no column {source!r}; it has {batch.schema.names}.")
+            array = batch.column(index)
+            if name in self.masks:
+                array = array.is_null()
+            elif name in self.masks.values():
+                array = _zero_filled(array)
+            pieces.append(self._encode_column(name, self.columns[name], array, first_row))
         arrays = []
         variable = [piece.sizes for piece in pieces if piece.sizes is not None]
         if variable:

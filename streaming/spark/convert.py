@@ -13,7 +13,7 @@ import logging
 import secrets
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from streaming._version import __version__
@@ -23,6 +23,8 @@ from streaming.format.mds.encodings import get_mds_encodings, is_mds_encoding
 from streaming.format.writer import parse_size_limit
 from streaming.spark import commit
 from streaming.spark.executor_access import check_executor_access
+from streaming.spark.nulls import NullPlan, plan_nulls
+from streaming.spark.partition_folders import discard_partitions, publish_partitions
 from streaming.spark.progress import Progress
 from streaming.spark.schema import resolve_columns, select_expressions
 from streaming.spark.source import resolve
@@ -46,6 +48,10 @@ class ConversionResult:
         mode: the ``mode`` used.
         run: the run's folder under ``path``.
         peak_local_bytes: the most executor disk one task used for staging (0 when writing directly).
+        nulls: value column → its NULL-mask column, for the columns whose NULLs were stored with a mask
+            (``columns`` lists both; see ``streaming.spark.nulls``).
+        nulls_json: ``ndarray`` columns written as ``json`` because their arrays hold NULL elements.
+        nulls_counted_by: where the NULL counts came from (``"delta statistics"``, ``"aggregate"``), or None.
     """
 
     path: str
@@ -57,6 +63,9 @@ class ConversionResult:
     mode: str
     run: str
     peak_local_bytes: int
+    nulls: dict[str, str] = field(default_factory=dict)
+    nulls_json: list[str] = field(default_factory=list)
+    nulls_counted_by: str | None = None
 
 
 def dataframe_to_mds(
@@ -75,6 +84,7 @@ def dataframe_to_mds(
     merge_index: bool = True,
     udf: Callable[..., Any] | None = None,
     udf_kwargs: dict[str, Any] | None = None,
+    nulls: str = "mask",
 ) -> ConversionResult:
     """Convert ``data`` into an MDS dataset at ``out``, partition by partition.
 
@@ -96,11 +106,16 @@ def dataframe_to_mds(
         executor_env: environment variables each task sets while it writes, for storage settings the
             executors lack (e.g. ``S3_ENDPOINT_URL`` on serverless, where cluster variables cannot be
             set). They travel inside the job, so prefer the cluster's own credentials for secrets.
-        merge_index: publish the merged ``out/index.json``; if False only each attempt's own index describes
-            its shards (upstream's ``merge_index=False``).
+        merge_index: publish the merged ``out/index.json``; if False, upstream's layout: one sub-directory
+            per partition directly below ``out``, each with its own ``index.json``, and nothing at the root
+            (see ``streaming.spark.partition_folders``).
         udf: instead of encoding the columns, call ``udf(batch_as_pandas, **udf_kwargs)`` and write the sample
             dicts it yields; ``columns`` must then be a dict of name to MDS encoding describing them.
         udf_kwargs: keyword arguments for ``udf``.
+        nulls: ``"mask"`` (default): columns whose default encoding has no NULL and that hold NULLs are
+            stored with a NULL-mask column and read back as None (counted from Delta statistics or one
+            aggregate job first; see ``streaming.spark.nulls``), with a warning naming them; ``"error"``: a
+            NULL there stops the conversion. Columns given an encoding in a ``columns`` dict are never changed.
 
     Returns:
         A :class:`ConversionResult`. A DataFrame with no rows gives a valid, empty dataset.
@@ -117,6 +132,12 @@ def dataframe_to_mds(
     destination = Destination(out)
     check_executor_access(destination.url, executor_env)
     existing = commit.check_destination(destination, mode)
+    if udf is None:  # counted after the destination checks, so a refused destination costs no job
+        explicit = set(columns) if isinstance(columns, Mapping) else set()
+        null_plan = plan_nulls(frame, source, plan, explicit, nulls)
+        plan = null_plan.columns
+    else:
+        null_plan = NullPlan(plan)
     commit.check_append_columns(existing, plan, destination.url)
     run = new_run_id()
     config = TaskConfig(
@@ -130,13 +151,15 @@ def dataframe_to_mds(
         udf=udf,
         udf_kwargs=dict(udf_kwargs or {}),
         env=dict(executor_env or {}),
+        nulls=null_plan.masks,
+        partition_folders=not merge_index,
     )
     bar = Progress(destination, run, _partition_count(frame), enabled=progress)
     try:
         rows = frame.mapInArrow(PartitionWriter(config), RESULT_SCHEMA).collect()
     except BaseException:
         bar.close()
-        commit.discard_run(destination, run)
+        (commit.discard_run if merge_index else discard_partitions)(destination, run)
         raise
     attempts = commit.first_per_partition([_attempt(row) for row in rows])
     samples = sum(attempt.samples for attempt in attempts)
@@ -147,6 +170,7 @@ def dataframe_to_mds(
         "mode": mode,
         "source": source.to_json(),
         "columns": plan,
+        "nulls": null_plan.to_json(),
         "compression": compression,
         "hashes": list(checked_hashes),
         "size_limit": limit,
@@ -155,7 +179,10 @@ def dataframe_to_mds(
         "bytes": size,
         "writer": f"mds-streaming {__version__}",
     }
-    commit.publish(destination, run, attempts, mode, merge_index=merge_index, metadata=record)
+    if merge_index:
+        commit.publish(destination, run, attempts, mode, metadata=record)
+    else:
+        publish_partitions(destination, run, attempts, mode)
     bar.close(len(attempts), samples, size)
     logger.info(
         "dataframe_to_mds wrote %d samples in %d shards (%d bytes) to %s", samples, shard_count, size, destination.url
@@ -170,6 +197,9 @@ def dataframe_to_mds(
         mode=mode,
         run=run,
         peak_local_bytes=max((attempt.peak_local_bytes for attempt in attempts), default=0),
+        nulls=null_plan.masks,
+        nulls_json=null_plan.as_json,
+        nulls_counted_by=null_plan.counted_by,
     )
 
 

@@ -37,9 +37,13 @@ integers in the table above; arrays as lists; structs as objects in field order;
 objects, other maps as lists of ``[key, value]`` pairs.
 
 NULLs: MDS has no NULL. A column stored as ``json`` keeps NULL as ``null``, at the top level and inside
-arrays, maps and structs. Every other encoding has no spare value for NULL, so a NULL there (or a NULL
-element of an ``ndarray`` column) stops the conversion with an error naming the column and the row; the
-choices are to fill or filter the NULLs in Spark, or to declare the column ``json``.
+arrays, maps and structs. Every other encoding has no spare value for NULL; with default encodings
+(``dataframe_to_mds(nulls="mask")``, see ``streaming.spark.nulls``) a column that holds NULLs is written
+with a ``uint8`` NULL-mask column ``<name>__is_null`` and the encoding's zero value in place of NULL, which
+our readers fold back into ``None``, and an ``ndarray`` column with NULL elements is written as ``json``.
+With ``nulls="error"``, or an encoding the user chose, a NULL there stops the conversion with an error
+naming the column and the row; the choices are to fill or filter the NULLs in Spark, or to declare the
+column ``json``.
 
 User-given encodings replace the defaults when the table allows them: any integer encoding (``int8`` …
 ``uint64``, ``int``, ``str_int``) for integer, boolean, date, time, timestamp and interval columns (values

@@ -61,11 +61,18 @@ class TaskConfig:
     udf: Callable[..., Any] | None = None
     udf_kwargs: dict[str, Any] = field(default_factory=dict)
     env: dict[str, str] = field(default_factory=dict, repr=False)
+    nulls: dict[str, str] = field(default_factory=dict)
+    partition_folders: bool = False
 
 
 def attempt_folder(run: str, partition: int, attempt: int) -> str:
     """The attempt's folder relative to the dataset root."""
     return f"{run}/part-{partition:05d}-attempt-{attempt}"
+
+
+def partition_folder(run: str, partition: int, attempt: int) -> str:
+    """The attempt's folder directly below the root, for the ``merge_index=False`` layout (``partition_folders``)."""
+    return f"{run}-part-{partition:05d}-attempt-{attempt}"
 
 
 class _AttemptWriter:
@@ -119,9 +126,11 @@ def write_attempt(
     config: TaskConfig, batches: Iterator[pa.RecordBatch], partition: int, attempt: int
 ) -> dict[str, Any]:
     """Write one partition's batches as attempt ``attempt`` and return the attempt's result record."""
-    folder = attempt_folder(config.run, partition, attempt)
+    folder = (partition_folder if config.partition_folders else attempt_folder)(config.run, partition, attempt)
     output = _AttemptWriter(config, folder)
-    encoder = None if config.udf else BatchEncoder(config.columns, where=f"Spark partition {partition}, ")
+    encoder = (
+        None if config.udf else BatchEncoder(config.columns, where=f"Spark partition {partition}, ", nulls=config.nulls)
+    )
     samples = 0
     try:
         for batch in batches:

@@ -9,7 +9,9 @@ arguments, checks and ``(local, remote)`` return value. Differences, on purpose:
   non-empty ``out`` raises FileExistsError, as upstream.
 * Shards go under ``out/<run>/part-<partition>-attempt-<id>/``; only attempts Spark reports as successful
   are indexed, leftovers of failed attempts are deleted, and ``index.json`` basenames are relative to
-  ``out`` at any depth (#516). Executors upload and delete each shard as it completes (#970).
+  ``out`` at any depth (#516). Executors upload and delete each shard as it completes (#970). With
+  ``merge_index=False`` each successful attempt's folder sits directly below ``out`` (upstream's layout:
+  one sub-directory per partition, ``out/<run>-part-<partition>-attempt-<id>/``).
 * With a remote ``out``, ``local`` is a driver temp folder holding a copy of the merged ``index.json``.
 * A ``udf_iterable`` receives each Arrow batch as a pandas DataFrame from ``RecordBatch.to_pandas()``.
 """
@@ -71,7 +73,12 @@ def is_json_compatible(data_type: Any) -> bool:
 
 def _mapped_encoding(data_type: T.DataType) -> str:
     """Upstream's automatic mapping of one Spark type; ValueError for the types it does not support."""
-    encoding = "str_decimal" if isinstance(data_type, T.DecimalType) else SPARK_TO_MDS.get(data_type)
+    if isinstance(data_type, T.DecimalType):
+        encoding: str | None = "str_decimal"
+    elif isinstance(data_type, T.ArrayType):  # by element type only: containsNull does not change the encoding
+        encoding = SPARK_TO_MDS.get(T.ArrayType(data_type.elementType))
+    else:
+        encoding = SPARK_TO_MDS.get(data_type)
     if encoding is None:
         raise ValueError(f"{data_type} is not supported by dataframe_to_mds")
     return encoding
@@ -126,7 +133,8 @@ def dataframe_to_mds(
 
     Args:
         dataframe: the DataFrame (classic or Spark Connect).
-        merge_index: write the merged ``out/index.json``; if False only the per-attempt indexes exist.
+        merge_index: write the merged ``out/index.json``; if False, upstream's layout: one sub-directory per
+            partition below ``out``, each with its own ``index.json``.
         mds_kwargs: ``out`` (required), ``columns``, ``compression`` (default ``'zstd'``), ``hashes``,
             ``size_limit``, ``keep_local``, ``exist_ok``, ``progress_bar``.
         udf_iterable: optional ``f(pandas_df, **udf_kwargs)`` yielding sample dicts; needs ``columns``.

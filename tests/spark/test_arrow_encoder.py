@@ -267,3 +267,25 @@ def test_missing_column_and_empty_batch():
     assert len(buffer) == 0 and len(sizes) == 0
     with pytest.raises(KeyError, match="no column 'x'"):
         encoder.encode(pa.RecordBatch.from_pydict({"y": pa.array([1])}))
+
+
+def test_null_masks_store_the_zero_value_and_a_uint8_mask(tmp_path):
+    batch = pa.RecordBatch.from_pydict(
+        {
+            "n": pa.array([3, None], pa.int32()),
+            "s": pa.array([None, "x"]),
+            "d": pa.array([None, Decimal("1.50")], pa.decimal128(5, 2)),
+            "t": pa.array([None, datetime.date(1970, 1, 2)], pa.date32()),
+        }
+    )
+    values = {"n": "int32", "s": "str", "d": "str_decimal", "t": "int32"}
+    masks = {name: f"{name}__is_null" for name in values}
+    columns = {**values, **dict.fromkeys(masks.values(), "uint8")}
+    buffer, sizes = BatchEncoder(columns, nulls=masks).encode(batch)
+    expected = [
+        {"n": 3, "s": "", "d": Decimal("0.00"), "t": 0},
+        {"n": 0, "s": "x", "d": Decimal("1.50"), "t": 1},
+    ]
+    nulls = [{"n": 0, "s": 1, "d": 1, "t": 1}, {"n": 1, "s": 0, "d": 0, "t": 0}]
+    full = [{**sample, **{masks[name]: flag for name, flag in null.items()}} for sample, null in zip(expected, nulls)]
+    assert split_samples(buffer, sizes) == writer_bytes(tmp_path, columns, full)

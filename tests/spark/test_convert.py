@@ -148,7 +148,7 @@ def test_declared_json_keeps_nulls_of_every_scalar_type(spark, tmp_path):
 def test_null_in_a_native_column_fails_naming_column_and_choices(session, tmp_path):
     frame = session.sql("SELECT id, CASE WHEN id = 3 THEN NULL ELSE id END AS maybe FROM range(5)").coalesce(1)
     with pytest.raises(Exception) as err:
-        dataframe_to_mds(frame, str(tmp_path / "out"), progress=False)
+        dataframe_to_mds(frame, str(tmp_path / "out"), progress=False, nulls="error")
     message = str(err.value)
     assert "row 3: column 'maybe' (encoding 'int64') holds a NULL" in message
     assert "columns={'maybe': 'json'}" in message
@@ -209,7 +209,7 @@ def test_append_refuses_other_columns_and_a_failed_job_changes_nothing(spark, tm
         dataframe_to_mds(spark.range(3).selectExpr("CAST(id AS INT) AS id"), out, mode="append", progress=False)
     failing = spark.sql("SELECT CASE WHEN id = 2 THEN NULL ELSE id END AS id FROM range(4)")
     with pytest.raises(Exception, match="holds a NULL"):
-        dataframe_to_mds(failing, out, mode="append", size_limit="100b", progress=False)
+        dataframe_to_mds(failing, out, mode="append", size_limit="100b", progress=False, nulls="error")
     assert files_under(out) == before
 
 

@@ -18,6 +18,7 @@ from streaming.base.converters import (
     infer_dataframe_schema,
     is_json_compatible,
 )
+from streaming.base.util import merge_index
 from tests.spark.helpers import files_under, load_index, read_samples
 
 
@@ -139,6 +140,26 @@ def test_without_merge_index_only_attempt_indexes_exist(people, tmp_path):
     dataframeToMDS(people.select("id"), merge_index=False, mds_kwargs={"out": out, "columns": {"id": "str"}})
     files = files_under(out)
     assert "index.json" not in files and any(path.endswith("/index.json") for path in files)
+
+
+def test_without_merge_index_one_folder_per_partition_and_arrays_of_non_null_floats(spark, tmp_path):
+    # array(...) of non-null expressions is ArrayType(FloatType(), containsNull=False): mapped by element type.
+    frame = spark.sql("SELECT id, array(CAST(id AS FLOAT), 0.5F) AS v FROM range(6)").repartition(3)
+    assert frame.schema["v"].dataType == T.ArrayType(T.FloatType(), containsNull=False)
+    assert infer_dataframe_schema(frame) == {"id": "int64", "v": "ndarray:float32"}
+    infer_dataframe_schema(frame, {"v": "ndarray:float32"})
+    out = str(tmp_path / "out")
+    assert dataframe_to_mds(frame, merge_index=False, mds_kwargs={"out": out}) == (out, "")
+    folders = sorted(os.listdir(out))
+    assert len(folders) == 3, folders  # upstream's layout: one sub-directory per partition, nothing else
+    samples = []
+    for folder in folders:
+        assert os.path.exists(os.path.join(out, folder, "index.json"))
+        samples += read_samples(os.path.join(out, folder))
+    assert sorted(int(sample["id"]) for sample in samples) == list(range(6))
+    assert all(sample["v"].tolist() == [float(sample["id"]), 0.5] for sample in samples)
+    merge_index(out)  # what upstream users run afterwards
+    assert sorted(int(sample["id"]) for sample in read_samples(out)) == list(range(6))
 
 
 def test_udf_iterable_and_json_columns(spark, tmp_path):

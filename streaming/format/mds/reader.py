@@ -10,6 +10,7 @@ from typing import Any, NamedTuple
 
 from streaming.format.errors import ShardCorruptError
 from streaming.format.mds.encodings import Bytes, Int, Str, decodes_views, get_mds_coder, is_mds_encoding_safe
+from streaming.format.mds.nulls import fold_nulls, masked_columns
 from streaming.format.reader import JointReader, _map_file, read_offsets
 
 Decoder = Callable[[memoryview, int], dict[str, Any]]
@@ -44,8 +45,11 @@ def build_decoder(names: tuple[str, ...], encodings: tuple[str, ...], sizes: tup
     """Compile a function that decodes one sample starting at a byte position of a shard buffer.
 
     Compiled once per schema and per coder classes, so registering another class under a name takes effect.
+    NULL-mask column pairs (``streaming.format.mds.nulls``) are folded back into ``None``.
     """
-    return _build_decoder(names, encodings, sizes, tuple(type(get_mds_coder(encoding)) for encoding in encodings))
+    decode = _build_decoder(names, encodings, sizes, tuple(type(get_mds_coder(encoding)) for encoding in encodings))
+    pairs = masked_columns(names, encodings)
+    return fold_nulls(decode, pairs) if pairs else decode
 
 
 @lru_cache(maxsize=256)
