@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 from streaming import CSVWriter, JSONWriter, LocalDataset, MDSWriter, StreamingDataset
-from streaming.storage import merge_index
+from streaming.format.merge import merge_index
 from streaming.storage.base import storage_for, volume_mount
 from streaming.storage.local import LocalStorage
 
