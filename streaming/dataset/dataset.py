@@ -432,8 +432,16 @@ class StreamingDataset(Array, IterableDataset):
 
     def get_item(self, sample_id: int, retry: int = 7) -> dict[str, Any]:
         """Read one sample by global index, downloading its shard if needed."""
-        shard_id = bisect_right(self._shard_starts, sample_id) - 1
-        return self._read(shard_id, sample_id - self._shard_starts[shard_id], retry)
+        starts = self._shard_starts
+        shard_id = bisect_right(starts, sample_id) - 1
+        # The common case inline (shard mapped, files present): one call fewer per sample than through `_read`,
+        # which only handles a shard whose files are missing.
+        try:
+            sample = self.shards[shard_id].get_item(sample_id - starts[shard_id])
+        except FileNotFoundError:
+            return self._read(shard_id, sample_id - starts[shard_id], retry)
+        self._shard_cache.touch(shard_id)
+        return sample
 
     def __getitem__(self, at: Any) -> Any:
         if type(at) is int and 0 <= at < self.num_samples:
