@@ -10,7 +10,7 @@ from typing import Any
 
 from streaming.format.errors import ShardCorruptError
 from streaming.format.mds.encodings import Bytes, Int, Str, get_mds_coder, is_mds_encoding_safe
-from streaming.format.reader import JointReader, _map_file, read_offsets
+from streaming.format.reader import JointReader, _map_file, _release_mapping, read_offsets
 
 Decoder = Callable[[memoryview, int], dict[str, Any]]
 
@@ -133,6 +133,10 @@ class MDSReader(JointReader):
         self._decode = build_decoder(tuple(self.column_names), tuple(self.column_encodings), tuple(self.column_sizes))
         self._offsets = offsets
         self._buffer = buffer
+
+    def release_pages(self) -> None:
+        if self._buffer is not None:
+            _release_mapping(self._buffer.obj)
 
     def get_sample_data(self, idx: int) -> bytes:
         """The encoded bytes of sample ``idx``."""
