@@ -40,6 +40,9 @@ SHUFFLE_ALGOS = ("naive", "py1b", "py1br", "py1e", "py1s", "py2s")
 BATCHING_METHODS = ("random", "stratified", "per_stream", "device_per_stream")
 PARTITION_ALGOS = ("orig", "relaxed")
 SAMPLING_METHODS = ("balanced", "fixed")
+# Iteration unmaps the shard pages it has read every this many samples (`Reader.release_pages`): a process, and
+# each DataLoader worker, then holds a few MiB of shard mappings instead of every byte read in the epoch.
+RELEASE_PAGES_EVERY = 256
 
 
 def _share_batches_by_name() -> None:
@@ -366,11 +369,22 @@ class StreamingDataset(Array, IterableDataset):
         indices = (ids - self.sample_offset_per_shard[shard_ids]).tolist()
         shard_ids = shard_ids.tolist()
         if self._shard_cache.prefetches:
-            yield from self._iter_prefetching(shard_ids, indices)
+            yield from self._releasing_pages(shard_ids, self._iter_prefetching(shard_ids, indices))
             return
         readers = self.shards
-        for shard_id, index in zip(shard_ids, indices):
-            yield readers[shard_id].get_item(index)
+        for start in range(0, len(shard_ids), RELEASE_PAGES_EVERY):
+            chunk = shard_ids[start : start + RELEASE_PAGES_EVERY]
+            for shard_id, index in zip(chunk, indices[start : start + RELEASE_PAGES_EVERY]):
+                yield readers[shard_id].get_item(index)
+            readers.release_pages(set(chunk))
+
+    def _releasing_pages(self, shard_ids: list[int], samples: Iterator[dict[str, Any]]) -> Iterator[dict[str, Any]]:
+        """Pass ``samples`` (read from ``shard_ids`` in order) through, releasing their shards' pages as the plain
+        read loop does."""
+        for position, sample in enumerate(samples, 1):
+            yield sample
+            if position % RELEASE_PAGES_EVERY == 0:
+                self.shards.release_pages(set(shard_ids[position - RELEASE_PAGES_EVERY : position]))
 
     def _iter_prefetching(self, shard_ids: list[int], indices: list[int]) -> Iterator[dict[str, Any]]:
         """Yield samples while a few threads prepare, in order of first use, the shards not yet on local disk.
@@ -446,8 +460,16 @@ class StreamingDataset(Array, IterableDataset):
 
     def get_item(self, sample_id: int, retry: int = 7) -> dict[str, Any]:
         """Read one sample by global index, downloading its shard if needed."""
-        shard_id = bisect_right(self._shard_starts, sample_id) - 1
-        return self._read(shard_id, sample_id - self._shard_starts[shard_id], retry)
+        starts = self._shard_starts
+        shard_id = bisect_right(starts, sample_id) - 1
+        # The common case inline (shard mapped, files present): one call fewer per sample than through `_read`,
+        # which only handles a shard whose files are missing.
+        try:
+            sample = self.shards[shard_id].get_item(sample_id - starts[shard_id])
+        except FileNotFoundError:
+            return self._read(shard_id, sample_id - starts[shard_id], retry)
+        self._shard_cache.touch(shard_id)
+        return sample
 
     def __getitem__(self, at: Any) -> Any:
         if type(at) is int and 0 <= at < self.num_samples:

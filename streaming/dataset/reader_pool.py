@@ -5,6 +5,7 @@ from __future__ import annotations
 import threading
 from bisect import bisect_right
 from collections import OrderedDict
+from collections.abc import Iterable
 from itertools import accumulate
 from typing import Any
 
@@ -56,6 +57,13 @@ class ReaderPool:
             if len(self._open) > OPEN_READERS:
                 self._open.popitem(last=False)
         return reader
+
+    def release_pages(self, shard_ids: Iterable[int]) -> None:
+        """Have the open readers among ``shard_ids`` unmap the pages read so far (`Reader.release_pages`)."""
+        for shard_id in shard_ids:
+            reader = self._open.get(shard_id)
+            if reader is not None:
+                reader.release_pages()
 
     def validate(self, allow_unsafe_types: bool) -> None:
         """Have each format refuse what the caller did not allow (`Reader.validate`), once per distinct shard setting.

@@ -34,6 +34,13 @@ def _map_file(path: str, expected_bytes: int) -> mmap.mmap | bytes:
         return mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
 
 
+def _release_mapping(mapped: object) -> None:
+    # MADV_DONTNEED on a read-only shared file mapping only drops this process's page-table entries: the data is
+    # unchanged and views into it (zero-copy arrays handed out) stay valid.
+    if isinstance(mapped, mmap.mmap) and not mapped.closed:
+        mapped.madvise(mmap.MADV_DONTNEED)
+
+
 def read_offsets(buffer: memoryview, samples: int, path: str) -> Sequence[int]:
     """The ``samples + 1`` sample offsets after the leading sample count, checked against the index's count."""
     count = int.from_bytes(buffer[:4], "little") if len(buffer) >= 4 else -1
@@ -179,6 +186,13 @@ class Reader(Array, ABC):
         `StreamingDataset` calls it for each distinct shard setting before reading anything.
         """
 
+    def release_pages(self) -> None:
+        """Unmap from this process the pages of the shard read so far; the next read maps them again.
+
+        They stay in the page cache, so this costs a minor fault per page touched again, while a long iteration
+        no longer shows the shard bytes it has read as its own resident, unique memory (RSS/USS).
+        """
+
     def ensure_raw(self) -> None:
         """Make every raw file present, decompressing from its compressed copy when needed.
 
@@ -306,6 +320,10 @@ class SplitReader(Reader):
             )
         self._mapped = data, offsets
         return self._mapped
+
+    def release_pages(self) -> None:
+        if self._mapped is not None:
+            _release_mapping(self._mapped[0])
 
     def get_sample_data(self, idx: int) -> bytes:
         data, offsets = self._mapped or self._open()

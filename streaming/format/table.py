@@ -62,11 +62,14 @@ class _Shard(msgspec.Struct, gc=False):
 
 
 class _Index(msgspec.Struct, gc=False):
-    shards: list[_Shard]
+    # Each entry is decoded on its own while the table is filled: 100,000 decoded entries at once would be
+    # the largest transient of a dataset's construction (about 0.6 KiB each).
+    shards: list[msgspec.Raw]
     version: Any = None
 
 
 _decoder = msgspec.json.Decoder(_Index)
+_shard_decoder = msgspec.json.Decoder(_Shard)
 _settings = operator.attrgetter(*SETTINGS_KEYS)
 
 
@@ -183,7 +186,14 @@ class ShardTable:
         raw_data, zip_data, raw_meta, zip_meta = (files[kind] for kind in FILE_KEYS)
         previous: tuple[msgspec.Raw, ...] | None = None
         config_id = -1
-        for number, shard in enumerate(index.shards):
+        for number, entry in enumerate(index.shards):
+            try:
+                shard = _shard_decoder.decode(entry)
+            except msgspec.ValidationError as err:
+                message = str(err)
+                path = f"`$.shards[{number}]"
+                where_in_index = message.replace("`$", path) if "`$" in message else f"{message} - at {path}`"
+                raise ValueError(f"Index file at {where} is not a valid streaming index: {where_in_index}") from None
             if shard.version != INDEX_VERSION:
                 check_version(shard.version, where, number)
             samples[number] = shard.samples

@@ -11,7 +11,7 @@ from typing import Any, NamedTuple
 from streaming.format.errors import ShardCorruptError
 from streaming.format.mds.encodings import Bytes, Int, Str, decodes_views, get_mds_coder, is_mds_encoding_safe
 from streaming.format.mds.nulls import fold_nulls, masked_columns
-from streaming.format.reader import JointReader, _map_file, read_offsets
+from streaming.format.reader import JointReader, _map_file, _release_mapping, read_offsets
 
 Decoder = Callable[[memoryview, int], dict[str, Any]]
 
@@ -152,6 +152,10 @@ class MDSReader(JointReader):
         self._decode = build_decoder(tuple(self.column_names), tuple(self.column_encodings), tuple(self.column_sizes))
         self._mapped = _MappedShard(buffer, offsets, self._decode)
         return self._mapped
+
+    def release_pages(self) -> None:
+        if self._mapped is not None:
+            _release_mapping(self._mapped.buffer.obj)
 
     def get_sample_data(self, idx: int) -> bytes:
         """The encoded bytes of sample ``idx``."""
