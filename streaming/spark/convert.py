@@ -114,8 +114,9 @@ def dataframe_to_mds(
     else:
         plan = _checked_user_columns(columns)
     destination = Destination(out)
-    existing = commit.check_destination(destination, mode)
-    commit.check_append_columns(existing, plan, destination.url)
+    base = commit.check_destination(destination, mode)
+    if mode == "append":
+        commit.check_append_columns(base.shards, plan, destination.url)
     run = new_run_id()
     config = TaskConfig(
         destination=destination.url,
@@ -153,7 +154,7 @@ def dataframe_to_mds(
         "bytes": size,
         "writer": f"mds-streaming {__version__}",
     }
-    commit.publish(destination, run, attempts, mode, merge_index=merge_index, metadata=record)
+    commit.publish(destination, run, attempts, mode, merge_index=merge_index, metadata=record, base=base)
     bar.close(len(attempts), samples, size)
     logger.info(
         "dataframe_to_mds wrote %d samples in %d shards (%d bytes) to %s", samples, shard_count, size, destination.url
