@@ -151,13 +151,16 @@ def publish_checkpoint(destination: Destination, state: Snapshot) -> Snapshot:
         state = _read_commit(destination, newest[-1])
 
 
-def referenced_files(destination: Destination) -> set[str]:
-    """Root-relative paths every commit, and the checkpoint, still names: the files vacuum must keep."""
-    keep: set[str] = set()
-    for version in commit_versions(destination):
-        state = _read_commit(destination, version)
-        keep |= set(_file_names(state.shards))
-        keep.add(commit_path(version))
+def referenced_files(destination: Destination, since: float) -> set[str]:
+    """Root-relative paths vacuum must keep: every commit file, the files the newest commit names, and
+    those of commits made after ``since`` (POSIX seconds; Delta keeps the versions inside the retention)."""
+    versions = commit_versions(destination)
+    keep = {commit_path(version) for version in versions}
+    for version in reversed(versions):
+        body = _read_body(destination, version)
+        keep |= set(_file_names(body["shards"]))
+        if float(body.get("committed_at", 0)) < since:
+            break
     return keep
 
 
@@ -188,13 +191,17 @@ def _file_names(shards: list[dict[str, Any]]) -> list[str]:
 
 
 def _read_commit(destination: Destination, version: int) -> Snapshot:
+    body = _read_body(destination, version)
+    return Snapshot(version, list(body["shards"]), body.get("metadata"), logged=True)
+
+
+def _read_body(destination: Destination, version: int) -> dict[str, Any]:
     relative = commit_path(version)
     deadline = time.monotonic() + TORN_COMMIT_WAIT
     while True:
         text = destination.read_text(relative)
         try:
-            body = json.loads(text or "")
-            break
+            return json.loads(text or "")
         except json.JSONDecodeError:
             if time.monotonic() > deadline:
                 raise ValueError(
@@ -203,7 +210,6 @@ def _read_commit(destination: Destination, version: int) -> Snapshot:
                     f"writer is running."
                 ) from None
             time.sleep(0.05)
-    return Snapshot(version, list(body["shards"]), body.get("metadata"), logged=True)
 
 
 def _legacy_metadata(destination: Destination) -> dict[str, Any] | None:

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from streaming.format import commit_log
-from streaming.format.commit_log import METADATA_BASENAME, Snapshot
+from streaming.format.commit_log import Snapshot
 from streaming.format.index import INDEX_BASENAME, parse_index, rebase
 from streaming.storage.destination import Destination
 

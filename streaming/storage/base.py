@@ -1,7 +1,8 @@
 """The storage interface every backend implements, and `storage_for(url)`, which picks and caches a backend.
 
 A backend moves whole objects between a URL and a local file: `get`, `put`, `put_if_absent` (the
-create-only write that concurrent writers' commits rely on), `list`, `exists`, `size` and `delete`, in the spirit of fsspec's filesystem interface but much smaller. `get` always downloads to
+create-only write that concurrent writers' commits rely on), `list`, `exists`, `size` and `delete`, in
+the spirit of fsspec's filesystem interface but much smaller. `get` always downloads to
 a temporary name in the destination directory, fsyncs, and renames, so a partial download never appears
 under the real name. Backends are cached per scheme, bucket/account and relevant environment, and per
 process: a forked or spawned DataLoader worker builds its own clients.
