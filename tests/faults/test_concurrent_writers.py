@@ -87,8 +87,8 @@ def test_four_appends_and_an_overwrite_at_once(scheme: str, remote_factory: Call
             modes = {f"append{n}": "append" for n in range(APPENDS)} | {"overwrite": "overwrite"}
             results: dict[str, Any] = {}
 
-            def work(run: str, mode: str, value: int) -> None:
-                results[run] = _run(destination, run, mode, value, scratch, start)
+            def work(run: str, mode: str, value: int, results: dict = results, start=start, at=destination) -> None:
+                results[run] = _run(at, run, mode, value, scratch, start)
 
             threads = [
                 threading.Thread(target=work, args=(run, mode, n)) for n, (run, mode) in enumerate(modes.items())
