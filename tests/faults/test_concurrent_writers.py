@@ -114,3 +114,4 @@ def test_four_appends_and_an_overwrite_at_once(scheme: str, remote_factory: Call
             assert destination.storage.exists(destination.child(name)), f"the index names a missing file {name}"
         assert ("seed/part-00000-attempt-0/shard.00000.mds" in _names(final)) != ("overwrite" in succeeded)
     assert outcomes["append"] == ROUNDS * APPENDS
+    print(f"concurrent-writer figures ({scheme}):", outcomes)

@@ -7,7 +7,8 @@ a genuine `connection reset` from its HTTP stack; later connections are forwarde
 `chaos(rate, seed)` faults a share of HTTP requests instead: each request the client sends (a chunk that
 starts with an HTTP method) is, with probability ``rate``, either reset before it reaches the server,
 answered with a body cut short (the response is forwarded up to a random byte, then the connection is
-reset) or delayed. `faults` counts them by kind, `requests` counts every request seen.
+reset) or delayed. `faults` counts them by kind, `requests` counts every request seen. `refuse(path_part)` resets every
+request for one object instead, to fail a chosen step of a write.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ import socket
 import struct
 import threading
 import time
+import urllib.parse
 from collections import Counter
 from dataclasses import dataclass
 
@@ -50,6 +52,7 @@ class FlakyProxy:
         self.requests = 0
         self.faults: Counter[str] = Counter()
         self._random = random.Random(0)
+        self.refused: str | None = None
         threading.Thread(target=self._accept_loop, name="flaky-proxy", daemon=True).start()
 
     def fail_next(self, count: int) -> None:
@@ -67,7 +70,17 @@ class FlakyProxy:
             self.rate = rate
             self._random = random.Random(seed)
 
-    def _roll(self) -> str | None:
+    def refuse(self, path_part: str | None) -> None:
+        """Reset every request that names ``path_part`` (None stops), e.g. one object's key, in its first bytes."""
+        self.refused = path_part
+
+    def _roll(self, request: bytes) -> str | None:
+        refused = self.refused
+        spellings = () if refused is None else (refused, urllib.parse.quote(refused, safe=""))
+        # OCI sends the key URL-encoded in the path, GCS's multipart upload names it in the JSON part of the body
+        if any(spelling.encode() in request for spelling in spellings):
+            self.faults["refused"] += 1
+            return "reset"
         with self._lock:
             self.requests += 1
             if self.rate <= 0 or self._random.random() >= self.rate:
@@ -117,7 +130,7 @@ class FlakyProxy:
         try:
             while chunk := source.recv(1 << 16):
                 if request and chunk.startswith(_METHODS):
-                    kind = self._roll()
+                    kind = self._roll(chunk)
                     if kind == "reset":
                         _reset(pair.client)
                         _reset(pair.upstream)
