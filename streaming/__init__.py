@@ -21,7 +21,7 @@ _EXPORTS = {
     "Stream": "streaming.dataset.stream",
     "StreamingDataset": "streaming.dataset.dataset",
     "StreamingDataLoader": "streaming.dataset.dataloader",
-    "vacuum": "streaming.storage.vacuum",
+    "vacuum": "streaming.format.vacuum",
 }
 
 __all__ = ["__version__", *_EXPORTS]

@@ -259,8 +259,8 @@ def convert_with_arrow(
     empty = pa.RecordBatch.from_pylist([], schema=schema)
     target = normalize_batch(empty, plan).schema
     destination = Destination(normalize_root(out))
-    existing = commit.check_destination(destination, mode)
-    commit.check_append_columns(existing, plan, destination.url)
+    base = commit.check_destination(destination, mode)
+    commit.check_append_columns(base.shards, plan, destination.url)
     run_id = new_run_id()
     config = TaskConfig(
         destination=destination.url,

@@ -1,6 +1,6 @@
 """`vacuum URL --retention 7d`: delete the files no index references, once older than the retention.
 
-The command line face of `streaming.vacuum` (`streaming.storage.vacuum`): Delta VACUUM semantics, so a file
+The command line face of `streaming.vacuum` (`streaming.format.vacuum`): Delta VACUUM semantics, so a file
 the index names is never deleted, nor one written more recently than the retention (a writer may still be
 running). Retentions under 7 days are refused unless `--no-retention-check` says no writer can be running.
 """
@@ -40,7 +40,7 @@ def add_parser(commands: Any, common: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from streaming.cli.output import UsageError
-    from streaming.storage.vacuum import DEFAULT_RETENTION, parse_retention, vacuum
+    from streaming.format.vacuum import DEFAULT_RETENTION, parse_retention, vacuum
 
     try:
         seconds = parse_retention(args.retention)

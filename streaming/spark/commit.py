@@ -1,24 +1,29 @@
-"""The driver's side of the commit protocol: check the destination, publish the index, remove the rest.
+"""The driver's side of the commit protocol: check the destination, commit the run, remove the rest.
 
-Readers only follow ``<out>/index.json``, so publishing it is the commit: it is written last, in one
-atomic step (a rename on a filesystem, a single PUT on an object store), and names only shards of the
-attempts Spark reported as successful, with basenames relative to the dataset root. Everything else the
-run wrote (failed attempts, lost speculative copies) is deleted afterwards; ``mode="overwrite"`` deletes
-the previous dataset's files only once the new index is in place.
+Readers only follow ``<out>/index.json``. A run commits through the dataset's commit log
+(`streaming.format.commit_log`): one create-only commit file names the shards of the attempts Spark
+reported as successful (basenames relative to the dataset root) and the conversion metadata, and
+``index.json`` is then rewritten from it. Concurrent appends are rebased and all land; an overwrite (or a
+``mode="error"`` write) that loses the race fails and removes its own files. Afterwards the run's other
+files (failed attempts, lost speculative copies) are deleted, and an overwrite deletes the files of the
+dataset it replaced, never files it does not know (a concurrent append's shards in flight).
 """
 
 from __future__ import annotations
 
 import contextlib
-import json
-import time
+import re
 from dataclasses import dataclass
 from typing import Any
 
-from streaming.format.index import INDEX_BASENAME, METADATA_BASENAME, parse_index, publish_index, rebase
+from streaming.format import commit_log
+from streaming.format.commit_log import Snapshot
+from streaming.format.index import INDEX_BASENAME, parse_index, rebase
 from streaming.storage.destination import Destination
 
 MODES = ("error", "overwrite", "append")
+#: A run's own folder (``convert.new_run_id``) or an incremental run's: a crashed run's leftovers lie there.
+_RUN_FOLDER = re.compile(r"^(?:\d{8}T\d{6}Z-[0-9a-f]{6}(?:-part-[^/]+)?|increments/v\d+-[0-9A-Za-z]+)/")
 
 
 @dataclass(frozen=True)
@@ -34,20 +39,25 @@ class Attempt:
     peak_local_bytes: int
 
 
-def check_destination(destination: Destination, mode: str) -> list[dict[str, Any]]:
-    """Apply ``mode`` before any work; return the shard entries already published (kept by ``append``)."""
+def check_destination(destination: Destination, mode: str) -> Snapshot:
+    """Apply ``mode`` before any work; return the committed state the run starts from.
+
+    With ``mode="error"`` only committed content (a commit, an index) or files that are no run's leftovers
+    make the destination non-empty: a crashed run's folder does not refuse its retry.
+    """
     if mode not in MODES:
         raise ValueError(f"mode must be one of {', '.join(map(repr, MODES))}, got {mode!r}.")
+    state = commit_log.read_snapshot(destination)  # from the driver: bad credentials fail here, not in every task
     if mode == "error":
-        existing = destination.list_relative()
-        if existing:
+        existing = [path for path in destination.list_relative() if not _RUN_FOLDER.match(path)]
+        if existing or not state.is_empty:
+            shown = existing[0] if existing else INDEX_BASENAME
             raise FileExistsError(
                 f"Destination {destination.url} is not empty ({len(existing)} files, e.g. "
-                f"{existing[0]!r}). Choices: mode='overwrite' to replace it, mode='append' to "
+                f"{shown!r}). Choices: mode='overwrite' to replace it, mode='append' to "
                 f"add to the dataset there, or another path."
             )
-    published = read_index(destination)  # reached from the driver: bad credentials fail here, not in every task
-    return published if mode == "append" else []
+    return state
 
 
 def read_index(destination: Destination) -> list[dict[str, Any]]:
@@ -97,27 +107,41 @@ def publish(
     *,
     merge_index: bool = True,
     metadata: dict[str, Any] | None = None,
+    base: Snapshot | None = None,
 ) -> list[dict[str, Any]]:
-    """Commit a run: write the metadata and the merged index (last), then delete what is not part of it.
+    """Commit a run on top of ``base`` (the state `check_destination` returned; read now if None), publish
+    the index and metadata, then delete what is not part of the dataset.
 
-    Without ``merge_index`` only the attempts' own indexes describe the data, and ``overwrite`` also
-    removes a previous merged index. Returns the shard entries this run added.
+    Without ``merge_index`` nothing is committed: only the attempts' own indexes describe the data, and
+    ``overwrite`` also removes a previous merged index. Returns the shard entries this run added.
     """
     kept = {attempt.directory for attempt in first_per_partition(attempts) if attempt.directory}
     added = committed_shards(attempts)
-    top_level: set[str] = set()
-    if merge_index:
-        # Re-read at commit time, not at check time: the append goes on top of whatever is published now.
-        previous = read_index(destination) if mode == "append" else []
-        if metadata is not None:
-            destination.write_text(METADATA_BASENAME, _metadata_text(destination, mode, metadata))
-        # The commit point. Before it readers see the old dataset whole; after it, the new one.
-        publish_index(destination.url, previous + added)
-        top_level = {INDEX_BASENAME, METADATA_BASENAME}
-    # Only after the publish: a crash before it leaves the old dataset readable, and the run's folder is
-    # garbage for the next overwrite or for `vacuum`.
-    delete_leftovers(destination, run, kept | top_level, everything_else=mode == "overwrite")
+    if not merge_index:
+        delete_leftovers(destination, run, kept, everything_else=mode == "overwrite")
+        return added
+    start = commit_log.read_snapshot(destination) if base is None else base
+    operation = commit_log.APPEND if mode == "append" else commit_log.OVERWRITE
+    try:
+        state = commit_log.commit(
+            destination, operation, added, base=start, record=metadata, check=lambda newer: _check_rebase(newer, added)
+        )
+    except BaseException:
+        discard_run(destination, run)
+        raise
+    commit_log.publish_checkpoint(destination, state)
+    delete_leftovers(destination, run, kept, everything_else=False)
+    if operation == commit_log.OVERWRITE:
+        destination.delete(commit_log.removed_files(start, state))
     return added
+
+
+def _check_rebase(newer: Snapshot, added: list[dict[str, Any]]) -> None:
+    """Before an append is put on top of a newer commit: refuse it if that commit changed the columns."""
+    mds = next((entry for entry in added if entry.get("format") == "mds"), None)
+    if mds is not None:
+        columns = dict(zip(mds.get("column_names", []), mds.get("column_encodings", [])))
+        check_append_columns(newer.shards, columns, "the dataset as another writer just committed it")
 
 
 def delete_leftovers(destination: Destination, run: str, kept: set[str], *, everything_else: bool) -> int:
@@ -138,13 +162,3 @@ def discard_run(destination: Destination, run: str) -> None:
     """After a failed job: remove whatever the run wrote (the published dataset is untouched)."""
     with contextlib.suppress(Exception):
         destination.delete(destination.list_relative(run))
-
-
-def _metadata_text(destination: Destination, mode: str, record: dict[str, Any]) -> str:
-    """The metadata file's new text: this run's record after those of the runs still in the dataset."""
-    runs: list[dict[str, Any]] = []
-    if mode == "append":
-        with contextlib.suppress(ValueError, TypeError):
-            runs = list(json.loads(destination.read_text(METADATA_BASENAME) or "{}").get("runs", []))
-    record = {**record, "committed_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
-    return json.dumps({"runs": [*runs, record], "latest": record}, indent=2, sort_keys=True)

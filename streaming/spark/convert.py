@@ -131,14 +131,15 @@ def dataframe_to_mds(
         plan = _checked_user_columns(columns)
     destination = Destination(out)
     check_executor_access(destination.url, executor_env)
-    existing = commit.check_destination(destination, mode)
+    base = commit.check_destination(destination, mode)
     if udf is None:  # counted after the destination checks, so a refused destination costs no job
         explicit = set(columns) if isinstance(columns, Mapping) else set()
         null_plan = plan_nulls(frame, source, plan, explicit, nulls)
         plan = null_plan.columns
     else:
         null_plan = NullPlan(plan)
-    commit.check_append_columns(existing, plan, destination.url)
+    if mode == "append":
+        commit.check_append_columns(base.shards, plan, destination.url)
     run = new_run_id()
     config = TaskConfig(
         destination=destination.url,
@@ -180,7 +181,7 @@ def dataframe_to_mds(
         "writer": f"mds-streaming {__version__}",
     }
     if merge_index:
-        commit.publish(destination, run, attempts, mode, metadata=record)
+        commit.publish(destination, run, attempts, mode, metadata=record, base=base)
     else:
         publish_partitions(destination, run, attempts, mode)
     bar.close(len(attempts), samples, size)

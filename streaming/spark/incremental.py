@@ -1,34 +1,42 @@
 """`incremental_to_mds`: append what is new in a Delta table to an MDS dataset, safely re-runnable on a schedule.
 
 Each run converts the rows added to the table between the version the dataset holds and the target version
-(the latest by default) into its own folder ``increments/v<version>/`` of the dataset, then publishes the
-dataset's ``index.json`` with those shards appended: one atomic write. The dataset's state is therefore the
-index itself: the newest ``increments/v<version>/`` named by a shard path is the version it holds, committed
-together with its rows, so a run that dies anywhere before the index write leaves the dataset as it was and
-the next run simply redoes the work. A run at the version the dataset already holds changes nothing. Every
-run also leaves ``increments/v<version>/increment.json`` (what it found and how); for versions that bring no
-new rows (an OPTIMIZE, a delete) it is what tells the next run there is nothing to do.
+(the latest by default) into its own folder ``increments/v<version>-<run>/`` of the dataset (one per run, so
+two runs never share files), then commits those shards to the dataset's commit log
+(`streaming.format.commit_log`) with a record of the table version: one create-only write, after which
+``index.json`` is rewritten. The dataset's state is therefore the log: the newest ``increments/v<version>``
+named by a shard path is the version it holds, committed together with its rows, so a run that dies anywhere
+before the commit leaves the dataset as it was and the next run simply redoes the work (the dead run's
+folder is a leftover for `streaming.vacuum`). A run at the version the dataset already holds changes
+nothing. Every run also leaves ``increment.json`` in its folder (what it found and how); for versions that
+bring no new rows (an OPTIMIZE, a delete) it is what tells the next run there is nothing to do. Two runs for
+one dataset at once cannot both append a version: the second to commit finds the first's commit and fails.
 
 New rows come from the table's Change Data Feed when it is enabled (inserted rows only), otherwise from the
-difference of the two table snapshots (``exceptAll``, which also tells rows rewritten by OPTIMIZE from new
-ones). MDS datasets are append-only: rows deleted or updated in the table stay in the dataset as they were,
-and the result counts them in ``unapplied_changes``. A dataset first written by
-``dataframe_to_mds(table, out)`` continues from the table version that conversion recorded.
-
-Run one job per dataset at a time (a Databricks job's default of one concurrent run does this).
+difference of the two table snapshots. Versions that rewrite the table (an overwrite, ``REPLACE``,
+``RESTORE``), recognised from the table history, are never read from the feed (it reports every rewritten
+row as inserted): they too go through the snapshot diff. The diff compares a SHA-256 of each row's canonical
+JSON (map entries sorted by key), as a multiset, so it works for every column type the converter accepts,
+maps included, and tells rows rewritten by OPTIMIZE from new ones. MDS datasets are append-only: rows
+deleted or updated in the table stay in the dataset as they were, and the result counts them in
+``unapplied_changes``. A dataset first written by ``dataframe_to_mds(table, out)`` continues from the table
+version that conversion recorded.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import re
+import secrets
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from streaming.format.index import publish_index, rebase, stored_file
+from streaming.format import commit_log
+from streaming.format.index import rebase, stored_file
 from streaming.spark import commit
 from streaming.spark.convert import dataframe_to_mds
 from streaming.spark.executor_access import check_executor_access
@@ -50,7 +58,9 @@ INCREMENTS = "increments"
 RECORD_BASENAME = "increment.json"
 CDF_PROPERTY = "delta.enableChangeDataFeed"
 CDF_COLUMNS = ("_change_type", "_commit_version", "_commit_timestamp")
-_INCREMENT_PATH = re.compile(rf"^{INCREMENTS}/v(\d+)/")
+_INCREMENT_PATH = re.compile(rf"^{INCREMENTS}/v(\d+)(?:-[0-9a-f]+)?/")
+#: Table history operations that rewrite rows: the Change Data Feed reports every row they wrote as inserted.
+REWRITES = ("CREATE OR REPLACE TABLE", "REPLACE TABLE", "REPLACE TABLE AS SELECT", "RESTORE", "OPTIMIZE")
 
 
 @dataclass(frozen=True)
@@ -117,8 +127,9 @@ def incremental_to_mds(
     session = active_session(spark)
     destination = Destination(out)
     check_executor_access(destination.url, executor_env)
-    existing = commit.read_index(destination)
-    held = held_version(destination, table, existing)
+    base = commit_log.read_snapshot(destination)
+    existing = base.shards
+    held = held_version(destination, table, base)
     current, source = resolve(table, session, version)
     if source.version is None:
         raise ValueError(
@@ -139,7 +150,7 @@ def incremental_to_mds(
     plan = resolve_columns(current.schema, columns)
     commit.check_append_columns(existing, plan, destination.url)
     rows, method, unapplied = _new_rows(session, table, source, current, held, change_data_feed)
-    folder = increment_folder(target)
+    folder = increment_folder(target, secrets.token_hex(4))
     staged = dataframe_to_mds(
         rows,
         destination.child(folder),
@@ -162,7 +173,7 @@ def incremental_to_mds(
         ),
     )
     if staged.shards:
-        _publish(destination, table, held, folder)
+        _publish(destination, table, held, folder, base)
     if unapplied:
         logger.warning(
             "incremental_to_mds: %d rows of %s were deleted or updated after version %s; the MDS "
@@ -183,22 +194,23 @@ def incremental_to_mds(
     return result
 
 
-def increment_folder(version: int) -> str:
-    """The dataset-relative folder holding the rows that brought the dataset up to table ``version``."""
-    return f"{INCREMENTS}/v{version:08d}"
+def increment_folder(version: int, run: str) -> str:
+    """The dataset-relative folder of run ``run`` (hex), which brings the dataset up to table ``version``."""
+    return f"{INCREMENTS}/v{version:08d}-{run}"
 
 
-def held_version(destination: Destination, table: str, shards: list[dict[str, Any]]) -> int | None:
-    """The version of ``table`` the published index holds, or None for an empty dataset.
+def held_version(destination: Destination, table: str, state: commit_log.Snapshot) -> int | None:
+    """The version of ``table`` the committed state holds, or None for an empty dataset.
 
     Raises ValueError when the dataset has shards but no record of coming from ``table``.
     """
+    shards = state.shards
     versions = [found for found in map(_increment_version, shards) if found is not None]
     if versions:
         return max(versions)
     if not shards:
         return None
-    converted = _converted_version(destination, table, shards)
+    converted = _converted_version(table, state)
     if converted is None:
         count = f"{len(shards)} shard" + ("s" if len(shards) != 1 else "")
         raise ValueError(
@@ -219,29 +231,37 @@ def _increment_version(shard: dict[str, Any]) -> int | None:
     return int(match.group(1)) if match else None
 
 
-def _converted_version(destination: Destination, table: str, shards: list[dict[str, Any]]) -> int | None:
-    """The table version recorded by the ``dataframe_to_mds`` run the index holds, if it converted ``table``."""
-    text = destination.read_text(commit.METADATA_BASENAME)
-    try:
-        latest = json.loads(text or "{}").get("latest") or {}
-    except ValueError:
-        return None
-    source = latest.get("source") or {}
-    if source.get("name") != table or source.get("version") is None:
-        return None
-    prefix = f"{latest.get('run')}/"
-    if not any(_shard_basename(shard).startswith(prefix) for shard in shards):
-        return None
-    return int(source["version"])
+def _converted_version(table: str, state: commit_log.Snapshot) -> int | None:
+    """The table version recorded by the ``dataframe_to_mds`` run the state holds, if it converted ``table``.
+
+    With a commit log the metadata comes from the same commit as the shards. A dataset without one has it
+    in ``mds_conversion.json``, which an older version wrote before the index, so a crash between the two
+    left it newer than the index: there the newest recorded run whose shards the index holds counts.
+    """
+    metadata = state.metadata or {}
+    runs = [metadata.get("latest") or {}] if state.logged else list(reversed(metadata.get("runs") or []))
+    for run in runs:
+        source = run.get("source") or {}
+        if source.get("name") != table or source.get("version") is None:
+            continue
+        prefix = f"{run.get('run')}/"
+        if state.logged or any(_shard_basename(shard).startswith(prefix) for shard in state.shards):
+            return int(source["version"])
+    return None
 
 
 def _empty_increment_recorded(destination: Destination, held: int, target: int) -> bool:
     """Whether an earlier run found no new rows between ``held`` and ``target`` (and so published nothing)."""
-    text = destination.read_text(f"{increment_folder(target)}/{RECORD_BASENAME}")
-    if text is None:
-        return False
-    record = json.loads(text)
-    return record.get("previous_version") == held and record.get("samples") == 0
+    prefix = f"{INCREMENTS}/v{target:08d}"
+    for relative in destination.list_relative(INCREMENTS):
+        folder, _, name = relative.rpartition("/")
+        if name != RECORD_BASENAME or not (folder == prefix or folder.startswith(f"{prefix}-")):
+            continue
+        with contextlib.suppress(ValueError):  # a record being written, or left torn by a crash
+            record = json.loads(destination.read_text(relative) or "")
+            if record.get("previous_version") == held and record.get("samples") == 0:
+                return True
+    return False
 
 
 def _new_rows(
@@ -250,7 +270,14 @@ def _new_rows(
     """The rows to append, how they were found, and how many table changes they cannot reflect."""
     if held is None:
         return current, "snapshot", 0
-    if change_data_feed is not False:
+    rewrites = _rewrites(session, table, source, held)
+    if rewrites and change_data_feed:
+        raise ValueError(
+            f"change_data_feed=True but versions {held + 1}..{source.version} of {table!r} rewrite the table "
+            f"({', '.join(rewrites)}), and the feed reports every row they wrote as inserted. Choices: "
+            f"change_data_feed=None to compare snapshots for such versions."
+        )
+    if change_data_feed is not False and not rewrites:
         enabled = _cdf_enabled(session, table, source, held)
         if enabled:
             try:
@@ -275,8 +302,71 @@ def _new_rows(
                 f"snapshots."
             )
     previous, _ = resolve(table, session, held)
-    unapplied = previous.exceptAll(current).count()
-    return current.exceptAll(previous), "snapshot_diff", unapplied
+    added, unapplied = snapshot_diff(previous, current)
+    return added, "snapshot_diff", unapplied
+
+
+def snapshot_diff(previous: Any, current: Any) -> tuple[Any, int]:
+    """Rows of ``current`` not in ``previous`` (as multisets), and how many of ``previous`` are gone.
+
+    Rows are compared by a SHA-256 of their canonical JSON (`row_digest`), which Spark can compare for
+    every type (``exceptAll`` cannot compare maps); each row is numbered within its digest, so two equal
+    rows in ``current`` against one in ``previous`` still leave one to append.
+    """
+    from pyspark.sql import Window
+    from pyspark.sql import functions as F
+
+    def numbered(frame: Any) -> Any:
+        digest = row_digest(frame)
+        within = Window.partitionBy("_mds_digest").orderBy(F.lit(1))
+        return frame.withColumn("_mds_digest", digest).withColumn("_mds_copy", F.row_number().over(within))
+
+    keys = ["_mds_digest", "_mds_copy"]
+    new, old = numbered(current), numbered(previous).select(*keys)
+    unapplied = old.join(new.select(*keys), keys, "left_anti").count()
+    return new.join(old, keys, "left_anti").drop(*keys), unapplied
+
+
+def row_digest(frame: Any) -> Any:
+    """A column: SHA-256 of the row's JSON with every top-level map's entries sorted by key."""
+    from pyspark.sql import functions as F
+    from pyspark.sql.types import MapType
+
+    parts = []
+    for field in frame.schema.fields:
+        column = F.col(f"`{field.name}`")
+        if isinstance(field.dataType, MapType):
+            column = F.array_sort(F.map_entries(column), lambda a, b: _key_order(a, b))
+        parts.append(column.alias(field.name))
+    return F.sha2(F.to_json(F.struct(*parts)), 256)
+
+
+def _key_order(left: Any, right: Any) -> Any:
+    from pyspark.sql import functions as F
+
+    return F.when(left["key"] < right["key"], -1).when(left["key"] > right["key"], 1).otherwise(0)
+
+
+def _rewrites(session: Any, table: str, source: Source, held: int) -> list[str]:
+    """History operations of versions ``held + 1 .. source.version`` that rewrite the table's rows."""
+    if source.reader == "deltalake":
+        from deltalake import DeltaTable
+
+        entries = [
+            (entry.get("version"), entry.get("operation"), entry.get("operationParameters") or {})
+            for entry in DeltaTable(table).history()
+        ]
+    else:
+        rows = session.sql(f"DESCRIBE HISTORY {sql_identifier(table)}").collect()
+        entries = [(row["version"], row["operation"], row["operationParameters"] or {}) for row in rows]
+    found = []
+    for version, operation, parameters in entries:
+        if version is None or source.version is None or not held < int(version) <= source.version:
+            continue
+        mode = str(parameters.get("mode", "")).strip('"').lower()
+        if str(operation).upper() in REWRITES or mode == "overwrite":
+            found.append(f"version {version}: {operation}" + (" (overwrite)" if mode == "overwrite" else ""))
+    return sorted(found)
 
 
 def _is_true(value: Any) -> bool:
@@ -327,16 +417,24 @@ def _change_feed_deltalake(session: Any, table: str, source: Source, held: int) 
     return frame_from_arrow(session, inserts), int(unapplied)
 
 
-def _publish(destination: Destination, table: str, held: int | None, folder: str) -> None:
-    """The commit: re-read the index, check no other run moved it, and write it with the staged shards added."""
-    shards = commit.read_index(destination)
-    now_held = held_version(destination, table, shards)
-    if now_held != held:
-        raise RuntimeError(
-            f"Another run updated {destination.url} (it now holds version {now_held} of {table!r}, "
-            f"this run started from {held}); run one incremental job per dataset at a time. "
-            f"This run's rows stay unpublished in {folder}/ and the next run replaces them."
-        )
+def _publish(destination: Destination, table: str, held: int | None, folder: str, base: commit_log.Snapshot) -> None:
+    """The commit: append the staged shards on top of ``base``, unless another run moved the dataset.
+
+    The commit log's create-only commit decides between concurrent runs: a run that finds a newer commit
+    than the one it started from checks which version that commit holds, and fails if it is not ``held``.
+    """
     staged = commit.read_index(Destination(destination.child(folder)))
     added = [rebase(shard, folder) for shard in staged]
-    publish_index(destination.url, shards + added)
+
+    def still_held(newer: commit_log.Snapshot) -> None:
+        now_held = held_version(destination, table, newer)
+        if now_held != held:
+            raise RuntimeError(
+                f"Another run updated {destination.url} (it now holds version {now_held} of {table!r}, "
+                f"this run started from {held}); its rows were not appended twice. This run's rows stay "
+                f"unpublished in {folder}/ (`streaming.vacuum` removes them)."
+            )
+
+    still_held(commit_log.read_snapshot(destination))  # a legacy writer may have moved index.json meanwhile
+    state = commit_log.commit(destination, commit_log.APPEND, added, base=base, check=still_held)
+    commit_log.publish_checkpoint(destination, state)

@@ -1,5 +1,6 @@
 """Storage: one backend per URL scheme behind one small interface, plus the shard uploader and downloader,
-the parser of a writer's `out` and `Destination`, a dataset root addressed by relative paths.
+the parser of a writer's `out` and `Destination`, a dataset root addressed by relative paths. (`vacuum`
+needs the index schema, so it lives in the format layer: `streaming.format.vacuum`, or `streaming.vacuum`.)
 
 Cloud SDKs are imported only when a URL of their scheme is first used.
 """
@@ -19,7 +20,6 @@ from streaming.storage.errors import (
 from streaming.storage.retry import retry
 from streaming.storage.uploader import ShardUploader
 from streaming.storage.url import is_remote, join_url
-from streaming.storage.vacuum import VacuumResult, vacuum
 
 __all__ = [
     "Storage",
@@ -36,6 +36,4 @@ __all__ = [
     "EndpointUnreachableError",
     "IncompleteTransferError",
     "ShardUploader",
-    "vacuum",
-    "VacuumResult",
 ]

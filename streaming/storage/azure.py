@@ -153,6 +153,16 @@ class AzureStorage(Storage):
         with open(local_path, "rb") as source:
             self._blob_client(url).upload_blob(source, overwrite=True, length=os.path.getsize(local_path))
 
+    def _upload_if_absent(self, local_path: str, url: str) -> bool:
+        from azure.core.exceptions import ResourceExistsError
+
+        with open(local_path, "rb") as source:
+            try:
+                self._blob_client(url).upload_blob(source, overwrite=False, length=os.path.getsize(local_path))
+            except ResourceExistsError:
+                return False
+        return True
+
     def _list(self, prefix_url: str) -> Iterator[str]:
         location = self._locate(prefix_url)
         prefix = location.blob.strip("/") + "/" if location.blob.strip("/") else ""

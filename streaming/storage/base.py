@@ -1,7 +1,8 @@
 """The storage interface every backend implements, and `storage_for(url)`, which picks and caches a backend.
 
-A backend moves whole objects between a URL and a local file: `get`, `put`, `list`, `exists`, `size`
-and `delete`, in the spirit of fsspec's filesystem interface but much smaller. `get` always downloads to
+A backend moves whole objects between a URL and a local file: `get`, `put`, `put_if_absent` (the
+create-only write that concurrent writers' commits rely on), `list`, `exists`, `size` and `delete`, in
+the spirit of fsspec's filesystem interface but much smaller. `get` always downloads to
 a temporary name in the destination directory, fsyncs, and renames, so a partial download never appears
 under the real name. Backends are cached per scheme, bucket/account and relevant environment, and per
 process: a forked or spawned DataLoader worker builds its own clients.
@@ -19,7 +20,12 @@ from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterator
 from typing import Any, BinaryIO
 
-from streaming.storage.errors import IncompleteTransferError, ObjectNotFoundError, StorageError
+from streaming.storage.errors import (
+    IncompleteTransferError,
+    ObjectNotFoundError,
+    StorageError,
+    UnsupportedOperationError,
+)
 from streaming.storage.url import split_url
 
 DEFAULT_TIMEOUT = 60.0
@@ -71,6 +77,18 @@ class Storage(ABC):
         with self._errors(url):
             self._upload(local_path, url)
 
+    def put_if_absent(self, local_path: str, url: str) -> bool:
+        """Create `url` from `local_path` only if no object is there, atomically; False if one already was.
+
+        Each backend uses its store's own create-only precondition, so of two writers racing for one name
+        exactly one gets True (S3 ``If-None-Match: *``, GCS ``ifGenerationMatch=0``, Azure and the Databricks
+        APIs' no-overwrite uploads, OCI ``if-none-match: *``, ``link``/``O_EXCL`` on a filesystem).
+        """
+        if not os.path.isfile(local_path):
+            raise FileNotFoundError(f"Cannot upload {local_path!r} to {url}: no such local file.")
+        with self._errors(url):
+            return self._upload_if_absent(local_path, url)
+
     def list(self, prefix_url: str) -> list[str]:
         """Every object below the directory `prefix_url` (recursively), as sorted full URLs."""
         with self._errors(prefix_url):
@@ -116,6 +134,15 @@ class Storage(ABC):
     @abstractmethod
     def _upload(self, local_path: str, url: str) -> None:
         """Upload one local file."""
+
+    def _upload_if_absent(self, local_path: str, url: str) -> bool:
+        """Upload one local file unless the object exists; return whether this call created it."""
+        raise UnsupportedOperationError(
+            url,
+            f"{type(self).__name__} offers no create-only write, so concurrent writers cannot commit here safely; "
+            "write the dataset from one job at a time, or to a store that has one (local disk, S3, GCS, Azure, "
+            "OCI, Databricks volumes)",
+        )
 
     @abstractmethod
     def _list(self, prefix_url: str) -> Iterator[str]:

@@ -131,6 +131,16 @@ class VolumesStorage(_DatabricksStorage):
                 sink.write(chunk)
         return response.content_length
 
+    def _upload_if_absent(self, local_path: str, url: str) -> bool:
+        from databricks.sdk.errors import AlreadyExists, ResourceAlreadyExists
+
+        with open(local_path, "rb") as source:
+            try:
+                self._client().files.upload(self._path(url), source, overwrite=False)
+            except (AlreadyExists, ResourceAlreadyExists):
+                return False
+        return True
+
     def _upload(self, local_path: str, url: str) -> None:
         path = self._path(url)
         with open(local_path, "rb") as source:
@@ -204,6 +214,16 @@ class DBFSStorage(_DatabricksStorage):
             sink.write(data)
             offset += len(data)
         return size
+
+    def _upload_if_absent(self, local_path: str, url: str) -> bool:
+        from databricks.sdk.errors import AlreadyExists, ResourceAlreadyExists
+
+        with open(local_path, "rb") as source:
+            try:
+                self._client().dbfs.upload(self._path(url), source, overwrite=False)
+            except (AlreadyExists, ResourceAlreadyExists):
+                return False
+        return True
 
     def _upload(self, local_path: str, url: str) -> None:
         with open(local_path, "rb") as source:

@@ -52,6 +52,14 @@ class Destination:
                 file.write(text)
             self.storage.put(path, self.child(relative))
 
+    def create_text(self, relative: str, text: str) -> bool:
+        """Create a small object only if none is there (the store's create-only write); False if one was."""
+        with tempfile.TemporaryDirectory(prefix="mds-spark-") as scratch:
+            path = os.path.join(scratch, os.path.basename(relative))
+            with open(path, "w", encoding="utf-8") as file:
+                file.write(text)
+            return self.storage.put_if_absent(path, self.child(relative))
+
     def delete(self, relatives: Iterable[str]) -> int:
         """Delete objects by root-relative path; return how many were deleted."""
         count = 0

@@ -45,6 +45,10 @@ class IncompleteTransferError(StorageError):
     """A transfer ended with fewer or more bytes than the object holds."""
 
 
+class UnsupportedOperationError(StorageError):
+    """The store cannot do what was asked (e.g. a create-only write)."""
+
+
 def import_extra(module: str, extra: str) -> ModuleType:
     """Import `module`, or raise an ImportError naming the `mds-streaming` extra that provides it."""
     try:

@@ -110,6 +110,17 @@ class GCSStorage(Storage):
     def _upload(self, local_path: str, url: str) -> None:
         self._blob(url).upload_from_filename(local_path, timeout=DEFAULT_TIMEOUT, retry=self._retry(DEFAULT_TIMEOUT))
 
+    def _upload_if_absent(self, local_path: str, url: str) -> bool:
+        from google.api_core.exceptions import PreconditionFailed
+
+        try:  # generation 0 means "no live object": the create-only precondition
+            self._blob(url).upload_from_filename(
+                local_path, if_generation_match=0, timeout=DEFAULT_TIMEOUT, retry=self._retry(DEFAULT_TIMEOUT)
+            )
+        except PreconditionFailed:
+            return False
+        return True
+
     def _list(self, prefix_url: str) -> Iterator[str]:
         location = split_url(prefix_url)
         prefix = location.key.strip("/") + "/" if location.key.strip("/") else ""

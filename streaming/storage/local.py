@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
 import shutil
 import tempfile
@@ -21,6 +22,27 @@ def local_path(url: str) -> str:
         return mounted
     location = split_url(url)
     return os.path.expanduser(location.key)
+
+
+#: What a filesystem without hard links answers to ``link()`` (a Databricks volume's FUSE mount: ENOSYS).
+_NO_LINK = {errno.ENOSYS, errno.EPERM, errno.EOPNOTSUPP, errno.EXDEV, errno.EMLINK}
+
+
+def _create_exclusively(local_file: str, target: str) -> bool:
+    """Create ``target`` with ``O_CREAT | O_EXCL`` and copy ``local_file`` into it; False if it existed.
+
+    The fallback where ``link()`` is refused: the name is claimed atomically, but its bytes arrive after it,
+    so readers of such a file (the commit log) wait for it to parse before trusting it.
+    """
+    try:
+        handle = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+    except FileExistsError:
+        return False
+    with os.fdopen(handle, "wb") as sink, open(local_file, "rb") as source:
+        shutil.copyfileobj(source, sink, CHUNK_SIZE)
+        sink.flush()
+        os.fsync(sink.fileno())
+    return True
 
 
 class LocalStorage(Storage):
@@ -48,6 +70,29 @@ class LocalStorage(Storage):
             with contextlib.suppress(FileNotFoundError):
                 os.unlink(temp_path)
             raise
+
+    def _upload_if_absent(self, local_file: str, url: str) -> bool:
+        target = local_path(url)
+        directory = os.path.dirname(os.path.abspath(target))
+        os.makedirs(directory, exist_ok=True)
+        handle, temp_path = tempfile.mkstemp(dir=directory, prefix=f".{os.path.basename(target)}.", suffix=".part")
+        try:
+            with os.fdopen(handle, "wb") as sink, open(local_file, "rb") as source:
+                shutil.copyfileobj(source, sink, CHUNK_SIZE)
+                sink.flush()
+                os.fsync(sink.fileno())
+            try:
+                os.link(temp_path, target)  # atomic, never replaces, and the name appears complete
+                return True
+            except FileExistsError:
+                return False
+            except OSError as exc:
+                if exc.errno not in _NO_LINK:
+                    raise
+            return _create_exclusively(local_file, target)
+        finally:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(temp_path)
 
     def _list(self, prefix_url: str) -> Iterator[str]:
         root = local_path(prefix_url)

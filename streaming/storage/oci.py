@@ -82,6 +82,19 @@ class OCIStorage(Storage):
         client, namespace, bucket, key = self._locate(url)
         UploadManager(client, allow_parallel_uploads=False).upload_file(namespace, bucket, key, local_path)
 
+    def _upload_if_absent(self, local_path: str, url: str) -> bool:
+        import oci
+
+        client, namespace, bucket, key = self._locate(url)
+        with open(local_path, "rb") as body:
+            try:
+                client.put_object(namespace, bucket, key, body, if_none_match="*")
+            except oci.exceptions.ServiceError as exc:
+                if exc.status in (409, 412):  # IfNoneMatchFailed: the object exists
+                    return False
+                raise
+        return True
+
     def _list(self, prefix_url: str) -> Iterator[str]:
         client, namespace, bucket, key = self._locate(prefix_url)
         prefix = key.strip("/") + "/" if key.strip("/") else ""

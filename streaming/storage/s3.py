@@ -30,6 +30,7 @@ from streaming.storage.errors import (
 from streaming.storage.url import split_url
 
 NOT_FOUND_CODES = {"404", "NoSuchKey", "NotFound"}
+CREATE_CONFLICT_CODES = {"412", "PreconditionFailed", "409", "ConditionalRequestConflict"}
 DENIED_CODES = {"403", "AccessDenied", "Forbidden", "AllAccessDisabled"}
 BAD_CREDENTIAL_CODES = {
     "InvalidAccessKeyId",
@@ -180,6 +181,21 @@ class S3Storage(Storage):
             ExtraArgs=extra,
             Config=TransferConfig(use_threads=False),
         )
+
+    def _upload_if_absent(self, local_path: str, url: str) -> bool:
+        from botocore.exceptions import ClientError
+
+        bucket, key = self._locate(url)
+        extra: dict[str, Any] = {"ACL": self._canned_acl} if self._canned_acl else {}
+        with open(local_path, "rb") as body:
+            try:
+                self._call("put_object", Bucket=bucket, Key=key, Body=body, IfNoneMatch="*", **extra)
+            except ClientError as exc:
+                # 412 when the object exists; 409 when a concurrent conditional write to the same key is in flight
+                if exc.response.get("Error", {}).get("Code") in CREATE_CONFLICT_CODES:
+                    return False
+                raise
+        return True
 
     def _list(self, prefix_url: str) -> Iterator[str]:
         bucket, key = self._locate(prefix_url)

@@ -8,8 +8,8 @@ import time
 
 import pytest
 
+from streaming import vacuum
 from streaming.cli.location import DatasetLocation
-from streaming.storage import vacuum
 from tests.cli.conftest import run_cli
 from tests.cli.data import COLUMNS, write_json, write_mds
 

@@ -32,7 +32,8 @@ def test_versions_are_appended_once_and_in_order(spark, tmp_path, change_data_fe
     method = "change_data_feed" if change_data_feed else "snapshot_diff"
     assert (latest.method, latest.previous_version, latest.version, latest.samples) == (method, 1, 2, 10)
     assert dataset_ids(str(out), tmp_path / "cache") == list(range(80))
-    record = json.loads((out / "increments/v00000002/increment.json").read_text())
+    (record_path,) = out.glob("increments/v00000002-*/increment.json")
+    record = json.loads(record_path.read_text())
     assert record["previous_version"] == 1 and record["samples"] == 10 and record["run"]
     sample = next(s for s in _samples(out) if int(s["id"]) == 75)
     assert sample["text"] == "event 75" and sample["score"].tolist() == [37.5, -37.5]
@@ -105,8 +106,11 @@ def test_a_run_that_dies_before_the_index_write_changes_nothing(spark, tmp_path,
     retried = run(table, out)
     assert (retried.previous_version, retried.version, retried.samples) == (0, 1, 6)
     assert dataset_ids(str(out), tmp_path / "cache-after") == list(range(16))
-    staged = [name for name in files_below(out / "increments/v00000001") if name.endswith(".mds.zstd")]
-    assert len(staged) == retried.shards, "the dead run's shards must be replaced, not kept beside the new ones"
+    indexed = {shard["zip_data"]["basename"] for shard in json.loads((out / "index.json").read_text())["shards"]}
+    staged = {name for name in files_below(out) if name.startswith("increments/v00000001-") and name.endswith(".zstd")}
+    dead = staged - indexed
+    assert len(staged & indexed) == retried.shards, "the dead run's shards must not be published beside the new ones"
+    assert dead and all(name.split("/")[1] != next(iter(staged & indexed)).split("/")[1] for name in dead)
 
 
 def test_refusals_name_the_problem_and_the_choices(spark, tmp_path):
@@ -142,4 +146,60 @@ def test_changed_columns_are_refused_before_any_conversion(spark, tmp_path):
     write_deltalake(str(table), widened, mode="append", schema_mode="merge")
     with pytest.raises(ValueError, match="Cannot append to .* its shards have columns"):
         run(table, out)
-    assert not (out / "increments/v00000001").exists()
+    assert not list(out.glob("increments/v00000001*"))
+
+
+def test_a_full_overwrite_with_the_change_data_feed_on_appends_nothing(spark, tmp_path):
+    from deltalake import write_deltalake
+
+    from tests.notebooks.helpers import event_rows
+
+    table, out = tmp_path / "events", tmp_path / "out"
+    write_events(table, 0, 13, change_data_feed=True)
+    run(table, out)
+    write_deltalake(str(table), event_rows(0, 13), mode="overwrite")  # the same 13 rows, every file rewritten
+    result = run(table, out)
+    assert (result.method, result.samples, result.unapplied_changes) == ("snapshot_diff", 0, 0)
+    write_events(table, 13, 15)
+    assert run(table, out).samples == 2
+    assert dataset_ids(str(out), tmp_path / "cache") == list(range(15))
+
+
+def test_the_snapshot_diff_compares_map_columns(spark, tmp_path):
+    import pyarrow as pa
+    from deltalake import write_deltalake
+
+    def rows(start: int, stop: int) -> pa.Table:
+        ids = list(range(start, stop))
+        tags = [[("b", i), ("a", -i)] if i % 2 else [("a", -i), ("b", i)] for i in ids]
+        return pa.table({"id": pa.array(ids, pa.int64()), "tags": pa.array(tags, pa.map_(pa.string(), pa.int64()))})
+
+    table, out = tmp_path / "tagged", tmp_path / "out"
+    write_deltalake(str(table), rows(0, 6))
+    run(table, out)
+    write_deltalake(str(table), rows(6, 9), mode="append")
+    result = run(table, out, change_data_feed=False)
+    assert (result.method, result.samples, result.unapplied_changes) == ("snapshot_diff", 3, 0)
+    assert sorted(int(s["id"]) for s in _samples(out)) == list(range(9))
+
+
+def test_two_runs_for_one_version_cannot_both_append_it(spark, tmp_path, monkeypatch):
+    table, out = tmp_path / "events", tmp_path / "out"
+    write_events(table, 0, 10)
+    run(table, out)
+    write_events(table, 10, 14)
+    publish = incremental._publish
+    overtaken: list = []
+
+    def racing_publish(*args, **kwargs):
+        if not overtaken:  # the first run to commit is overtaken by a second run for the same version
+            overtaken.append(None)
+            overtaken[0] = run(table, out)
+        return publish(*args, **kwargs)
+
+    monkeypatch.setattr(incremental, "_publish", racing_publish)
+    with pytest.raises(RuntimeError, match="Another run updated .* now holds version 1 .* started from 0"):
+        run(table, out)
+    assert overtaken[0].samples == 4
+    assert dataset_ids(str(out), tmp_path / "cache") == list(range(14))
+    assert len(list(out.glob("increments/v00000001-*"))) == 2, "each run writes its own folder"

@@ -129,7 +129,8 @@ class Handler(BaseHTTPRequestHandler):
             if match["kind"] == "u":
                 self._multipart(store, bucket, name, query, body)
             elif name:
-                self._object(bucket, name, body)
+                with store.lock:  # a conditional PUT checks and stores in one step, as the real service does
+                    self._object(bucket, name, body)
             elif self.command == "GET":
                 self._list(bucket, query)
             else:
@@ -158,6 +159,7 @@ class Handler(BaseHTTPRequestHandler):
 
     def _object(self, bucket: dict[str, StoredObject], name: str, body: bytes) -> None:
         if self.command == "PUT":
+            self._check_preconditions(bucket.get(name), name)
             bucket[name] = StoredObject(body)
             self._send(200, headers={"ETag": bucket[name].etag, "opc-content-md5": bucket[name].md5})
             return
@@ -187,6 +189,15 @@ class Handler(BaseHTTPRequestHandler):
             return
         headers["Content-Length"] = str(len(stored.data))
         self._send(200, stored.data, headers)
+
+    def _check_preconditions(self, stored: StoredObject | None, name: str) -> None:
+        """PutObject's ``if-none-match: *`` (create only: 409 IfNoneMatchFailed) and ``if-match: <etag>``
+        (replace only that version: 412 NoEtagMatch), as the Object Storage API answers them."""
+        if self.headers.get("if-none-match") == "*" and stored is not None:
+            raise OciError(409, "IfNoneMatchFailed", f"The object '{name}' already exists (If-None-Match: *)")
+        expected = self.headers.get("if-match")
+        if expected is not None and (stored is None or stored.etag != expected):
+            raise OciError(412, "NoEtagMatch", f"The ETag of '{name}' does not match the If-Match header")
 
     def _list(self, bucket: dict[str, StoredObject], query: dict[str, str]) -> None:
         prefix = query.get("prefix", "")

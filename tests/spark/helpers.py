@@ -37,10 +37,17 @@ def load_index(root: str) -> dict[str, Any]:
         return json.load(file)
 
 
+def commit_files(root: str) -> set[str]:
+    """The commit log's files: ``_mds_log/<N>.json`` for N = 1 .. the newest, none missing."""
+    found = {name for name in files_under(root) if name.startswith("_mds_log/")}
+    return {f"_mds_log/{version:020d}.json" for version in range(1, len(found) + 1)}
+
+
 def expected_files(root: str) -> set[str]:
-    """The files a committed dataset should hold: index, metadata, indexed shards and their attempts' indexes."""
+    """The files a committed dataset should hold: index, metadata, commit log, indexed shards and their
+    attempts' indexes."""
     shards = load_index(root)["shards"]
-    names = {"index.json", "mds_conversion.json"}
+    names = {"index.json", "mds_conversion.json", *commit_files(root)}
     for shard in shards:
         info = shard["zip_data"] or shard["raw_data"]
         names.add(info["basename"])

@@ -15,7 +15,7 @@ from streaming.spark.commit import (
     publish,
 )
 from streaming.storage.destination import Destination
-from tests.spark.helpers import files_under
+from tests.spark.helpers import commit_files, files_under
 
 
 def shard(name: str, samples: int) -> dict:
@@ -81,6 +81,7 @@ def test_publish_keeps_only_reported_attempts(tmp_path):
     assert files_under(root) == {
         "index.json",
         "mds_conversion.json",
+        "_mds_log/00000000000000000001.json",
         "unrelated/readme.txt",
         *(
             f"{item.directory}/{name}"
@@ -109,10 +110,12 @@ def test_overwrite_removes_the_old_dataset_after_publishing_and_append_extends_i
     assert files_under(root) == {
         "index.json",
         "mds_conversion.json",
+        *commit_files(root),
         "newest/part-00000-attempt-9/index.json",
         "newest/part-00000-attempt-9/shard.00000.mds",
     }
-    assert sorted(os.listdir(root)) == ["index.json", "mds_conversion.json", "newest"]
+    assert len(commit_files(root)) == 3
+    assert sorted(os.listdir(root)) == ["_mds_log", "index.json", "mds_conversion.json", "newest"]
 
 
 def test_without_a_merged_index_leftovers_are_still_removed(tmp_path):
@@ -126,11 +129,11 @@ def test_without_a_merged_index_leftovers_are_still_removed(tmp_path):
 
 def test_check_destination_and_append_columns(tmp_path):
     root = str(tmp_path / "ds")
-    assert check_destination(Destination(root), "error") == []
+    assert check_destination(Destination(root), "error").shards == []
     touch(root, "something")
     with pytest.raises(FileExistsError, match="not empty"):
         check_destination(Destination(root), "error")
-    assert check_destination(Destination(root), "append") == []
+    assert check_destination(Destination(root), "append").shards == []
     with pytest.raises(ValueError, match="mode must be one of"):
         check_destination(Destination(root), "merge")
     check_append_columns([shard("a", 1)], {"id": "int64"}, root)

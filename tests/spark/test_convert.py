@@ -14,7 +14,7 @@ import pytest
 from streaming.spark import dataframe_to_mds
 from streaming.storage.destination import Destination
 from tests.helpers import assert_same_value
-from tests.spark.helpers import MDS_SHARD_KEYS, assert_no_orphans, files_under, load_index, read_samples
+from tests.spark.helpers import MDS_SHARD_KEYS, assert_no_orphans, commit_files, files_under, load_index, read_samples
 
 # (column, SQL for row 0, SQL for row 1, value read back for row 0, value read back for row 1)
 TYPES = [
@@ -178,7 +178,7 @@ def test_zero_rows_give_a_valid_empty_dataset(session, tmp_path):
     result = dataframe_to_mds(session.range(0).selectExpr("id", "CAST(id AS STRING) AS s"), out, progress=False)
     assert (result.samples, result.shards, result.bytes) == (0, 0, 0)
     assert load_index(out) == {"shards": [], "version": 2}
-    assert files_under(out) == {"index.json", "mds_conversion.json"}
+    assert files_under(out) == {"index.json", "mds_conversion.json", "_mds_log/00000000000000000001.json"}
     assert read_samples(out) == []
 
 
@@ -197,7 +197,8 @@ def test_modes(session, tmp_path):
     assert [run["samples"] for run in runs] == [10, 5]
     replaced = dataframe_to_mds(second, out, mode="overwrite", compression=None, progress=False)
     assert_no_orphans(out)
-    assert all(path.startswith(replaced.run) for path in files_under(out) - {"index.json", "mds_conversion.json"})
+    top_level = {"index.json", "mds_conversion.json", *commit_files(out)}
+    assert all(path.startswith(replaced.run) for path in files_under(out) - top_level)
     assert sorted(int(s["id"]) for s in read_samples(out)) == list(range(100, 105))
 
 

@@ -2,10 +2,13 @@
 
 Delta Lake's VACUUM semantics, applied to an MDS dataset on any store:
 
-* a file is *referenced* when the dataset's `index.json` names it (any of a shard's `raw_data`, `zip_data`,
-  `raw_meta`, `zip_meta`); the index itself and the conversion record `mds_conversion.json` are kept, and so
-  are the `index.json` files of sub-folders whose shards the root index names (a merged dataset's parts).
-  Without a root `index.json`, every `index.json` below `out` counts as a dataset and keeps its own files;
+* a file is *referenced* when the dataset's `index.json`, the newest commit of its commit log
+  (`streaming.format.commit_log`, ``_mds_log/``) or a commit made within the retention names it (any of
+  a shard's `raw_data`, `zip_data`, `raw_meta`, `zip_meta`); the index itself, the commit files and the
+  conversion record `mds_conversion.json` are kept, and so are the `index.json` files of sub-folders whose
+  shards the root index names (a merged dataset's parts). Without a root `index.json` or log, every
+  `index.json` below `out` counts as a dataset and keeps its own files. A vacuum between a commit and its
+  checkpoint therefore never deletes a committed shard;
 * a file is deleted only when it is not referenced **and** was last modified more than `retention` ago, so
   a writer still in flight (its shards are not in any index yet, but they are new) never loses a file;
 * like Delta, a retention shorter than `DEFAULT_RETENTION` (7 days) is refused unless
@@ -30,12 +33,13 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
+from streaming.format import commit_log
+from streaming.format.commit_log import LOG_FOLDER, METADATA_BASENAME
+from streaming.format.index import INDEX_BASENAME, shard_files
 from streaming.storage.base import storage_for
+from streaming.storage.destination import Destination
 from streaming.storage.url import is_remote, join_url, relative_to
 
-INDEX = "index.json"
-METADATA = "mds_conversion.json"
-FILE_KEYS = ("raw_data", "zip_data", "raw_meta", "zip_meta")
 DEFAULT_RETENTION = 7 * 24 * 3600.0
 _UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
 
@@ -94,19 +98,23 @@ def _referenced(index: Any, folder: str, where: str) -> set[str]:
         raise ValueError(f"{where} is not a streaming index; refusing to vacuum (fix or rebuild it first).")
     names = set()
     for shard in index["shards"]:
-        for key in FILE_KEYS:
-            info = shard.get(key) if isinstance(shard, dict) else None
+        for _, info in shard_files(shard) if isinstance(shard, dict) else ():
             if isinstance(info, dict) and isinstance(info.get("basename"), str):
                 names.add(posixpath.normpath(posixpath.join(folder, info["basename"])))
     return names
 
 
-def referenced_files(root: str, listing: list[str]) -> set[str]:
-    """The root-relative paths that vacuum keeps whatever their age (see the module docstring)."""
-    indexes = [path for path in listing if posixpath.basename(path) == INDEX]
+def referenced_files(root: str, listing: list[str], since: float = 0.0) -> set[str]:
+    """The root-relative paths that vacuum keeps whatever their age (see the module docstring); commits
+    made after ``since`` keep their files too."""
+    indexes = [path for path in listing if posixpath.basename(path) == INDEX_BASENAME]
+    logged = commit_log.referenced_files(Destination(root), since) if any(map(_in_log, listing)) else set()
     with tempfile.TemporaryDirectory(prefix="mds-vacuum-") as scratch:
-        if INDEX in listing:
-            keep = _referenced(_read_json(join_url(root, INDEX), scratch), "", join_url(root, INDEX)) | {INDEX}
+        if INDEX_BASENAME in listing or logged:
+            keep = logged | {INDEX_BASENAME}
+            if INDEX_BASENAME in listing:
+                root_index = join_url(root, INDEX_BASENAME)
+                keep |= _referenced(_read_json(root_index, scratch), "", root_index)
             for path in indexes:
                 folder = posixpath.dirname(path)
                 if folder and _referenced(_read_json(join_url(root, path), scratch), folder, path) <= keep:
@@ -115,9 +123,13 @@ def referenced_files(root: str, listing: list[str]) -> set[str]:
             keep = set(indexes)
             for path in indexes:
                 keep |= _referenced(_read_json(join_url(root, path), scratch), posixpath.dirname(path), path)
-    if METADATA in listing:
-        keep.add(METADATA)
+    if METADATA_BASENAME in listing:
+        keep.add(METADATA_BASENAME)
     return keep
+
+
+def _in_log(path: str) -> bool:
+    return path.startswith(f"{LOG_FOLDER}/")
 
 
 def vacuum(
@@ -154,10 +166,10 @@ def vacuum(
     root = out.rstrip("/") if is_remote(out) else os.path.abspath(os.path.expanduser(out.removeprefix("file://")))
     storage = storage_for(root)
     listing = [relative_to(url, root) for url in storage.list(root)]
-    keep = referenced_files(root, listing)
+    cutoff = time.time() - seconds
+    keep = referenced_files(root, listing, cutoff)
     result = VacuumResult(root, seconds, dry_run, kept_referenced=len(keep & set(listing)))
     candidates = [path for path in listing if path not in keep]
-    cutoff = time.time() - seconds
 
     def age_and_size(path: str) -> tuple[str, float, int]:
         url = join_url(root, path)
