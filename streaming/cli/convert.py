@@ -333,7 +333,7 @@ def convert_with_arrow(
         "bytes": size,
         "writer": f"mds-streaming {__version__} (command line)",
     }
-    commit.publish(destination, run_id, attempts, mode, metadata=metadata)
+    commit.publish(destination, run_id, attempts, mode, metadata=metadata, base=base)
     if args is not None:
         note(args, f"converted {len(source.tasks)} task(s) of {source.kind} input")
     return {
