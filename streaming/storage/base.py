@@ -19,7 +19,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterator
 from typing import Any, BinaryIO
 
-from streaming.storage.errors import IncompleteTransferError, ObjectNotFoundError, StorageError
+from streaming.storage.errors import DownloadTooLargeError, IncompleteTransferError, ObjectNotFoundError, StorageError
 from streaming.storage.url import split_url
 
 DEFAULT_TIMEOUT = 60.0
@@ -43,13 +43,17 @@ class Storage(ABC):
         """Which URLs share one backend instance: by default those with the same netloc."""
         return split_url(url).netloc
 
-    def get(self, url: str, local_path: str, *, timeout: float | None = None) -> None:
-        """Download `url` to `local_path`, atomically: the file appears complete or not at all."""
+    def get(self, url: str, local_path: str, *, timeout: float | None = None, max_bytes: int | None = None) -> None:
+        """Download `url` to `local_path`, atomically: the file appears complete or not at all.
+
+        With `max_bytes`, the download stops with `DownloadTooLargeError` as soon as more arrives.
+        """
         directory = os.path.dirname(os.path.abspath(local_path))
         os.makedirs(directory, exist_ok=True)
         handle, temp_path = tempfile.mkstemp(dir=directory, prefix=f".{os.path.basename(local_path)}.", suffix=".part")
         try:
-            with os.fdopen(handle, "wb") as sink:
+            with os.fdopen(handle, "wb") as file:
+                sink = file if max_bytes is None else _LimitedSink(file, max_bytes, url)
                 with self._errors(url):
                     written = self._download(url, sink, DEFAULT_TIMEOUT if timeout is None else timeout)
                 sink.flush()
@@ -154,6 +158,27 @@ class Storage(ABC):
 
     def __repr__(self) -> str:  # never show client configuration (it may hold credentials)
         return f"<{type(self).__name__}>"
+
+
+class _LimitedSink:
+    """A file wrapper that refuses to receive more than `limit` bytes (a remote object that never ends)."""
+
+    def __init__(self, file: BinaryIO, limit: int, url: str) -> None:
+        self._file = file
+        self._limit = limit
+        self._url = url
+        self._written = 0
+
+    def write(self, data: bytes) -> int:
+        self._written += len(data)
+        if self._written > self._limit:
+            raise DownloadTooLargeError(
+                self._url, f"more than the {self._limit} bytes expected arrived; the download was stopped"
+            )
+        return self._file.write(data)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._file, name)
 
 
 class ClientPool:

@@ -41,6 +41,10 @@ class IncompleteTransferError(StorageError):
     """A transfer ended with fewer or more bytes than the object holds."""
 
 
+class DownloadTooLargeError(StorageError, ValueError):
+    """An object that grew past the size the caller expected while downloading (stopped there, not retried)."""
+
+
 def import_extra(module: str, extra: str) -> ModuleType:
     """Import `module`, or raise an ImportError naming the `mds-streaming` extra that provides it."""
     try:
