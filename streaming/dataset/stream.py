@@ -47,6 +47,14 @@ def default_local_dir(remote: str | None) -> str:
     return path
 
 
+def _check_split(split: str) -> str:
+    """Refuse a split that is not a plain relative folder (it would leave both remote and local)."""
+    parts = split.replace("\\", "/").strip("/").split("/")
+    if split.startswith(("/", "\\")) or any(part in (".", "..") for part in parts) or "\x00" in split:
+        raise ValueError(f"split {split!r} must be a relative folder inside the dataset, without '.' or '..'.")
+    return split
+
+
 def _is_remote_path(path: str | None) -> bool:
     from streaming.storage.url import is_remote
 
@@ -90,7 +98,7 @@ class Stream:
             raise ValueError(f"download_timeout must be positive, got {download_timeout}.")
         self.remote = remote
         self._local = local
-        self.split = split or ""
+        self.split = _check_split(split or "")
         self.proportion: float | None = proportion
         self.repeat: float | None = repeat
         self.choose: int | None = choose
@@ -132,7 +140,7 @@ class Stream:
                     self._local = default["local"]
             elif name == "split":
                 if not self.split and default.get("split"):
-                    self.split = default["split"]
+                    self.split = _check_split(default["split"])
             elif getattr(self, name) is None:
                 setattr(self, name, default.get(name))
 

@@ -19,8 +19,17 @@ from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterator
 from typing import Any, BinaryIO
 
-from streaming.storage.errors import DownloadTooLargeError, IncompleteTransferError, ObjectNotFoundError, StorageError
-from streaming.storage.url import split_url
+from streaming.storage.errors import (
+    DownloadTooLargeError,
+    IncompleteTransferError,
+    ObjectNotFoundError,
+    StorageError,
+    scrubbed_cause,
+)
+from streaming.storage.url import check_segments, split_url
+
+#: Set to ``local`` to read and write every ``/Volumes/...`` path as a local path (never the Files API).
+VOLUMES_ENV = "MDS_STREAMING_VOLUMES"
 
 DEFAULT_TIMEOUT = 60.0
 CHUNK_SIZE = 1 << 20
@@ -154,7 +163,12 @@ class Storage(ABC):
             mapped = self._classify(exc, url)
             if mapped is None:
                 raise
-            raise mapped from exc
+            cause = scrubbed_cause(exc)
+            try:
+                raise mapped from cause
+            finally:
+                if cause is not exc:  # the implicit context is the original too: drop it
+                    mapped.__context__ = None
 
     def __repr__(self) -> str:  # never show client configuration (it may hold credentials)
         return f"<{type(self).__name__}>"
@@ -269,6 +283,23 @@ def volume_mount(url: str) -> str | None:
     return path if os.path.isdir("/".join(parts[:5])) else None
 
 
+def volumes_via_api(url: str) -> bool:
+    """Whether a ``/Volumes/...`` path (not ``dbfs:``) goes to the Databricks Files API.
+
+    Only a path shaped ``/Volumes/<catalog>/<schema>/<volume>/...`` that does not exist locally does (so a
+    macOS disk under ``/Volumes`` stays local), and never when ``MDS_STREAMING_VOLUMES=local``.
+    """
+    location = split_url(url)
+    if location.scheme not in ("", "file") or not location.key.startswith("/Volumes/"):
+        return False
+    if os.environ.get(VOLUMES_ENV, "").lower() == "local":
+        return False
+    parts = location.key.split("/")
+    if len(parts) < 5 or not all(parts[2:5]):
+        return False
+    return volume_mount(url) is None and not os.path.exists(location.key)
+
+
 def refuse_unsupported(url: str) -> None:
     """Raise ValueError naming the alternatives when `url` has a scheme upstream knows but this package refuses."""
     scheme = split_url(url).scheme
@@ -280,13 +311,16 @@ def _route(url: str) -> str:
     location = split_url(url)
     route = _SCHEMES.get(location.scheme)
     refuse_unsupported(url)
+    check_segments(url)
     if route is None:
         valid = ", ".join(sorted(f"{s}://" for s in _SCHEMES if s) + ["dbfs:/", "local paths"])
         raise ValueError(
             f"Unsupported storage URL {url!r}: unknown scheme {location.scheme!r}. Valid choices: {valid}."
         )
-    if route in ("local", "dbfs") and location.key.startswith("/Volumes/"):
+    if route == "dbfs" and location.key.startswith("/Volumes/"):
         return "local" if volume_mount(url) else "volumes"
+    if route == "local" and location.key.startswith("/Volumes/"):
+        return "volumes" if volumes_via_api(url) else "local"
     return route
 
 
