@@ -164,6 +164,8 @@ def parse_index(text: str | bytes, where: str) -> list[dict[str, Any]]:
         raise json.JSONDecodeError(
             f"Index file at {where} is empty or corrupted. {err.msg}", err.doc, err.pos
         ) from None
+    except (UnicodeDecodeError, RecursionError) as err:
+        raise json.JSONDecodeError(f"Index file at {where} is empty or corrupted. {err}", "", 0) from None
     if not isinstance(obj, dict) or not isinstance(obj.get("shards"), list):
         raise ValueError(f"Index file at {where} is not a streaming index: expected an object with a 'shards' list.")
     check_version(obj.get("version"), where)

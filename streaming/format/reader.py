@@ -10,7 +10,6 @@ import mmap
 import os
 import struct
 import sys
-import uuid
 from abc import ABC, abstractmethod
 from collections.abc import Iterator, Sequence
 from typing import Any
@@ -211,7 +210,7 @@ class Reader(Array, ABC):
             except Exception as err:
                 raise ShardCorruptError(
                     f"Shard file {zip_path} cannot be decompressed with {self.compression!r}: {err}"
-                ) from None
+                ) from err
             if len(data) != raw.bytes:
                 raise ShardCorruptError(
                     f"Shard file {zip_path} decompresses to {len(data)} bytes but the index says {raw.bytes}."

@@ -38,7 +38,7 @@ def _peak_rss_growth(action) -> int:
         outcome = "ok"
         try:
             action()
-        except Exception as err:  # noqa: BLE001 - reported to the parent
+        except Exception as err:  # reported to the parent
             outcome = f"{type(err).__name__}: {err}"
         after = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
         os.write(write, json.dumps([(after - before) * 1024, outcome]).encode())
@@ -52,7 +52,7 @@ def _peak_rss_growth(action) -> int:
 
 @pytest.mark.parametrize("algo", ["zstd", "gz", "bz2", "br", "snappy"])
 def test_decompression_stops_at_the_declared_size(algo):
-    bomb = compress(algo, bytes(16 << 20))
+    bomb = compress("br:1" if algo == "br" else algo, bytes(16 << 20))
     with pytest.raises(OutputTooLargeError, match="more than the 16 bytes"):
         decompress(algo, bomb, max_size=16)
 

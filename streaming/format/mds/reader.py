@@ -97,7 +97,8 @@ def _first_bad_column(
     """Decode one sample column by column, to name the column a failure comes from (``None``: its layout)."""
     num_variable = sum(size is None for size in sizes)
     if len(data) < 4 * num_variable:
-        return None, None
+        first = next(name for name, size in zip(names, sizes) if size is None)
+        return first, ValueError(f"the sample's {4 * num_variable}-byte length fields are cut off at {len(data)}")
     lengths = iter(struct.unpack_from(f"<{num_variable}I", data, 0))
     position = 4 * num_variable
     for name, encoding, size in zip(names, encodings, sizes):
