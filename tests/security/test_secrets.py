@@ -49,3 +49,15 @@ def test_s3_endpoint_credentials_leave_no_trace(tmp_path, monkeypatch, caplog):
         storage_for("s3://bucket/x").get("s3://bucket/x", str(tmp_path / "x"), timeout=1)
     assert "s3cr3tvalue" not in _everything_printed(info.value)
     assert not [r for r in caplog.records if "s3cr3tvalue" in r.getMessage()]
+
+
+def test_databricks_host_password_reaches_no_log(tmp_path, monkeypatch, caplog):
+    monkeypatch.setenv("DATABRICKS_HOST", f"http://admin:pa55word@127.0.0.1:{free_port()}")
+    monkeypatch.setenv("DATABRICKS_TOKEN", "dapi-not-a-real-token")
+    for name in ("DATABRICKS_CONFIG_PROFILE", "DATABRICKS_CLIENT_ID", "DATABRICKS_CLIENT_SECRET"):
+        monkeypatch.delenv(name, raising=False)
+    caplog.set_level(logging.DEBUG)
+    with pytest.raises(OSError) as info:
+        storage_for("dbfs:/Volumes/c/s/v/x").get("dbfs:/Volumes/c/s/v/x", str(tmp_path / "x"), timeout=1)
+    assert "pa55word" not in _everything_printed(info.value)
+    assert not [r for r in caplog.records if "pa55word" in r.getMessage()]
