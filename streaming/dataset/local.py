@@ -27,13 +27,17 @@ class LocalDataset(Array):
     Args:
         local: dataset directory.
         split: optional sub-directory.
+        allow_unsafe_types: decode columns whose encoding runs code from the shard (``pkl``); without it such
+            a dataset is refused here, before any sample is read.
     """
 
-    def __init__(self, local: str, split: str | None = None) -> None:
+    def __init__(self, local: str, split: str | None = None, allow_unsafe_types: bool = False) -> None:
         self.local = local
         self.split = split or ""
+        self.allow_unsafe_types = allow_unsafe_types
         table = ShardTable.from_file(os.path.join(local, self.split, get_index_basename()))
         self.shards = ReaderPool([(local, self.split)], [table])
+        self.shards.validate(allow_unsafe_types)
         self.samples_per_shard = table.samples
         self.num_samples = int(table.samples.sum())
         self._shard_starts = array("q", (table.samples.cumsum() - table.samples).tolist())

@@ -34,6 +34,7 @@ class ReaderPool:
         self._offsets = [0, *accumulate(len(table) for table in tables)]
         self._open: OrderedDict[int, Reader] = OrderedDict()
         self._lock = threading.Lock()
+        self._allow_unsafe_types = False
 
     def __len__(self) -> int:
         return self._offsets[-1]
@@ -53,6 +54,7 @@ class ReaderPool:
             table_id, local_id = self.locate(shard_id)
             local, split = self._locations[table_id]
             reader = self._tables[table_id].reader(local, split, local_id)
+            reader.validate(self._allow_unsafe_types)
             self._open[shard_id] = reader
             if len(self._open) > OPEN_READERS:
                 self._open.popitem(last=False)
@@ -69,8 +71,9 @@ class ReaderPool:
         """Have each format refuse what the caller did not allow (`Reader.validate`), once per distinct shard setting.
 
         Shards of one index share a few settings (columns, encodings, compression), so one reader per setting
-        stands for all of them; building it opens no file.
+        stands for all of them; building it opens no file. The choice holds for every reader built afterwards.
         """
+        self._allow_unsafe_types = allow_unsafe_types
         for table_id, table in enumerate(self._tables):
             local, split = self._locations[table_id]
             _, first_of_each = np.unique(table.config_ids, return_index=True)
@@ -83,7 +86,12 @@ class ReaderPool:
             self._open.pop(shard_id, None)
 
     def __getstate__(self) -> dict[str, Any]:
-        return {"_locations": self._locations, "_tables": self._tables, "_offsets": self._offsets}
+        return {
+            "_locations": self._locations,
+            "_tables": self._tables,
+            "_offsets": self._offsets,
+            "_allow_unsafe_types": self._allow_unsafe_types,
+        }
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         self.__dict__.update(state)

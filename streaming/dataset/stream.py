@@ -24,13 +24,35 @@ if TYPE_CHECKING:
 _DEFAULTS = ("remote", "local", "split", "download_retry", "download_timeout", "validate_hash", "keep_zip")
 
 
-def default_local_dir(remote: str | None) -> str:
-    """The cache location of a stream without ``local``: ``<tmp>/<blake2s(remote)>``, as upstream.
+#: The largest ``index.json`` downloaded (an index of a million shards is a few hundred MB).
+MAX_INDEX_BYTES = 1 << 30
 
-    Unlike upstream, an existing directory is reused (its shards are a cache of the same remote).
+
+def default_local_dir(remote: str | None) -> str:
+    """The cache location of a stream without ``local``: ``<tmp>/streaming-cache-<uid>/<blake2s(remote)>``.
+
+    Upstream uses ``<tmp>/<blake2s(remote)>``, which any local user can pre-create and fill with their own
+    samples; here the parent is private to the user (0700, owner checked) and the cache folder inside it is
+    made 0700 too, so nothing in it comes from anyone else. An existing cache folder is reused (its shards are
+    a cache of the same remote).
     """
+    from streaming.dataset.coordination.root import make_private_dir
+
     digest = hashlib.blake2s((remote or "").encode("utf-8"), digest_size=16).hexdigest()
-    return os.path.join(tempfile.gettempdir(), digest)
+    parent = os.path.join(tempfile.gettempdir(), f"streaming-cache-{os.getuid()}")
+    remedy = "pass local="
+    make_private_dir(parent, "Default cache directory", remedy)
+    path = os.path.join(parent, digest)
+    make_private_dir(path, "Default cache directory", remedy)
+    return path
+
+
+def _check_split(split: str) -> str:
+    """Refuse a split that is not a plain relative folder (it would leave both remote and local)."""
+    parts = split.replace("\\", "/").strip("/").split("/")
+    if split.startswith(("/", "\\")) or any(part in (".", "..") for part in parts) or "\x00" in split:
+        raise ValueError(f"split {split!r} must be a relative folder inside the dataset, without '.' or '..'.")
+    return split
 
 
 def _is_remote_path(path: str | None) -> bool:
@@ -76,7 +98,7 @@ class Stream:
             raise ValueError(f"`download_timeout` must be positive, got {download_timeout}.")
         self.remote = remote
         self._local = local
-        self.split = split or ""
+        self.split = _check_split(split or "")
         self.proportion: float | None = proportion
         self.repeat: float | None = repeat
         self.choose: int | None = choose
@@ -118,7 +140,7 @@ class Stream:
                     self._local = default["local"]
             elif name == "split":
                 if not self.split and default.get("split"):
-                    self.split = default["split"]
+                    self.split = _check_split(default["split"])
             elif getattr(self, name) is None:
                 setattr(self, name, default.get(name))
 
@@ -147,7 +169,8 @@ class Stream:
         # A local remote may be spelled as a path or a file:// URL: both name the same place.
         return location if _is_remote_path(location) else os.path.abspath(split_url(location).key)
 
-    def _download(self, basename: str) -> None:
+    def _download(self, basename: str, size: int | None = None) -> None:
+        """Fetch one file of the dataset; ``size`` is what the index declares (a longer object is stopped)."""
         from streaming.storage.download import download_file
 
         if self.remote is None:
@@ -159,6 +182,8 @@ class Stream:
             self.local_path(basename),
             retry=self.download_retry or 2,
             timeout=self.download_timeout or 60.0,
+            # A margin over the declared size, so a slightly longer file still fails as corrupt after download.
+            max_bytes=MAX_INDEX_BYTES if size is None else size + (size >> 4) + (1 << 16),
         )
 
     def get_index_size(self) -> int:
@@ -194,18 +219,20 @@ class Stream:
         """
         before = self.present_bytes(shard)
         for raw, zipped in shard.file_pairs:
-            raw_path = self.local_path(raw.basename)
+            raw_path = shard.checked_path(raw.basename)
+            if zipped is not None:
+                shard.checked_path(zipped.basename)
             if os.path.exists(raw_path):
                 if zipped is not None and not self.safe_keep_zip and os.path.exists(self.local_path(zipped.basename)):
                     os.remove(self.local_path(zipped.basename))
                 continue
             if zipped is None:
-                self._download(raw.basename)
+                self._download(raw.basename, raw.bytes)
                 self._verify(raw_path, raw)
                 continue
             zip_path = self.local_path(zipped.basename)
             if not os.path.exists(zip_path):
-                self._download(zipped.basename)
+                self._download(zipped.basename, zipped.bytes)
             self._verify(zip_path, zipped)
         shard.ensure_raw()
         if not self.safe_keep_zip:

@@ -33,6 +33,7 @@ __all__ = [
     "Compression",
     "Gzip",
     "LevelledCompression",
+    "OutputTooLargeError",
     "Snappy",
     "Zstandard",
     "check_compression",
@@ -233,6 +234,95 @@ def _decompressor(family: str) -> Callable[[bytes | memoryview], bytes]:
     return lambda data: bytes(_import("cramjam").snappy.decompress_raw(data))
 
 
+class OutputTooLargeError(ValueError):
+    """Decompressed data that grows past the size its index declares (a decompression bomb or a corrupt file)."""
+
+
+#: Bytes read from a streaming decompressor at a time.
+_CHUNK = 1 << 20
+
+
+def _too_large(limit: int) -> OutputTooLargeError:
+    return OutputTooLargeError(f"the data decompresses to more than the {limit} bytes declared")
+
+
+def _zstd_bounded(data: bytes | memoryview, limit: int) -> bytes:
+    """zstd frames read through a stream reader, so a frame stating a huge content size allocates nothing."""
+    zstandard = _import("zstandard")
+    reader = zstandard.ZstdDecompressor().stream_reader(bytes(data), read_across_frames=True, read_size=_CHUNK)
+    with reader:
+        out = reader.read(limit + 1)
+        while len(out) <= limit:
+            more = reader.read(limit + 1 - len(out))
+            if not more:
+                break
+            out += more
+    if len(out) > limit:
+        raise _too_large(limit)
+    return out
+
+
+def _members_bounded(data: bytes | memoryview, limit: int, new: Callable[[], object], name: str) -> bytes:
+    """Concatenated members (gzip) or streams (bz2), each through a decompressor with ``max_length``."""
+    parts: list[bytes] = []
+    produced = 0
+    rest = bytes(data)
+    while rest:
+        stream = new()
+        pending = rest
+        while True:
+            chunk = stream.decompress(pending, limit + 1 - produced)  # type: ignore[attr-defined]
+            produced += len(chunk)
+            parts.append(chunk)
+            if produced > limit:
+                raise _too_large(limit)
+            if stream.eof:  # type: ignore[attr-defined]
+                break
+            if not chunk and not pending:
+                raise ValueError(f"{name} data is truncated: the last member does not end.")
+            pending = b""
+        rest = stream.unused_data  # type: ignore[attr-defined]
+    return b"".join(parts)
+
+
+def _gzip_bounded(data: bytes | memoryview, limit: int) -> bytes:
+    return _members_bounded(data, limit, lambda: zlib.decompressobj(wbits=31), "gz")
+
+
+def _bz2_bounded(data: bytes | memoryview, limit: int) -> bytes:
+    bz2 = _import("bz2")
+    return _members_bounded(data, limit, bz2.BZ2Decompressor, "bz2")
+
+
+def _brotli_bounded(data: bytes | memoryview, limit: int) -> bytes:
+    decompressor = _import("brotli").Decompressor()
+    out = decompressor.process(bytes(data), output_buffer_limit=limit + 1)
+    while len(out) <= limit and not decompressor.is_finished() and not decompressor.can_accept_more_data():
+        out += decompressor.process(b"", output_buffer_limit=limit + 1 - len(out))
+    if len(out) > limit:
+        raise _too_large(limit)
+    if not decompressor.is_finished():
+        raise ValueError("br data is truncated: the stream does not end.")
+    return out
+
+
+def _snappy_bounded(data: bytes | memoryview, limit: int) -> bytes:
+    """Raw snappy states its output size up front: check it before allocating."""
+    snappy = _import("cramjam").snappy
+    if snappy.decompress_raw_len(bytes(data)) > limit:
+        raise _too_large(limit)
+    return bytes(snappy.decompress_raw(data))
+
+
+_BOUNDED: dict[str, Callable[[bytes | memoryview, int], bytes]] = {
+    "zstd": _zstd_bounded,
+    "gz": _gzip_bounded,
+    "br": _brotli_bounded,
+    "bz2": _bz2_bounded,
+    "snappy": _snappy_bounded,
+}
+
+
 _COMPRESSORS = {family: _compressor(family) for family in _FAMILIES}
 _DECOMPRESSORS = {family: _decompressor(family) for family in _FAMILIES}
 
@@ -249,15 +339,21 @@ def compress(algo: str | None, data: bytes | memoryview) -> bytes:
     return _COMPRESSORS[family](data, level)  # type: ignore[arg-type]  # every codec accepts a memoryview too
 
 
-def decompress(algo: str | None, data: bytes | memoryview) -> bytes:
+def decompress(algo: str | None, data: bytes | memoryview, max_size: int | None = None) -> bytes:
     """Decompress ``data`` written with the named algorithm (any level); ``None`` returns it unchanged.
 
+    With ``max_size``, decompression streams and stops as soon as the output would pass ``max_size`` bytes,
+    so untrusted data never allocates more than that (whatever size a frame header claims).
+
     Raises:
-        ValueError: unknown algorithm name, or truncated zstd data. Corrupt data raises the codec's own error.
+        OutputTooLargeError: the output passes ``max_size``.
+        ValueError: unknown algorithm name, or truncated data. Corrupt data raises the codec's own error.
     """
     if algo is None:
         return data  # type: ignore[return-value]  # unchanged on purpose: no copy of a memoryview the caller gave
     family, _ = _parse(algo)
+    if max_size is not None:
+        return _BOUNDED[family](data, max_size)
     return _DECOMPRESSORS[family](data)
 
 

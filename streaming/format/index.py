@@ -16,6 +16,7 @@ import re
 import tempfile
 from typing import Any, NamedTuple, overload
 
+from streaming.format.safe_files import create_temp
 from streaming.storage.base import storage_for
 from streaming.storage.local import LocalStorage, local_path
 from streaming.storage.url import join_url
@@ -134,8 +135,8 @@ def publish_index(location: str, shards: list[dict[str, Any]]) -> str:
         return url
     path = local_path(url)
     os.makedirs(os.path.dirname(path), exist_ok=True)
-    tmp = f"{path}.tmp.{os.getpid()}"
-    with open(tmp, "w", encoding="utf-8") as out:
+    fd, tmp = create_temp(path, 0o666)
+    with open(fd, "w", encoding="utf-8") as out:
         out.write(text)
         out.flush()
         os.fsync(out.fileno())
@@ -196,6 +197,8 @@ def parse_index(text: str | bytes, where: str) -> list[dict[str, Any]]:
         raise json.JSONDecodeError(
             f"Index file at {where} is empty or corrupted. {err.msg}", err.doc, err.pos
         ) from None
+    except (UnicodeDecodeError, RecursionError) as err:
+        raise json.JSONDecodeError(f"Index file at {where} is empty or corrupted. {err}", "", 0) from None
     if not isinstance(obj, dict) or not isinstance(obj.get("shards"), list):
         raise ValueError(f"Index file at {where} is not a streaming index: expected an object with a 'shards' list.")
     check_version(obj.get("version"), where)
@@ -203,8 +206,21 @@ def parse_index(text: str | bytes, where: str) -> list[dict[str, Any]]:
         if not isinstance(shard, dict):
             raise ValueError(f"Index file at {where}: shard {number} is not an object.")
         check_version(shard.get("version"), where, number)
+        _check_count(shard.get("samples"), where, number, "samples")
         for key in FILE_KEYS:
             info = shard.get(key)
             if info is not None:
                 check_file_name(info.get("basename") if isinstance(info, dict) else None, where, number, key)
+                _check_count(info.get("bytes"), where, number, f"{key}.bytes")
     return obj["shards"]
+
+
+#: The largest size or count an index may state (far below what int64 arithmetic can overflow).
+MAX_COUNT = (1 << 48) - 1
+
+
+def _check_count(value: Any, where: str, shard: int, key: str) -> None:
+    if type(value) is not int or not 0 <= value <= MAX_COUNT:
+        raise ValueError(
+            f"Index file at {where}, shard {shard}: {key} must be an integer from 0 to {MAX_COUNT}, got {value!r}."
+        )

@@ -10,7 +10,6 @@ import mmap
 import os
 import struct
 import sys
-import uuid
 from abc import ABC, abstractmethod
 from collections.abc import Iterator, Sequence
 from typing import Any
@@ -19,10 +18,11 @@ from streaming.format.array import Array
 from streaming.format.compression import decompress
 from streaming.format.errors import ShardCorruptError
 from streaming.format.index import RAW_DATA, RAW_META, ZIP_DATA, ZIP_META, FileInfo
+from streaming.format.safe_files import create_temp, inside, open_read, write_all
 
 
 def _map_file(path: str, expected_bytes: int) -> mmap.mmap | bytes:
-    with open(path, "rb") as f:
+    with open(open_read(path), "rb") as f:
         size = os.fstat(f.fileno()).st_size
         if size != expected_bytes:
             raise ShardCorruptError(
@@ -106,6 +106,10 @@ class Reader(Array, ABC):
     def local_path(self, basename: str) -> str:
         return os.path.join(self.dirname, self.split, basename)
 
+    def checked_path(self, basename: str) -> str:
+        """`local_path`, refusing a symlinked sub-folder or file on the way (see `safe_files.inside`)."""
+        return inside(self.dirname, os.path.join(self.split, basename))
+
     def get_max_size(self) -> int:
         """Bytes on disk while a shard is being prepared (raw plus compressed)."""
         return sum(raw.bytes + (zipped.bytes if zipped else 0) for raw, zipped in self.file_pairs)
@@ -131,7 +135,7 @@ class Reader(Array, ABC):
             info = pair[which]
             if info is None:
                 continue
-            path = self.local_path(info.basename)
+            path = self.checked_path(info.basename)
             try:
                 os.remove(path)
             except FileNotFoundError:
@@ -200,23 +204,24 @@ class Reader(Array, ABC):
         place atomically, so no reader ever sees a partial file.
         """
         for raw, zipped in self.file_pairs:
-            raw_path = self.local_path(raw.basename)
+            raw_path = self.checked_path(raw.basename)
             if os.path.exists(raw_path):
                 continue
             if zipped is None:
                 raise FileNotFoundError(f"Shard file {raw_path} does not exist.")
-            zip_path = self.local_path(zipped.basename)
+            zip_path = self.checked_path(zipped.basename)
             if not os.path.exists(zip_path):
                 raise FileNotFoundError(f"Shard file {raw_path} does not exist, nor its compressed copy {zip_path}.")
-            with open(zip_path, "rb") as f:
-                data = f.read()
-            if len(data) != zipped.bytes:
-                raise ShardCorruptError(
-                    f"Shard file {zip_path} is {len(data)} bytes but the index says "
-                    f"{zipped.bytes}: it is truncated or was replaced."
-                )
+            with open(open_read(zip_path), "rb") as f:
+                source = os.fstat(f.fileno())
+                if source.st_size != zipped.bytes:
+                    raise ShardCorruptError(
+                        f"Shard file {zip_path} is {source.st_size} bytes but the index says "
+                        f"{zipped.bytes}: it is truncated or was replaced."
+                    )
+                data = f.read(zipped.bytes)
             try:
-                data = decompress(self.compression, data)
+                data = decompress(self.compression, data, max_size=raw.bytes)
             except Exception as err:
                 raise ShardCorruptError(
                     f"Shard file {zip_path} cannot be decompressed with {self.compression!r}: {err}"
@@ -225,10 +230,17 @@ class Reader(Array, ABC):
                 raise ShardCorruptError(
                     f"Shard file {zip_path} decompresses to {len(data)} bytes but the index says {raw.bytes}."
                 )
-            tmp = f"{raw_path}.tmp.{uuid.uuid4().hex}"
-            with open(tmp, "wb") as out:
-                out.write(data)
-            os.replace(tmp, raw_path)
+            # The copy is no more readable than its source: a private compressed shard stays private.
+            fd, tmp = create_temp(raw_path, source.st_mode & 0o666)
+            try:
+                write_all(fd, data)
+            finally:
+                os.close(fd)
+            try:
+                os.replace(tmp, raw_path)
+            except BaseException:
+                os.remove(tmp)
+                raise
 
     @abstractmethod
     def decode_sample(self, data: bytes) -> dict[str, Any]:
@@ -310,9 +322,9 @@ class SplitReader(Reader):
 
     def _open(self) -> tuple[mmap.mmap | bytes, Sequence[int]]:
         self.ensure_raw()
-        meta_path = self.local_path(self.raw_meta.basename)
+        meta_path = self.checked_path(self.raw_meta.basename)
         offsets = read_offsets(memoryview(_map_file(meta_path, self.raw_meta.bytes)), self.samples, meta_path)
-        data_path = self.local_path(self.raw_data.basename)
+        data_path = self.checked_path(self.raw_data.basename)
         data = _map_file(data_path, self.raw_data.bytes)
         if offsets[-1] != len(data):
             raise ShardCorruptError(

@@ -11,7 +11,7 @@ import gc
 import json
 import operator
 from dataclasses import dataclass
-from typing import Any
+from typing import Annotated, Any
 
 import msgspec
 import numpy as np
@@ -19,6 +19,7 @@ import numpy as np
 from streaming.format.index import (
     FILE_KEYS,
     INDEX_VERSION,
+    MAX_COUNT,
     RAW_DATA,
     RAW_META,
     SETTINGS_KEYS,
@@ -34,16 +35,20 @@ _RAW_NULL = msgspec.Raw(b"null")
 _ALWAYS_PRESENT = ("compression", "size_limit")
 
 
+#: Sizes and counts an index may state: non-negative and far below what int64 arithmetic can overflow.
+_Count = Annotated[int, msgspec.Meta(ge=0, le=MAX_COUNT)]
+
+
 class _File(msgspec.Struct, gc=False):
     basename: str
-    bytes: int
+    bytes: _Count
     hashes: msgspec.Raw = msgspec.Raw(b"{}")
 
 
 class _Shard(msgspec.Struct, gc=False):
     """One index entry; the settings stay undecoded (``Raw``) until they are known to be new."""
 
-    samples: int
+    samples: _Count
     raw_data: _File
     version: Any = None
     zip_data: _File | None = None
@@ -212,6 +217,12 @@ class ShardTable:
                 zip_meta[number] = record
                 check_file_name(record.basename, where, number, ZIP_META)
                 zip_bytes[number] += record.bytes
+            if shard.samples * 4 > raw_bytes[number]:
+                # Every sample has a 4-byte offset in the shard's files: a larger count is not planned for.
+                raise ValueError(
+                    f"Index file at {where}, shard {number}: {shard.samples} samples cannot fit in "
+                    f"{raw_bytes[number]} bytes of shard files; the index is corrupt."
+                )
             settings = _settings(shard)
             if settings != previous:
                 previous = settings

@@ -24,6 +24,7 @@ import numpy as np
 from streaming.format.compression import check_compression, compress, get_compression_extension
 from streaming.format.hashing import check_hashes, get_hash
 from streaming.format.index import INDEX_BASENAME, RAW_DATA, RAW_META, ZIP_DATA, ZIP_META, FileInfo, publish_index
+from streaming.format.safe_files import create_temp
 from streaming.format.sink import ShardSink
 from streaming.storage.output import parse_out
 from streaming.storage.uploader import ShardUploader
@@ -61,16 +62,24 @@ def parse_size_limit(size_limit: int | str | None) -> int | None:
 
 
 def offsets_table(first: int, sizes: list[int]) -> bytes:
-    """``uint32`` count followed by ``count + 1`` ``uint32`` offsets starting at ``first``, little-endian."""
+    """``uint32`` count followed by ``count + 1`` ``uint32`` offsets starting at ``first``, little-endian.
+
+    Raises:
+        ValueError: the shard would reach 4 GiB, past what 32-bit offsets can address (they would wrap).
+    """
     offsets = np.empty(len(sizes) + 1, dtype=np.int64)
     offsets[0] = first
     np.cumsum(np.asarray(sizes, dtype=np.int64), out=offsets[1:])
     offsets[1:] += first
+    if offsets[-1] >= MAX_SIZE_LIMIT:
+        raise ValueError(
+            f"A shard of {len(sizes)} samples would be {int(offsets[-1])} bytes, but shards must stay under 4 GiB "
+            f"(2**32 bytes) because their offsets are 32-bit: set a size_limit below 4 GiB."
+        )
     return np.uint32(len(sizes)).tobytes() + offsets.astype("<u4").tobytes()
 
 
-def _write_chunks(path: str, chunks: Chunks) -> None:
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+def _write_chunks(fd: int, chunks: Chunks) -> None:
     try:
         for start in range(0, len(chunks), _IOV_MAX):
             batch = chunks[start : start + _IOV_MAX]
@@ -276,9 +285,10 @@ class Writer(ABC):
 
     def _write_file(self, basename: str, chunks: Chunks) -> None:
         path = os.path.join(self.local, basename)
-        tmp = f"{path}.tmp"
+        # A new file under a random name: a name planted in a pre-created output folder is never followed.
+        fd, tmp = create_temp(path, 0o666)
         try:
-            _write_chunks(tmp, chunks)
+            _write_chunks(fd, chunks)
             os.replace(tmp, path)
         except BaseException:
             if os.path.exists(tmp):

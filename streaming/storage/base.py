@@ -18,15 +18,20 @@ import tempfile
 import threading
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterator
-from typing import Any, BinaryIO
+from typing import Any, BinaryIO, cast
 
 from streaming.storage.errors import (
+    DownloadTooLargeError,
     IncompleteTransferError,
     ObjectNotFoundError,
     StorageError,
     UnsupportedOperationError,
+    scrubbed_cause,
 )
-from streaming.storage.url import split_url
+from streaming.storage.url import check_segments, split_url
+
+#: Set to ``local`` to read and write every ``/Volumes/...`` path as a local path (never the Files API).
+VOLUMES_ENV = "MDS_STREAMING_VOLUMES"
 
 DEFAULT_TIMEOUT = 60.0
 CHUNK_SIZE = 1 << 20
@@ -49,13 +54,18 @@ class Storage(ABC):
         """Which URLs share one backend instance: by default those with the same netloc."""
         return split_url(url).netloc
 
-    def get(self, url: str, local_path: str, *, timeout: float | None = None) -> None:
-        """Download `url` to `local_path`, atomically: the file appears complete or not at all."""
+    def get(self, url: str, local_path: str, *, timeout: float | None = None, max_bytes: int | None = None) -> None:
+        """Download `url` to `local_path`, atomically: the file appears complete or not at all.
+
+        With `max_bytes`, the download stops with `DownloadTooLargeError` as soon as more arrives.
+        """
         directory = os.path.dirname(os.path.abspath(local_path))
         os.makedirs(directory, exist_ok=True)
         handle, temp_path = tempfile.mkstemp(dir=directory, prefix=f".{os.path.basename(local_path)}.", suffix=".part")
         try:
-            with os.fdopen(handle, "wb") as sink:
+            with os.fdopen(handle, "wb") as file:
+                # `_LimitedSink` offers the few file methods the backends call (write, flush, fileno).
+                sink = file if max_bytes is None else cast(BinaryIO, _LimitedSink(file, max_bytes, url))
                 with self._errors(url):
                     written = self._download(url, sink, DEFAULT_TIMEOUT if timeout is None else timeout)
                 sink.flush()
@@ -177,10 +187,36 @@ class Storage(ABC):
             mapped = self._classify(exc, url)
             if mapped is None:
                 raise
-            raise mapped from exc
+            cause = scrubbed_cause(exc)
+            try:
+                raise mapped from cause
+            finally:
+                if cause is not exc:  # the implicit context is the original too: drop it
+                    mapped.__context__ = None
 
     def __repr__(self) -> str:  # never show client configuration (it may hold credentials)
         return f"<{type(self).__name__}>"
+
+
+class _LimitedSink:
+    """A file wrapper that refuses to receive more than `limit` bytes (a remote object that never ends)."""
+
+    def __init__(self, file: BinaryIO, limit: int, url: str) -> None:
+        self._file = file
+        self._limit = limit
+        self._url = url
+        self._written = 0
+
+    def write(self, data: bytes) -> int:
+        self._written += len(data)
+        if self._written > self._limit:
+            raise DownloadTooLargeError(
+                self._url, f"more than the {self._limit} bytes expected arrived; the download was stopped"
+            )
+        return self._file.write(data)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._file, name)
 
 
 class ClientPool:
@@ -272,6 +308,23 @@ def volume_mount(url: str) -> str | None:
     return path if os.path.isdir("/".join(parts[:5])) else None
 
 
+def volumes_via_api(url: str) -> bool:
+    """Whether a ``/Volumes/...`` path (not ``dbfs:``) goes to the Databricks Files API.
+
+    Only a path shaped ``/Volumes/<catalog>/<schema>/<volume>/...`` that does not exist locally does (so a
+    macOS disk under ``/Volumes`` stays local), and never when ``MDS_STREAMING_VOLUMES=local``.
+    """
+    location = split_url(url)
+    if location.scheme not in ("", "file") or not location.key.startswith("/Volumes/"):
+        return False
+    if os.environ.get(VOLUMES_ENV, "").lower() == "local":
+        return False
+    parts = location.key.split("/")
+    if len(parts) < 5 or not all(parts[2:5]):
+        return False
+    return volume_mount(url) is None and not os.path.exists(location.key)
+
+
 def refuse_unsupported(url: str) -> None:
     """Raise ValueError naming the alternatives when `url` has a scheme upstream knows but this package refuses."""
     scheme = split_url(url).scheme
@@ -283,13 +336,16 @@ def _route(url: str) -> str:
     location = split_url(url)
     route = _SCHEMES.get(location.scheme)
     refuse_unsupported(url)
+    check_segments(url)
     if route is None:
         valid = ", ".join(sorted(f"{s}://" for s in _SCHEMES if s) + ["dbfs:/", "local paths"])
         raise ValueError(
             f"Unsupported storage URL {url!r}: unknown scheme {location.scheme!r}. Valid choices: {valid}."
         )
-    if route in ("local", "dbfs") and location.key.startswith("/Volumes/"):
+    if route == "dbfs" and location.key.startswith("/Volumes/"):
         return "local" if volume_mount(url) else "volumes"
+    if route == "local" and location.key.startswith("/Volumes/"):
+        return "volumes" if volumes_via_api(url) else "local"
     return route
 
 

@@ -64,7 +64,13 @@ class _DatabricksStorage(Storage):
         from databricks.sdk.core import Config
 
         seconds = max(1, int(timeout))
-        return sdk.WorkspaceClient(config=Config(http_timeout_seconds=seconds, retry_timeout_seconds=seconds))
+        options: dict[str, Any] = {"http_timeout_seconds": seconds, "retry_timeout_seconds": seconds}
+        host = os.environ.get("DATABRICKS_HOST", "")
+        if "@" in host.partition("://")[2].partition("/")[0]:
+            # A user:password in the host authenticates nothing and would reach the SDK's own logs: drop it.
+            scheme, _, rest = host.rpartition("://")
+            options["host"] = f"{scheme}://{rest.rpartition('@')[2]}" if scheme else rest.rpartition("@")[2]
+        return sdk.WorkspaceClient(config=Config(**options))
 
     def _client(self, timeout: float = DEFAULT_TIMEOUT) -> Any:
         return self._clients.get(timeout)

@@ -9,7 +9,7 @@ from __future__ import annotations
 import importlib
 from types import ModuleType
 
-from streaming.storage.url import without_password
+from streaming.storage.url import scrub, without_password
 
 
 class StorageError(OSError):
@@ -17,8 +17,25 @@ class StorageError(OSError):
 
     def __init__(self, url: str, message: str) -> None:
         url = without_password(url)  # an `sftp://user:password@host/...` URL must not carry its secret further
-        super().__init__(f"{url}: {message}")
+        super().__init__(f"{url}: {scrub(message)}")
         self.url = url
+
+
+class ScrubbedCause(Exception):
+    """Stands for a client library's exception whose text held a credential: its type and its cleaned text."""
+
+
+def scrubbed_cause(exc: BaseException) -> BaseException:
+    """``exc`` itself when its text holds no URL password, else a `ScrubbedCause` with the password removed.
+
+    Tracebacks print the whole cause chain, so a chained SDK error quoting ``http://KEY:SECRET@host`` would
+    carry the secret into every log; the replacement keeps what went wrong without it.
+    """
+    text = str(exc)
+    cleaned = scrub(text)
+    if cleaned == text:
+        return exc
+    return ScrubbedCause(f"{type(exc).__module__}.{type(exc).__qualname__}: {cleaned}")
 
 
 class ObjectNotFoundError(StorageError, FileNotFoundError):
@@ -47,6 +64,10 @@ class IncompleteTransferError(StorageError):
 
 class UnsupportedOperationError(StorageError):
     """The store cannot do what was asked (e.g. a create-only write)."""
+
+
+class DownloadTooLargeError(StorageError, ValueError):
+    """An object that grew past the size the caller expected while downloading (stopped there, not retried)."""
 
 
 def import_extra(module: str, extra: str) -> ModuleType:

@@ -12,7 +12,7 @@ import shutil
 import tempfile
 from typing import Any, NamedTuple
 
-from streaming.storage.base import volume_mount
+from streaming.storage.base import volumes_via_api
 from streaming.storage.url import is_remote, split_url
 
 
@@ -25,7 +25,7 @@ class Output(NamedTuple):
 
 def is_remote_root(out: str) -> bool:
     """A URL, or a ``/Volumes/...`` path whose volume is not mounted here (reached through the Files API)."""
-    return is_remote(out) or (split_url(out).key.startswith("/Volumes/") and volume_mount(out) is None)
+    return is_remote(out) or volumes_via_api(out)
 
 
 def parse_out(out: Any) -> Output:

@@ -14,6 +14,8 @@ import time
 from collections.abc import Callable
 from typing import Any, TypeVar, cast, overload
 
+from streaming.storage.url import scrub
+
 logger = logging.getLogger(__name__)
 
 TCallable = TypeVar("TCallable", bound=Callable[..., Any])
@@ -112,7 +114,7 @@ def call_with_retry(
                 attempt + 1,
                 attempts,
                 type(exc).__name__,
-                exc,
+                scrub(str(exc)),  # an endpoint URL in the error may carry a password
                 delay,
             )
             if before_retry is not None:

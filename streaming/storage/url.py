@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import posixpath
+import re
 from dataclasses import dataclass
 from urllib.parse import urlsplit
 
@@ -25,11 +26,38 @@ def split_url(url: str) -> Location:
     scheme = parts.scheme.lower()
     if len(scheme) == 1:  # a Windows drive letter, not a scheme
         return Location("", "", url)
+    if scheme == "file" and parts.netloc not in ("", "localhost"):
+        raise ValueError(
+            f"Unsupported file URL {url!r}: it names host {parts.netloc!r}, but file:// URLs here can only name "
+            f"local paths (file:///path)."
+        )
     if scheme in LOCAL_SCHEMES:
         return Location(scheme, parts.netloc, parts.path if scheme == "file" else url)
     if scheme == "dbfs":
         return Location(scheme, "", "/" + url.split(":", 1)[1].lstrip("/"))
     return Location(scheme, parts.netloc, parts.path.lstrip("/"))
+
+
+def check_segments(url: str) -> None:
+    """Refuse an object-store or Databricks URL whose key has ``.``/``..`` or empty segments.
+
+    Servers and SDKs resolve such keys differently (some send them as they are, some turn a ``..`` into
+    another bucket, container or volume), so a URL that could leave its prefix is refused up front.
+    A trailing ``/`` (a prefix) is fine.
+
+    Raises:
+        ValueError: the URL has such a segment.
+    """
+    location = split_url(url)
+    if location.scheme in LOCAL_SCHEMES and not location.key.startswith("/Volumes/"):
+        return
+    key = location.key.rstrip("/").lstrip("/")  # a trailing "/" names a prefix; dbfs and paths start with "/"
+    segments = key.split("/") if key else []
+    if any(segment in ("", ".", "..") for segment in segments):
+        raise ValueError(
+            f"Storage URL {without_password(url)!r} has an empty, '.' or '..' path segment: refusing it, since "
+            f"such a path may leave its bucket, container or volume."
+        )
 
 
 def without_password(url: str) -> str:
@@ -41,6 +69,15 @@ def without_password(url: str) -> str:
     if parts.password is None:
         return url
     return parts._replace(netloc=f"{parts.username}:***@{parts.netloc.rpartition('@')[2]}").geturl()
+
+
+#: The password of a URL's user info anywhere in a text: ``scheme://user:password@``.
+_USERINFO_PASSWORD = re.compile(r"([A-Za-z][A-Za-z0-9+.-]*://[^\s/:@]*):[^\s/@]*@")
+
+
+def scrub(text: str) -> str:
+    """``text`` with the password of every URL in it (``scheme://user:password@host``) replaced by ``***``."""
+    return _USERINFO_PASSWORD.sub(r"\1:***@", text)
 
 
 def scheme_of(url: str) -> str:

@@ -98,21 +98,21 @@ def test_state_root_override_and_default(state_dir, monkeypatch):
 
 def test_private_dir_is_checked(tmp_path, monkeypatch):
     path = str(tmp_path / "mine")
-    root_module._make_private_dir(path)
+    root_module.make_private_dir(path)
     assert stat.S_IMODE(os.stat(path).st_mode) == 0o700
     os.chmod(path, 0o755)
-    root_module._make_private_dir(path)
+    root_module.make_private_dir(path)
     assert stat.S_IMODE(os.stat(path).st_mode) == 0o700
     not_dir = tmp_path / "file"
     not_dir.write_text("")
     with pytest.raises(RuntimeError, match="not a directory"):
-        root_module._make_private_dir(str(not_dir))
+        root_module.make_private_dir(str(not_dir))
     os.symlink(path, tmp_path / "link")
     with pytest.raises(RuntimeError, match="not a directory"):
-        root_module._make_private_dir(str(tmp_path / "link"))
+        root_module.make_private_dir(str(tmp_path / "link"))
     monkeypatch.setattr(os, "getuid", lambda: os.stat(path).st_uid + 1)
     with pytest.raises(PermissionError, match="STREAMING_STATE_DIR"):
-        root_module._make_private_dir(path)
+        root_module.make_private_dir(path)
 
 
 # ---------------------------------------------------------------------------------------------- InstanceState

@@ -294,7 +294,7 @@ def test_each_format_validates_its_own_shards(tmp_path):
     pickled = str(tmp_path / "pkl")
     with MDSWriter(out=pickled, columns={"id": "int", "obj": "pkl"}) as writer:
         writer.write({"id": 1, "obj": {"a": 1}})
-    reader = LocalDataset(pickled).shards[0]
+    reader = LocalDataset(pickled, allow_unsafe_types=True).shards[0]
     with pytest.raises(ValueError, match="^Column obj contains an unsafe type: pkl"):
         reader.validate(allow_unsafe_types=False)
     reader.validate(allow_unsafe_types=True)

@@ -25,7 +25,7 @@ def _load(name: str, what: str):
 def test_reads_reference_dataset(name, tmp_path):
     local = copy_fixture(f"formats/{name}", str(tmp_path / name))
     expected = _load(name, "decoded.pkl")
-    dataset = LocalDataset(local)
+    dataset = LocalDataset(local, allow_unsafe_types=True)  # a trusted fixture with a pkl column
     assert len(dataset) == len(expected)
     for i, sample in enumerate(dataset):
         assert_same_value(sample, expected[i], f"{name}[{i}] (iteration)")

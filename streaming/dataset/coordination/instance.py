@@ -192,7 +192,9 @@ class InstanceState:
         if os.path.exists(path):
             return path
         try:
-            fd = os.open(os.path.join(self.path, f".{key}.lock"), os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+            fd = os.open(
+                os.path.join(self.path, f".{key}.lock"), os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW, 0o600
+            )
         except FileNotFoundError:
             raise FileNotFoundError(
                 f"Instance state {self.path} is gone: the process that created the dataset closed it or exited."

@@ -216,7 +216,8 @@ os.register_at_fork(after_in_child=_after_fork_in_child)
 
 def open_and_share(path: str, flags: int) -> int | None:
     """Open ``path``, hold a shared flock on it; None if it was deleted before the lock was taken."""
-    fd = os.open(path, flags | os.O_RDWR | os.O_CLOEXEC, 0o600)
+    # O_NOFOLLOW: in a shared state folder, a planted symlink must not make us create or lock another file.
+    fd = os.open(path, flags | os.O_RDWR | os.O_CLOEXEC | os.O_NOFOLLOW, 0o600)
     try:
         fcntl.flock(fd, fcntl.LOCK_SH)
         # A deleter may have unlinked the path between our open and our lock: then we hold a lock on an
@@ -293,7 +294,7 @@ def remove_if_unused(path: str, companion_dir: str | None = None) -> bool:
         if path in _registry:
             return False
         try:
-            fd = os.open(path, os.O_RDWR | os.O_CLOEXEC)
+            fd = os.open(path, os.O_RDWR | os.O_CLOEXEC | os.O_NOFOLLOW)
         except (FileNotFoundError, PermissionError):
             return False
         try:

@@ -31,8 +31,11 @@ def _shm_is_writable_tmpfs() -> bool:
     return tmpfs and os.access(_SHM, os.W_OK | os.X_OK)
 
 
-def _make_private_dir(path: str) -> None:
-    """Create ``path`` with mode 0700, or check that the existing one is a real directory owned by us."""
+def make_private_dir(path: str, what: str = "Coordination directory", remedy: str = f"set {STATE_DIR_ENV}") -> None:
+    """Create ``path`` with mode 0700, or check that the existing one is a real directory owned by us.
+
+    ``what`` names the directory and ``remedy`` says how to choose another one, in the errors.
+    """
     uid = os.getuid()
     try:
         os.mkdir(path, 0o700)
@@ -42,14 +45,10 @@ def _make_private_dir(path: str) -> None:
         pass
     info = os.lstat(path)
     if not stat.S_ISDIR(info.st_mode):
-        raise RuntimeError(
-            f"Coordination directory {path} exists but is not a directory; remove it or set "
-            f"{STATE_DIR_ENV} to another directory."
-        )
+        raise RuntimeError(f"{what} {path} exists but is not a directory; remove it or {remedy} to another directory.")
     if info.st_uid != uid:
         raise PermissionError(
-            f"Coordination directory {path} belongs to uid {info.st_uid}, not to you (uid {uid}); "
-            f"set {STATE_DIR_ENV} to a directory of your own."
+            f"{what} {path} belongs to uid {info.st_uid}, not to you (uid {uid}); {remedy} to a directory of your own."
         )
     if info.st_mode & 0o077:
         os.chmod(path, 0o700)
@@ -66,5 +65,5 @@ def state_root() -> str:
         return root
     base = _SHM if _shm_is_writable_tmpfs() else tempfile.gettempdir()
     root = os.path.join(base, f"streaming-{os.getuid()}")
-    _make_private_dir(root)
+    make_private_dir(root)
     return root

@@ -498,7 +498,20 @@ class PIL(Encoding):
         width, height, mode_size = _PIL_HEADER.unpack_from(data, 0)
         start = _PIL_HEADER.size + mode_size
         mode = str(data[_PIL_HEADER.size : start], "utf-8")
-        return _pil().frombytes(mode, (width, height), data[start:])
+        image = _pil()
+        pixels = width * height
+        # Checked before Pillow allocates width x height: its bomb limit does not apply to frombytes, and
+        # every mode stores at least one bit per pixel.
+        if pixels > 8 * (len(data) - start):
+            raise ValueError(
+                f"pil image header says {width}x{height} pixels but only {len(data) - start} bytes of pixels follow."
+            )
+        if image.MAX_IMAGE_PIXELS is not None and pixels > 2 * image.MAX_IMAGE_PIXELS:
+            raise image.DecompressionBombError(
+                f"pil image of {pixels} pixels exceeds twice PIL.Image.MAX_IMAGE_PIXELS ({image.MAX_IMAGE_PIXELS}): "
+                f"it could be a decompression bomb."
+            )
+        return image.frombytes(mode, (width, height), data[start:])
 
 
 class JPEG(Encoding):

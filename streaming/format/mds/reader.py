@@ -13,7 +13,12 @@ from streaming.format.mds.encodings import Bytes, Int, Str, decodes_views, get_m
 from streaming.format.mds.nulls import fold_nulls, masked_columns
 from streaming.format.reader import JointReader, _map_file, _release_mapping, read_offsets
 
-Decoder = Callable[[memoryview, int], dict[str, Any]]
+#: Decodes the sample stored at ``buffer[begin:end]``.
+Decoder = Callable[[memoryview, int, int], dict[str, Any]]
+
+
+class _LayoutError(ValueError):
+    """A sample's column lengths do not add up to the sample's size (a corrupt length field)."""
 
 
 class _MappedShard(NamedTuple):
@@ -66,34 +71,79 @@ def _build_decoder(
     for name, encoding, size in zip(names, encodings, sizes):
         plan.append((name, _column_decoder(encoding), size or 0, -1 if size is not None else variable_index))
         variable_index += size is None
+    fixed = sum(size for size in sizes if size is not None)
     if len(plan) == 1:
         # One column (the common token-stream case): a closure without the loop.
         ((name, decode, size, index),) = plan
         if index >= 0:
 
-            def decode_single_variable(buffer: memoryview, begin: int) -> dict[str, Any]:
+            def decode_single_variable(buffer: memoryview, begin: int, end: int) -> dict[str, Any]:
                 (length,) = unpack_sizes(buffer, begin)
-                return {name: decode(buffer[begin + 4 : begin + 4 + length])}
+                if begin + 4 + length != end:
+                    raise _LayoutError(f"its length field says {length} bytes but it holds {end - begin - 4}")
+                return {name: decode(buffer[begin + 4 : end])}
 
             return decode_single_variable
 
-        def decode_single_fixed(buffer: memoryview, begin: int) -> dict[str, Any]:
-            return {name: decode(buffer[begin : begin + size])}
+        def decode_single_fixed(buffer: memoryview, begin: int, end: int) -> dict[str, Any]:
+            if end - begin != size:
+                raise _LayoutError(f"it holds {end - begin} bytes but its column is {size} bytes wide")
+            return {name: decode(buffer[begin:end])}
 
         return decode_single_fixed
     header = 4 * num_variable
 
-    def decode_sample(buffer: memoryview, begin: int) -> dict[str, Any]:
+    def decode_sample(buffer: memoryview, begin: int, end: int) -> dict[str, Any]:
         lengths = unpack_sizes(buffer, begin)
+        if header + fixed + sum(lengths) != end - begin:
+            raise _LayoutError(
+                f"its length fields add up to {header + fixed + sum(lengths)} bytes but it holds {end - begin}"
+            )
         position = begin + header
         sample = {}
         for name, decode, size, index in plan:
-            end = position + (size if index < 0 else lengths[index])
-            sample[name] = decode(buffer[position:end])
-            position = end
+            stop = position + (size if index < 0 else lengths[index])
+            sample[name] = decode(buffer[position:stop])
+            position = stop
         return sample
 
     return decode_sample
+
+
+def _first_bad_column(
+    names: list[str], encodings: list[str], sizes: list[int | None], data: memoryview
+) -> tuple[str | None, BaseException | None]:
+    """Decode one sample column by column, to name the column a failure comes from (``None``: its layout)."""
+    num_variable = sum(size is None for size in sizes)
+    if len(data) < 4 * num_variable:
+        first = next(name for name, size in zip(names, sizes) if size is None)
+        return first, ValueError(f"the sample's {4 * num_variable}-byte length fields are cut off at {len(data)}")
+    lengths = iter(struct.unpack_from(f"<{num_variable}I", data, 0))
+    position = 4 * num_variable
+    for name, encoding, size in zip(names, encodings, sizes):
+        stop = position + (size if size is not None else next(lengths))
+        if stop > len(data):
+            return name, ValueError(f"its bytes end past the sample (at {stop} of {len(data)})")
+        try:
+            _column_decoder(encoding)(data[position:stop])
+        except Exception as err:  # noqa: BLE001 - any failure of a decoder on corrupt bytes is reported
+            return name, err
+        position = stop
+    return None, None
+
+
+def _check_columns(basename: str, names: Any, encodings: Any, sizes: Any) -> None:
+    """Refuse column lists that do not describe one column each (they would decode garbage)."""
+    if not (isinstance(names, list) and isinstance(encodings, list) and isinstance(sizes, list)):
+        raise ShardCorruptError(f"Shard {basename}: column_names, column_encodings and column_sizes must be lists.")
+    if not len(names) == len(encodings) == len(sizes):
+        raise ShardCorruptError(
+            f"Shard {basename} lists {len(names)} column_names, {len(encodings)} column_encodings and "
+            f"{len(sizes)} column_sizes: the index is corrupt."
+        )
+    for name, size in zip(names, sizes):
+        if size is not None and (type(size) is not int or not 0 <= size < 1 << 32):
+            raise ShardCorruptError(f"Shard {basename}, column {name}: column size {size!r} is not a valid size.")
 
 
 class MDSReader(JointReader):
@@ -116,9 +166,12 @@ class MDSReader(JointReader):
         zip_data: dict[str, Any] | None,
     ) -> None:
         super().__init__(dirname, split, compression, hashes, raw_data, samples, size_limit, zip_data)
+        _check_columns(self.raw_data.basename, column_names, column_encodings, column_sizes)
         self.column_encodings = column_encodings
         self.column_names = column_names
         self.column_sizes = column_sizes
+        #: Set by `validate`: whether the owner allowed columns that run code when decoded (``pkl``).
+        self.allow_unsafe_types = False
         self._mapped: _MappedShard | None = None
         self._decode: Decoder | None = None
 
@@ -129,7 +182,11 @@ class MDSReader(JointReader):
         return state
 
     def validate(self, allow_unsafe_types: bool) -> None:
-        """Refuse columns whose encoding can run code when decoded (``pkl``) unless the caller opted in."""
+        """Refuse columns whose encoding can run code when decoded (``pkl``) unless the caller opted in.
+
+        The choice is kept: a reader decodes nothing unsafe until ``validate(True)`` was called on it.
+        """
+        self.allow_unsafe_types = allow_unsafe_types
         if allow_unsafe_types:
             return
         for name, encoding in zip(self.column_names, self.column_encodings):
@@ -139,17 +196,23 @@ class MDSReader(JointReader):
                     f"allow_unsafe_types=True."
                 )
 
+    def _build_decoder(self) -> Decoder:
+        """This shard's decoder, after refusing unsafe columns the owner did not allow (before any byte is read)."""
+        self.validate(self.allow_unsafe_types)
+        return build_decoder(tuple(self.column_names), tuple(self.column_encodings), tuple(self.column_sizes))
+
     def open(self) -> _MappedShard:
         """Map the shard file (decompressing it first if only the compressed copy is present) and check it."""
+        self.validate(self.allow_unsafe_types)
         self.ensure_raw()
-        path = self.local_path(self.raw_data.basename)
+        path = self.checked_path(self.raw_data.basename)
         mapped = _map_file(path, self.raw_data.bytes)
         buffer = memoryview(mapped)
         offsets = read_offsets(buffer, self.samples, path)
         count = self.samples
         if offsets[count] != len(mapped) or (count and offsets[0] > len(mapped)):
             raise ShardCorruptError(f"Shard file {path} has sample offsets that point outside the file: it is corrupt.")
-        self._decode = build_decoder(tuple(self.column_names), tuple(self.column_encodings), tuple(self.column_sizes))
+        self._decode = self._build_decoder()
         self._mapped = _MappedShard(buffer, offsets, self._decode)
         return self._mapped
 
@@ -169,10 +232,12 @@ class MDSReader(JointReader):
     def decode_sample(self, data: bytes) -> dict[str, Any]:
         """Decode the encoded bytes of one sample."""
         if self._decode is None:
-            self._decode = build_decoder(
-                tuple(self.column_names), tuple(self.column_encodings), tuple(self.column_sizes)
-            )
-        return self._decode(memoryview(data), 0)
+            self._decode = self._build_decoder()
+        view = memoryview(data)
+        try:
+            return self._decode(view, 0, len(view))
+        except Exception as err:
+            raise self._corrupt(None, view, err) from err
 
     def get_item(self, idx: int) -> dict[str, Any]:
         mapped = self._mapped or self.open()
@@ -181,9 +246,43 @@ class MDSReader(JointReader):
                 f"Sample {idx} is out of range for shard {self.raw_data.basename} of {self.samples} samples."
             )
         # Decoded straight from the mapped file: no per-sample bytes object (see `get_sample_data`).
-        return mapped.decode(mapped.buffer, mapped.offsets[idx])
+        begin, end = mapped.offsets[idx], mapped.offsets[idx + 1]
+        try:
+            return mapped.decode(mapped.buffer, begin, end)
+        except Exception as err:
+            raise self._corrupt(idx, mapped.buffer[begin:end], err) from err
 
     def __iter__(self) -> Iterator[dict[str, Any]]:
         mapped = self._mapped or self.open()
-        # Sample i starts at offsets[i]; the last offset is the end of the file, not a sample.
-        return map(mapped.decode, repeat(mapped.buffer, self.samples), mapped.offsets[: self.samples])
+        count = self.samples
+        # Sample i spans offsets[i]..offsets[i + 1]; the last offset is the end of the file, not a sample.
+        samples = map(
+            mapped.decode, repeat(mapped.buffer, count), mapped.offsets[:count], mapped.offsets[1 : count + 1]
+        )
+        try:
+            yield from samples
+        except Exception as err:
+            failed = next(i for i in range(count) if not self._decodes(mapped, i))
+            raise self._corrupt(
+                failed, mapped.buffer[mapped.offsets[failed] : mapped.offsets[failed + 1]], err
+            ) from err
+
+    def _decodes(self, mapped: _MappedShard, idx: int) -> bool:
+        try:
+            mapped.decode(mapped.buffer, mapped.offsets[idx], mapped.offsets[idx + 1])
+        except Exception:  # noqa: BLE001 - only whether it fails matters here
+            return False
+        return True
+
+    def _corrupt(self, idx: int | None, data: memoryview, err: BaseException) -> ShardCorruptError:
+        """The error for a sample that fails to decode, naming the shard file, the sample and the column."""
+        path = self.local_path(self.raw_data.basename)
+        sample = "a sample" if idx is None else f"sample {idx}"
+        if isinstance(err, _LayoutError):
+            return ShardCorruptError(f"Shard file {path}, {sample}: {err}; the shard is corrupt.")
+        column, cause = _first_bad_column(self.column_names, self.column_encodings, self.column_sizes, data)
+        where = f", column {column}" if column is not None else ""
+        reason = cause if cause is not None else err
+        return ShardCorruptError(
+            f"Shard file {path}, {sample}{where}: cannot be decoded ({type(reason).__name__}: {reason})."
+        )

@@ -1,0 +1,38 @@
+"""Replays the committed fuzzing corpus (``fuzz_corpus.json``: inputs that once failed, base64 bytes)."""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+
+import pytest
+
+from tests.security import fuzz_targets
+
+with open(os.path.join(os.path.dirname(__file__), "fuzz_corpus.json"), encoding="utf-8") as _file:
+    CORPUS = json.load(_file)
+
+
+def _unpack(value):
+    return base64.b64decode(value)
+
+
+@pytest.mark.parametrize("data", CORPUS["index_json"])
+def test_index_json(data):
+    fuzz_targets.index_json(_unpack(data))
+
+
+@pytest.mark.parametrize(("encoding", "data"), CORPUS["decoders"])
+def test_decoders(encoding, data):
+    fuzz_targets.decoders(encoding, _unpack(data))
+
+
+@pytest.mark.parametrize(("samples", "data"), CORPUS["shard_header"])
+def test_shard_header(samples, data):
+    fuzz_targets.shard_header(samples, _unpack(data))
+
+
+@pytest.mark.parametrize("text", CORPUS["urls"])
+def test_urls(text):
+    fuzz_targets.urls(text)
