@@ -18,6 +18,7 @@ from typing import Any
 
 from streaming.cli.location import DatasetLocation, MissingIndexError
 from streaming.cli.output import OK, PROBLEMS, emit, progress, table
+from streaming.format.commit_log import LOG_FOLDER
 from streaming.format.index import COMPRESSED_KEYS, INDEX_BASENAME, METADATA_BASENAME, RAW_DATA, RAW_META, shard_files
 
 EXAMPLES = """\
@@ -141,6 +142,8 @@ def unreferenced_files(listing: set[str], shards: list[dict[str, Any]]) -> list[
     for name in sorted(listing - named - {INDEX_BASENAME, METADATA_BASENAME}):
         if os.path.basename(name) == INDEX_BASENAME:
             continue  # a sub-dataset's index (a merged dataset's part, a Spark attempt's own index)
+        if name.startswith(f"{LOG_FOLDER}/"):
+            continue  # the commit log (streaming.format.commit_log): the history `index.json` checkpoints
         extra.append(name)
     return extra
 
