@@ -149,7 +149,10 @@ def read(folder: str, allow_unsafe_types: bool = True) -> dict[str, Any]:
         try:
             if is_reference():
                 _decompress_in_place(copy)
-            dataset = LocalDataset(copy)
+            # Ours refuses `pkl` columns without the opt-in (the reference has no such parameter).
+            dataset = (
+                LocalDataset(copy) if is_reference() else LocalDataset(copy, allow_unsafe_types=allow_unsafe_types)
+            )
             samples = [canonical(dataset[index]) for index in range(len(dataset))]
         except Exception as err:
             return error_result(err)

@@ -123,7 +123,6 @@ def _open_plan_difference(reference, stream_folders, case) -> str | None:
     return result_difference(ours, theirs) and open_difference(ours, theirs)
 
 
-@pytest.mark.xfail(strict=True, reason=OPEN_DIFFERENCES["short-stream-per-stream-batching"][0])
 def test_short_stream_with_per_stream_batching(reference, stream_folders):
     case = {
         "streams": [{"shard_sizes": [1]}, {"shard_sizes": [2]}],
@@ -171,7 +170,7 @@ def test_open_error_differences(reference, key, tmp_path):
 
 
 def test_every_open_difference_has_a_regression():
-    assert set(OPEN_DIFFERENCES) == {"short-stream-per-stream-batching", *OPEN_WRITE_CASES}
+    assert set(OPEN_DIFFERENCES) == set(OPEN_WRITE_CASES)
 
 
 def test_bad_arrays_fail_alike(reference):
