@@ -38,7 +38,7 @@ def _config(destination: str) -> TaskConfig:
 
 def _batches() -> list[pa.RecordBatch]:
     ids = list(range(ROWS))
-    batch = pa.record_batch({"id": pa.array(ids, pa.int64()), "text": [str(i) * 40 for i in ids]})
+    batch = pa.RecordBatch.from_pydict({"id": pa.array(ids, pa.int64()), "text": [str(i) * 40 for i in ids]})
     return [batch.slice(0, ROWS // 2), batch.slice(ROWS // 2)]
 
 
