@@ -18,6 +18,8 @@ def as_other_user(action: Callable[[], None]) -> None:
     there it always runs).
     """
     if os.getuid() != 0:
+        if os.environ.get("CI"):
+            pytest.fail("CI must run as root: the second-local-user tests need os.setuid")
         pytest.skip("simulating a second local user needs root (os.setuid in a forked child); CI runs as root")
     pid = os.fork()
     if pid == 0:

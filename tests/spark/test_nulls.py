@@ -143,11 +143,6 @@ def _reference_reads(out: str) -> list[dict[str, Any]]:
     return json.loads(done.stdout)
 
 
-@pytest.mark.skipif(
-    int(pa.__version__.split(".")[0]) < 16,
-    reason="Spark without Delta jars falls back to deltalake, whose Arrow (string views) needs pyarrow >= 16; "
-    "this pyarrow is older (the Spark 3.5 line pins DBR's 14.0.1, where the runtime's own Delta reader is used)",
-)
 def test_delta_table_with_nulls_in_every_type_converts_with_defaults(spark, tmp_path):
     from deltalake import write_deltalake
 
