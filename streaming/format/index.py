@@ -197,7 +197,8 @@ def parse_index(text: str | bytes, where: str) -> list[dict[str, Any]]:
         raise json.JSONDecodeError(
             f"Index file at {where} is empty or corrupted. {err.msg}", err.doc, err.pos
         ) from None
-    except (UnicodeDecodeError, RecursionError) as err:
+    # Invalid UTF-8, nesting past the recursion limit, an integer past Python's 4,300-digit conversion limit.
+    except (ValueError, RecursionError) as err:
         raise json.JSONDecodeError(f"Index file at {where} is empty or corrupted. {err}", "", 0) from None
     if not isinstance(obj, dict) or not isinstance(obj.get("shards"), list):
         raise ValueError(f"Index file at {where} is not a streaming index: expected an object with a 'shards' list.")

@@ -167,6 +167,9 @@ class ShardTable:
         gc.disable()
         try:
             return cls._decode(data, where)
+        # In a part the first pass kept raw (a key of invalid UTF-8), or nesting deeper than msgspec decodes.
+        except (msgspec.DecodeError, RecursionError) as err:
+            raise json.JSONDecodeError(f"Index file at {where} is empty or corrupted: {err}", "", 0) from None
         finally:
             if enabled:
                 gc.enable()

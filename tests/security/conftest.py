@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import sys
 from collections.abc import Callable
 
 import pytest
@@ -51,3 +52,13 @@ def _parents(path: str) -> list[str]:
         parents.append(current)
         current = os.path.dirname(current)
     return parents
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    """Print how many inputs each fuzzing target ran (the issue asks for at least 10,000 per CI run)."""
+    targets = sys.modules.get("tests.security.fuzz_targets")
+    if targets is None or not targets.RUNS:
+        return
+    counts = ", ".join(f"{name} {count:,}" for name, count in sorted(targets.RUNS.items()))
+    terminalreporter.write_sep("-", "fuzzing inputs per target")
+    terminalreporter.write_line(counts)
