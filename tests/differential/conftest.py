@@ -13,6 +13,7 @@ from __future__ import annotations
 import os
 import random
 import tempfile
+from collections import Counter
 from collections.abc import Iterator
 from typing import Any
 
@@ -29,6 +30,8 @@ REPOSITORY = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__f
 SEED = int(os.environ.get("MDS_DIFF_SEED") or random.SystemRandom().randrange(2**32))
 DATABASE = DirectoryBasedExampleDatabase(os.path.join(REPOSITORY, ".hypothesis", "differential"))
 _worker: ReferenceWorker | None = None
+#: Generated cases run this session, by test name (`count_case`); the terminal summary prints them.
+CASES: Counter[str] = Counter()
 
 
 def differential(max_examples: int) -> settings:
@@ -41,6 +44,11 @@ def differential(max_examples: int) -> settings:
         print_blob=True,
         suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large, HealthCheck.large_base_example],
     )
+
+
+def count_case() -> None:
+    """Count one generated case of the running differential test (shrinking after a failure counts too)."""
+    CASES[os.environ["PYTEST_CURRENT_TEST"].split("::")[-1].split(" ")[0]] += 1
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -62,11 +70,14 @@ def pytest_report_header(config: pytest.Config) -> str:
 
 
 def pytest_terminal_summary(terminalreporter: Any) -> None:
-    """Print this run's seed, and how often each known open difference from the reference showed up."""
+    """Print this run's seed, the generated cases run, and how often each known open difference showed up."""
     from tests.differential.compare import OPEN_DIFFERENCES, open_differences_seen
 
     terminalreporter.section("differential suite")
     terminalreporter.write_line(pytest_report_header(terminalreporter.config))
+    if CASES:
+        per_test = ", ".join(f"{name} {count:,}" for name, count in sorted(CASES.items()))
+        terminalreporter.write_line(f"generated cases run: {sum(CASES.values()):,} ({per_test})")
     if open_differences_seen:
         terminalreporter.write_line("known open differences from the reference (see compare.OPEN_DIFFERENCES):")
         for key, count in sorted(open_differences_seen.items()):

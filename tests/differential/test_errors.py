@@ -10,7 +10,7 @@ from typing import Any
 from hypothesis import given
 
 from tests.differential.compare import error_difference, open_difference
-from tests.differential.conftest import differential
+from tests.differential.conftest import count_case, differential
 from tests.differential.strategies import bad_cases
 from tests.differential.test_formats import write_both
 
@@ -30,4 +30,5 @@ def check_bad_case(reference, case: dict[str, Any]) -> None:
 @differential(max_examples=300)
 @given(case=bad_cases())
 def test_bad_inputs_fail_alike(reference, case):
+    count_case()
     check_bad_case(reference, case)

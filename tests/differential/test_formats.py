@@ -12,7 +12,7 @@ from hypothesis import given
 
 from tests.differential import operations
 from tests.differential.compare import file_differences, reading_deviation, result_difference
-from tests.differential.conftest import differential
+from tests.differential.conftest import count_case, differential
 from tests.differential.reference import ReferenceWorker
 from tests.differential.strategies import dataset_cases
 
@@ -54,10 +54,12 @@ def check_dataset_case(reference: ReferenceWorker, case: dict[str, Any]) -> None
 @differential(max_examples=350)
 @given(case=dataset_cases())
 def test_writers_and_readers_agree(reference, case):
+    count_case()
     check_dataset_case(reference, case)
 
 
 @differential(max_examples=120)
 @given(case=dataset_cases(writer="mds", max_samples=4))
 def test_mds_every_encoding_agrees(reference, case):
+    count_case()
     check_dataset_case(reference, case)

@@ -9,7 +9,7 @@ from hypothesis import given
 
 from tests.differential import operations
 from tests.differential.compare import open_difference, result_difference
-from tests.differential.conftest import differential
+from tests.differential.conftest import count_case, differential
 from tests.differential.strategies import partition_args, plan_cases, sampling_args, shuffle_args
 
 
@@ -23,18 +23,21 @@ def check_function(reference, function: str, args: list[Any]) -> None:
 @differential(max_examples=500)
 @given(args=partition_args())
 def test_partitions_agree(reference, args):
+    count_case()
     check_function(reference, "partitions", args)
 
 
 @differential(max_examples=500)
 @given(args=shuffle_args())
 def test_shuffles_agree(reference, args):
+    count_case()
     check_function(reference, "shuffle", args)
 
 
 @differential(max_examples=400)
 @given(args=sampling_args())
 def test_sampling_agrees(reference, args):
+    count_case()
     check_function(reference, "sampling", args)
 
 
@@ -55,4 +58,5 @@ def check_plan(reference, stream_folders, case: dict[str, Any]) -> None:
 @differential(max_examples=150)
 @given(case=plan_cases())
 def test_epoch_plans_agree(reference, stream_folders, case):
+    count_case()
     check_plan(reference, stream_folders, case)
