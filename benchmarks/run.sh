@@ -47,5 +47,6 @@ if [[ -n "$BENCH_ONLY" || "$ONLY_WORDS" != *" remote-s3 "* ]]; then
   "$DRIVER_PY" "$HERE/bench.py" "$@"
 fi
 if [[ "$REMOTE_S3" == 1 ]]; then
-  BENCH_ONLY=reads BENCH_ROUNDS="${BENCH_ROUNDS:-2}" "$DRIVER_PY" "$HERE/remote_bench.py"
+  # It needs the project's test dependencies (pytest, boto3, the SeaweedFS binary): the "ours" interpreter.
+  BENCH_ONLY=reads BENCH_ROUNDS="${BENCH_ROUNDS:-2}" "${BENCH_OURS_PYTHON:-$ROOT/.venv/bin/python}" "$HERE/remote_bench.py"
 fi
