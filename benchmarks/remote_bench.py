@@ -1,26 +1,34 @@
 """Remote-storage benchmark: epochs streamed from a loopback S3 server, and uploading while writing.
 
-Not a test. Run from the repository root (about 4 min at scale 1; `BENCH_SCALE=0.1` for a quick look):
+Not a test. Run from the repository root (`BENCH_SCALE=0.1` for a quick look, ~4 min on a busy 2-core box):
 
     .venv/bin/python benchmarks/remote_bench.py
 
 It starts SeaweedFS the way the test fixtures do (`tests/services.py`), writes the token dataset (1,000
 shards of ~1 MB, `{'tokens': 'ndarray:int32'}` with 2,048 tokens a sample) to `s3://bench/tokens`, then
-measures, each run in a fresh child process and the sides alternating round by round:
+measures, each run in a fresh child process and the order rotating round by round, for each read setup
+(`DataLoader(num_workers=1)`, `2`, `4`, and `2` under a `cache_limit` of a quarter of the dataset, which
+forces eviction; `batch_size=32`):
 
-* cold: one epoch of `DataLoader(StreamingDataset(remote=s3://..., local=<empty dir>), num_workers=2,
-  batch_size=32)`, from constructing the dataset to the last batch;
-* warm: the same again in a new process over the cache the cold epoch filled;
-* local (ours only): that cache read as a plain local dataset (`remote=None`), the bar for warm;
-* write: `MDSWriter(out="s3://...")` vs `MDSWriter(out=<local dir>)`, constructor to the end of `with`;
-  then the finished local files uploaded with bare boto3 on 8 threads, the server's ingest ceiling.
+* cold: one epoch of `DataLoader(StreamingDataset(remote=s3://..., local=<empty dir>))`, from constructing the
+  dataset to the last batch, for ours and the reference;
+* raw (the physical bar): bare boto3 `get_object` of the same shard objects into files, with as many connections
+  as ours opens (workers x `PREPARE_THREADS`), listing not timed;
+* fetch only (ours): the package's download path without a consumer, `prepare_shard` of every shard on that many
+  threads: what the storage and shard-cache code costs beside raw;
+* with 2 workers also warm (a new process over the cache the cold epoch filled) and local (that cache read as a
+  plain local dataset, `remote=None`): the consumer's own ceiling, which bounds a cold epoch too;
+* write (`BENCH_ONLY=writes`): `MDSWriter(out="s3://...")` vs `MDSWriter(out=<local dir>)`, constructor to the end
+  of `with`; then the finished local files uploaded with bare boto3 on 8 threads, the server's ingest ceiling.
 
-"ours" is `.venv/bin/python`; "ref" is MosaicML Streaming in `BENCH_REF_PYTHON` (default
-`.bench/ref/bin/python`, made by `benchmarks/setup_ref.sh`), left out when it does not exist. Both get
-the server through `S3_ENDPOINT_URL` and `AWS_ACCESS_KEY_ID`/`AWS_SECRET_ACCESS_KEY`. Every read checks
-that each sample arrived exactly once with its values. Children run in a private mount namespace with
-their own `/dev/shm` (as `benchmarks/run.sh` does) because the reference's stale-memory cleanup would
-otherwise unlink other processes' segments; without `unshare` the reference is skipped.
+`make bench` runs the reads at its `BENCH_SCALE` after the main benchmarks (`benchmarks/run.sh`).
+
+"ours" is `BENCH_OURS_PYTHON` (default `.venv/bin/python`) with this repository on `PYTHONPATH`; "ref" is MosaicML
+Streaming in `BENCH_REF_PYTHON` (default `.bench/ref/bin/python`, made by `benchmarks/setup_ref.sh`), left out when
+it does not exist. Both get the server through `S3_ENDPOINT_URL` and `AWS_ACCESS_KEY_ID`/`AWS_SECRET_ACCESS_KEY`.
+Every read checks that each sample arrived exactly once with its values. Children run in a private mount namespace
+with their own `/dev/shm` (as `benchmarks/run.sh` does) because the reference's stale-memory cleanup would otherwise
+unlink other processes' segments; without `unshare` the reference is skipped.
 
 Settings: `BENCH_SCALE` (shard and sample counts, default 1), `BENCH_ROUNDS` (default 3),
 `BENCH_ONLY` (`reads` or `writes`; both when unset),
