@@ -89,5 +89,7 @@ test-databricks-oldest-sdk: $(VENV)/.installed $(NODE_DIR)/.installed $(OLDEST_D
 	PYTHONPATH=$(abspath $(OLDEST_DATABRICKS_SDK_DIR)) SPARK_LOCAL_IP=127.0.0.1 PYSPARK_PYTHON=$(abspath $(PY)) \
 	  $(PY) -m pytest -q $(DATABRICKS_TESTS)
 
-bench: $(VENV)/.installed
-	bash benchmarks/run.sh
+# The reference side is the differential suite's $(REF_VENV) unless BENCH_REF_PYTHON names another interpreter.
+# A few minutes: `make bench BENCH_SCALE=0.1 BENCH_ROUNDS=2`; one part: `make bench BENCH_ONLY="write remote-s3"`.
+bench: $(VENV)/.installed $(REF_VENV)/.bench-ready
+	BENCH_REF_PYTHON=$${BENCH_REF_PYTHON:-$(abspath $(REF_VENV))/bin/python} bash benchmarks/run.sh

@@ -1,9 +1,11 @@
 """Side-by-side benchmark driver: the project's `streaming` vs MosaicML Streaming's, same scripts.
 
 For every selected scenario: untimed prep once (reference interpreter), then N rounds of
-ref, ours, ref, ours... each measured phase in a fresh child process; the median per side and the
-ours/ref ratio go into a Markdown table (printed, and saved as table.md) and every child result
-into results.jsonl, both under the run's output directory. Normally started by benchmarks/run.sh.
+ref, ours, physical, ref, ours, physical... each measured phase in a fresh child process (physical: the
+same work on the same bytes without a dataset library, see phase_limits.py); the median per side,
+each side's share of the physical figure and the ours/ref ratio go into a Markdown table (printed, and
+saved as table.md) and every child result into results.jsonl, both under the run's output directory.
+Normally started by benchmarks/run.sh.
 
 Settings (a flag overrides its environment variable):
   --scale     BENCH_SCALE            sample counts multiplier [1]
@@ -111,7 +113,8 @@ class BenchRun:
     def __init__(self, config: Config) -> None:
         self.config = config
         self.workspace = Workspace(config.scratch, config.inputs, os.path.join(config.out, "logs"))
-        self.sides = (config.ref, config.ours)  # measured in this order every round
+        self.sides = (config.ref, config.ours)  # measured in this order every round, then the physical bar
+        self.physical = Side("physical", config.ours.python, config.ours.pythonpath)
         self.prepared: dict[str, str | None] = {}
         self.loads: list[float] = []
         self.count = 0
@@ -184,6 +187,10 @@ class BenchRun:
         for round_no in range(1, rounds + 1):
             for side in self.sides:
                 results[side.name].append(self._side_round(side, scenario, round_no))
+            if scenario.physical is not None:
+                results.setdefault("physical", []).append(
+                    self.child(self.physical, scenario.physical, scenario.name, round_no)
+                )
         return report.summarize(scenario, results)
 
     def _side_round(self, side: Side, scenario: Scenario, round_no: int) -> dict:

@@ -39,6 +39,10 @@ PHASES = {
     "startup": "phase_dataset:startup",
     "remote": "phase_dataset:remote_cold_warm",
     "spark": "phase_spark:spark_convert",
+    "limit_iter": "phase_limits:limit_iter",
+    "limit_random": "phase_limits:limit_random",
+    "limit_zstd": "phase_limits:limit_zstd",
+    "limit_write": "phase_limits:limit_write",
 }
 EXIT_GRACE_S = 20.0
 

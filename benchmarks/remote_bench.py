@@ -1,26 +1,34 @@
 """Remote-storage benchmark: epochs streamed from a loopback S3 server, and uploading while writing.
 
-Not a test. Run from the repository root (about 4 min at scale 1; `BENCH_SCALE=0.1` for a quick look):
+Not a test. Run from the repository root (`BENCH_SCALE=0.1` for a quick look, ~4 min on a busy 2-core box):
 
     .venv/bin/python benchmarks/remote_bench.py
 
 It starts SeaweedFS the way the test fixtures do (`tests/services.py`), writes the token dataset (1,000
 shards of ~1 MB, `{'tokens': 'ndarray:int32'}` with 2,048 tokens a sample) to `s3://bench/tokens`, then
-measures, each run in a fresh child process and the sides alternating round by round:
+measures, each run in a fresh child process and the order rotating round by round, for each read setup
+(`DataLoader(num_workers=1)`, `2`, `4`, and `2` under a `cache_limit` of a quarter of the dataset, which
+forces eviction; `batch_size=32`):
 
-* cold: one epoch of `DataLoader(StreamingDataset(remote=s3://..., local=<empty dir>), num_workers=2,
-  batch_size=32)`, from constructing the dataset to the last batch;
-* warm: the same again in a new process over the cache the cold epoch filled;
-* local (ours only): that cache read as a plain local dataset (`remote=None`), the bar for warm;
-* write: `MDSWriter(out="s3://...")` vs `MDSWriter(out=<local dir>)`, constructor to the end of `with`;
-  then the finished local files uploaded with bare boto3 on 8 threads, the server's ingest ceiling.
+* cold: one epoch of `DataLoader(StreamingDataset(remote=s3://..., local=<empty dir>))`, from constructing the
+  dataset to the last batch, for ours and the reference;
+* raw (the physical bar): bare boto3 `get_object` of the same shard objects into files, with as many connections
+  as ours opens (workers x `PREPARE_THREADS`), listing not timed;
+* fetch only (ours): the package's download path without a consumer, `prepare_shard` of every shard on that many
+  threads: what the storage and shard-cache code costs beside raw;
+* with 2 workers also warm (a new process over the cache the cold epoch filled) and local (that cache read as a
+  plain local dataset, `remote=None`): the consumer's own ceiling, which bounds a cold epoch too;
+* write (`BENCH_ONLY=writes`): `MDSWriter(out="s3://...")` vs `MDSWriter(out=<local dir>)`, constructor to the end
+  of `with`; then the finished local files uploaded with bare boto3 on 8 threads, the server's ingest ceiling.
 
-"ours" is `.venv/bin/python`; "ref" is MosaicML Streaming in `BENCH_REF_PYTHON` (default
-`.bench/ref/bin/python`, made by `benchmarks/setup_ref.sh`), left out when it does not exist. Both get
-the server through `S3_ENDPOINT_URL` and `AWS_ACCESS_KEY_ID`/`AWS_SECRET_ACCESS_KEY`. Every read checks
-that each sample arrived exactly once with its values. Children run in a private mount namespace with
-their own `/dev/shm` (as `benchmarks/run.sh` does) because the reference's stale-memory cleanup would
-otherwise unlink other processes' segments; without `unshare` the reference is skipped.
+`make bench` runs the reads at its `BENCH_SCALE` after the main benchmarks (`benchmarks/run.sh`).
+
+"ours" is `BENCH_OURS_PYTHON` (default `.venv/bin/python`) with this repository on `PYTHONPATH`; "ref" is MosaicML
+Streaming in `BENCH_REF_PYTHON` (default `.bench/ref/bin/python`, made by `benchmarks/setup_ref.sh`), left out when
+it does not exist. Both get the server through `S3_ENDPOINT_URL` and `AWS_ACCESS_KEY_ID`/`AWS_SECRET_ACCESS_KEY`.
+Every read checks that each sample arrived exactly once with its values. Children run in a private mount namespace
+with their own `/dev/shm` (as `benchmarks/run.sh` does) because the reference's stale-memory cleanup would otherwise
+unlink other processes' segments; without `unshare` the reference is skipped.
 
 Settings: `BENCH_SCALE` (shard and sample counts, default 1), `BENCH_ROUNDS` (default 3),
 `BENCH_ONLY` (`reads` or `writes`; both when unset),
@@ -40,6 +48,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -59,16 +68,20 @@ DATASET = f"s3://{BUCKET}/tokens"
 # These run under either interpreter; they import only `streaming` (whichever one is installed), numpy, torch.
 
 
-def read_epoch(remote: str | None, local: str, samples: int) -> dict[str, Any]:
-    """One epoch through a 2-worker DataLoader; checks every sample id arrives once with its tokens."""
+def read_epoch(
+    remote: str | None, local: str, samples: int, workers: int = WORKERS, cache_limit: int | None = None
+) -> dict[str, Any]:
+    """One epoch through a DataLoader; checks every sample id arrives once with its tokens."""
     import numpy as np
     from torch.utils.data import DataLoader
 
     from streaming import StreamingDataset
 
     started = time.perf_counter()
-    dataset = StreamingDataset(remote=remote, local=local, batch_size=BATCH_SIZE, shuffle=False)
-    loader = DataLoader(dataset, batch_size=BATCH_SIZE, num_workers=WORKERS)
+    dataset = StreamingDataset(
+        remote=remote, local=local, batch_size=BATCH_SIZE, shuffle=False, cache_limit=cache_limit
+    )
+    loader = DataLoader(dataset, batch_size=BATCH_SIZE, num_workers=workers)
     ids, tokens_ok, first_batch = [], True, None
     for batch in loader:
         tokens = batch["tokens"]
@@ -85,6 +98,58 @@ def read_epoch(remote: str | None, local: str, samples: int) -> dict[str, Any]:
         "first_batch_s": first_batch,
         "values_ok": values_ok,
     }
+
+
+def raw_download(prefix: str, directory: str, samples: int, connections: int) -> dict[str, Any]:
+    """The physical bar: bare boto3 `get_object` of every shard under `prefix` into files, `connections` threads.
+
+    Listing the objects is not timed; each object is streamed into its own new file, as a shard cache does.
+    `samples_per_s` is the dataset's sample count over that time, comparable with an epoch's.
+    """
+    import shutil as shell
+    from concurrent.futures import ThreadPoolExecutor
+
+    import boto3
+    from botocore.config import Config
+
+    client = boto3.client(
+        "s3", endpoint_url=os.environ["S3_ENDPOINT_URL"], config=Config(max_pool_connections=connections)
+    )
+    pages = client.get_paginator("list_objects_v2").paginate(Bucket=BUCKET, Prefix=f"{prefix}/")
+    keys = [item["Key"] for page in pages for item in page.get("Contents", []) if item["Key"].endswith(".mds")]
+    os.makedirs(directory, exist_ok=True)
+
+    def fetch(key: str) -> int:
+        body = client.get_object(Bucket=BUCKET, Key=key)["Body"]
+        with open(os.path.join(directory, key.rsplit("/", 1)[-1]), "wb") as file:
+            shell.copyfileobj(body, file, 1 << 20)
+            return file.tell()
+
+    started = time.perf_counter()
+    with ThreadPoolExecutor(connections) as pool:
+        total = sum(pool.map(fetch, keys))
+    seconds = time.perf_counter() - started
+    return {
+        "seconds": seconds,
+        "samples_per_s": samples / seconds,
+        "mb_per_s": total / seconds / 1e6,
+        "files": len(keys),
+    }
+
+
+def fetch_shards(remote: str, local: str, samples: int, connections: int) -> dict[str, Any]:
+    """The package's download path alone: `StreamingDataset.prepare_shard` of every shard on `connections`
+    threads, with nothing consuming samples (the counterpart of `raw_download`). Construction is not timed."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from streaming import StreamingDataset
+
+    dataset = StreamingDataset(remote=remote, local=local, batch_size=BATCH_SIZE, shuffle=False)
+    started = time.perf_counter()
+    with ThreadPoolExecutor(connections) as pool:
+        list(pool.map(dataset.prepare_shard, range(dataset.num_shards)))
+    seconds = time.perf_counter() - started
+    return {"seconds": seconds, "samples_per_s": samples / seconds}
 
 
 def write_tokens(out: str, samples: int) -> dict[str, Any]:
@@ -124,7 +189,11 @@ def child_main(request: str) -> None:
     """Run one measurement described by the JSON `request`; print the result as the last stdout line."""
     job = json.loads(request)
     if job["kind"] == "read":
-        result = read_epoch(job["remote"], job["local"], job["samples"])
+        result = read_epoch(job["remote"], job["local"], job["samples"], job["workers"], job.get("cache_limit"))
+    elif job["kind"] == "fetch":
+        result = fetch_shards(job["remote"], job["local"], job["samples"], job["connections"])
+    elif job["kind"] == "raw":
+        result = raw_download(job["prefix"], job["directory"], job["samples"], job["connections"])
     elif job["kind"] == "write":
         result = write_tokens(job["out"], job["samples"])
     else:
@@ -148,9 +217,10 @@ class _TempPaths:
 class Runner:
     """Starts children under an interpreter, in a private mount namespace with their own /dev/shm."""
 
-    def __init__(self, scratch: Path, env: dict[str, str], timeout: float) -> None:
+    def __init__(self, scratch: Path, env: dict[str, str], timeout: float, pythonpaths: dict[str, str]) -> None:
         self.scratch = scratch
         self.env = env
+        self.pythonpaths = pythonpaths
         self.timeout = timeout
         self.private = (
             subprocess.run(["unshare", "--mount", "--propagation", "private", "true"], capture_output=True).returncode
@@ -162,12 +232,11 @@ class Runner:
 
     def run(self, python: str, job: dict[str, Any]) -> dict[str, Any]:
         argv = [python, str(Path(__file__).resolve()), "--child", json.dumps(job)]
+        env = dict(self.env, PYTHONPATH=self.pythonpaths[python]) if self.pythonpaths.get(python) else self.env
         if self.private:
             mount = 'mount -t tmpfs -o size=4g,mode=1777 bench-shm /dev/shm && exec "$@"'
             argv = ["unshare", "--mount", "--propagation", "private", "bash", "-c", mount, "bash", *argv]
-        done = subprocess.run(
-            argv, cwd=self.scratch, env=self.env, capture_output=True, text=True, timeout=self.timeout
-        )
+        done = subprocess.run(argv, cwd=self.scratch, env=env, capture_output=True, text=True, timeout=self.timeout)
         with open(self.log, "a") as log:
             log.write(f"$ {python} {json.dumps(job)}\n{done.stdout}{done.stderr}\n")
         lines = done.stdout.strip().splitlines()
@@ -204,29 +273,101 @@ def _summary(runs: list[dict[str, Any]], key: str) -> dict[str, Any]:
     }
 
 
-def measure_reads(runner: Runner, sides: dict[str, str], samples: int, rounds: int) -> dict[str, list]:
-    """Cold, warm and (ours) local epochs; the side that goes first alternates every round."""
+@dataclass(frozen=True)
+class ReadSetup:
+    """One way of reading the dataset: DataLoader workers, and whether a cache limit forces eviction."""
+
+    name: str
+    workers: int
+    evict: bool = False
+    warm: bool = False
+
+
+READ_SETUPS = (
+    ReadSetup("w1", 1),
+    ReadSetup("w2", 2, warm=True),
+    ReadSetup("w4", 4),
+    ReadSetup("w2-evict", 2, evict=True),
+)
+
+
+def eviction_limit(shards: int) -> int:
+    """A cache limit of a quarter of the dataset (at least 8 shards): every epoch must evict."""
+    return max(8, shards // 4) * (SHARD_BYTES + (64 << 10))
+
+
+def measure_reads(
+    runner: Runner, sides: dict[str, str], samples: int, rounds: int, connections_per_worker: int
+) -> dict[str, list]:
+    """Per setup and round: a cold epoch of each side and the bare boto3 download of the same objects with the
+    same number of connections (workers x the prefetch threads of each), in an order that rotates every round."""
+    shards = -(-samples // SAMPLES_PER_SHARD)
     results: dict[str, list] = {}
-    for number in range(rounds):
-        order = list(sides) if number % 2 == 0 else list(reversed(sides))
-        caches = {side: runner.scratch / f"cache-{side}-{number}" for side in order}
-        for phase in ("cold", "warm"):
+    for setup in READ_SETUPS:
+        limit = eviction_limit(shards) if setup.evict else None
+        connections = setup.workers * connections_per_worker
+        for number in range(rounds):
+            names = [*sides, "fetch", "raw"]
+            shift = number % len(names)
+            order = names[shift:] + names[:shift]
+            caches = {side: runner.scratch / f"cache-{setup.name}-{side}-{number}" for side in names}
             for side in order:
-                job = {"kind": "read", "remote": DATASET, "local": str(caches[side]), "samples": samples}
-                result = runner.run(sides[side], job)
-                results.setdefault(f"{phase}/{side}", []).append(result)
-                print(
-                    f"  round {number + 1} {phase:<5} {side:<4} {result['samples_per_s']:9.0f} samples/s"
-                    f"{'' if result['values_ok'] else '  WRONG VALUES'}",
-                    flush=True,
-                )
-        job = {"kind": "read", "remote": None, "local": str(caches["ours"]), "samples": samples}
-        result = runner.run(sides["ours"], job)
-        results.setdefault("local/ours", []).append(result)
-        print(f"  round {number + 1} local ours {result['samples_per_s']:9.0f} samples/s", flush=True)
-        for cache in caches.values():
-            shutil.rmtree(cache, ignore_errors=True)
+                if side == "raw":
+                    job = {
+                        "kind": "raw",
+                        "prefix": DATASET.split("/", 3)[3],
+                        "directory": str(caches[side]),
+                        "samples": samples,
+                        "connections": connections,
+                    }
+                    result = runner.run(sides["ours"], job)
+                    label = f"boto3 x{connections}"
+                elif side == "fetch":
+                    job = {"kind": "fetch", "remote": DATASET, "local": str(caches[side]), "samples": samples}
+                    result = runner.run(sides["ours"], dict(job, connections=connections))
+                    label = f"fetch x{connections}"
+                else:
+                    job = {
+                        "kind": "read",
+                        "remote": DATASET,
+                        "local": str(caches[side]),
+                        "samples": samples,
+                        "workers": setup.workers,
+                        "cache_limit": limit,
+                    }
+                    result = runner.run(sides[side], job)
+                    label = side
+                results.setdefault(f"{setup.name}/cold/{side}", []).append(result)
+                _say_read(number, setup.name, "cold", label, result)
+            if setup.warm:
+                for side in order:
+                    if side in ("raw", "fetch"):
+                        continue
+                    job = {
+                        "kind": "read",
+                        "remote": DATASET,
+                        "local": str(caches[side]),
+                        "samples": samples,
+                        "workers": setup.workers,
+                    }
+                    result = runner.run(sides[side], job)
+                    results.setdefault(f"{setup.name}/warm/{side}", []).append(result)
+                    _say_read(number, setup.name, "warm", side, result)
+                job = {"kind": "read", "remote": None, "local": str(caches["ours"]), "samples": samples, "workers": 2}
+                result = runner.run(sides["ours"], job)
+                results.setdefault(f"{setup.name}/local/ours", []).append(result)
+                _say_read(number, setup.name, "local", "ours", result)
+            for cache in caches.values():
+                shutil.rmtree(cache, ignore_errors=True)
     return results
+
+
+def _say_read(number: int, setup: str, phase: str, label: str, result: dict[str, Any]) -> None:
+    flag = "" if result.get("values_ok", True) else "  WRONG VALUES"
+    print(
+        f"  round {number + 1} {setup:<8} {phase:<5} {label:<10} {result['samples_per_s']:9.0f} samples/s{flag}",
+        flush=True,
+    )
 
 
 def measure_writes(runner: Runner, python: str, samples: int, rounds: int) -> dict[str, list]:
@@ -253,42 +394,59 @@ def measure_writes(runner: Runner, python: str, samples: int, rounds: int) -> di
     return results
 
 
+def _median(runs: list[dict[str, Any]] | None, key: str = "samples_per_s") -> float | None:
+    return statistics.median(run[key] for run in runs) if runs else None
+
+
+def _ratio(top: float | None, bottom: float | None) -> str:
+    return f"{top / bottom:.2f}" if top and bottom else ""
+
+
+def _figure(runs: list[dict[str, Any]] | None) -> str:
+    if not runs:
+        return ""
+    flag = "" if all(run.get("values_ok", True) for run in runs) else " WRONG VALUES"
+    return f"{_median(runs):,.0f}{flag}"
+
+
 def report(reads: dict[str, list], writes: dict[str, list], samples: int) -> str:
+    shards = -(-samples // SAMPLES_PER_SHARD)
     lines = [
-        f"Remote benchmark: {samples:,} samples of {TOKENS} int32 tokens in ~{samples // SAMPLES_PER_SHARD:,} "
-        f"shards of ~1 MiB, loopback SeaweedFS, DataLoader(num_workers={WORKERS}, batch_size={BATCH_SIZE})",
+        f"Remote benchmark: {samples:,} samples of {TOKENS} int32 tokens in {shards:,} shards of ~1 MiB, loopback "
+        f"SeaweedFS, DataLoader(batch_size={BATCH_SIZE}); medians of {len(next(iter(reads.values()), []))} rounds. "
+        f"raw = bare boto3 get_object of the same shard objects into files, with as many connections as ours opens "
+        f"(workers x prefetch threads); fetch only = ours' download path without a consumer "
+        f"(`prepare_shard` of every shard on that many threads); local = the warm cache read with remote=None, the "
+        f"bar the consumer sets; eviction: cache_limit {eviction_limit(shards) / 2**20:.0f} MiB.",
         "",
-        "| measurement | median | min | max | rounds |",
-        "|---|---|---|---|---|",
+        "| setup | epoch | ours samples/s | ref samples/s | raw samples/s (MB/s) | ours/raw | ref/raw | ours/ref "
+        "| ours fetch only | fetch/raw |",
+        "|---|---|---|---|---|---|---|---|---|---|",
     ]
-    for name, runs in reads.items():
-        row = _summary(runs, "samples_per_s")
-        flag = "" if row["values_ok"] else " WRONG VALUES"
-        lines.append(
-            f"| {name} samples/s | {row['median']:,.0f}{flag} | {row['min']:,.0f} | {row['max']:,.0f} "
-            f"| {row['rounds']} |"
-        )
-    for name, runs in writes.items():
-        row = _summary(runs, "seconds")
-        lines.append(
-            f"| {name} seconds | {row['median']:.2f} | {row['min']:.2f} | {row['max']:.2f} | {row['rounds']} |"
-        )
-    lines.append("")
-    for phase in ("cold", "warm"):
-        if f"{phase}/ref" in reads and f"{phase}/ours" in reads:
-            ratio = (
-                _summary(reads[f"{phase}/ours"], "samples_per_s")["median"]
-                / _summary(reads[f"{phase}/ref"], "samples_per_s")["median"]
+    for setup in READ_SETUPS:
+        for phase in ("cold", "warm", "local"):
+            ours, ref = reads.get(f"{setup.name}/{phase}/ours"), reads.get(f"{setup.name}/{phase}/ref")
+            if not ours:
+                continue
+            raw = reads.get(f"{setup.name}/cold/raw") if phase == "cold" else None
+            fetch = reads.get(f"{setup.name}/cold/fetch") if phase == "cold" else None
+            raw_cell = f"{_median(raw):,.0f} ({_median(raw, 'mb_per_s'):,.0f})" if raw else ""
+            lines.append(
+                f"| {setup.name} | {phase} | {_figure(ours)} | {_figure(ref)} | {raw_cell} "
+                f"| {_ratio(_median(ours), _median(raw))} | {_ratio(_median(ref), _median(raw))} "
+                f"| {_ratio(_median(ours), _median(ref))} | {_figure(fetch)} | {_ratio(_median(fetch), _median(raw))} |"
             )
-            lines.append(f"{phase} epoch ours/ref: {ratio:.2f}x" + (" (target >= 2x)" if phase == "cold" else ""))
-    if reads:
-        warm = _summary(reads["warm/ours"], "samples_per_s")["median"]
-        local = _summary(reads["local/ours"], "samples_per_s")["median"]
-        lines.append(f"ours warm/local: {warm / local:.2f}x (target ~1x)")
     if writes:
+        lines += ["", "| write | median s | min | max | rounds |", "|---|---|---|---|---|"]
+        for name, runs in writes.items():
+            values = [run["seconds"] for run in runs]
+            lines.append(
+                f"| {name} | {statistics.median(values):.2f} | {min(values):.2f} | {max(values):.2f} | {len(values)} |"
+            )
         to_s3, to_local, bare = (
-            _summary(writes[name], "seconds")["median"] for name in ("write/s3", "write/local", "upload/bare-boto3")
+            _median(writes[name], "seconds") for name in ("write/s3", "write/local", "upload/bare-boto3")
         )
+        lines.append("")
         lines.append(f"write to s3 / write to local dir: {to_s3 / to_local:.2f}x time (target <= 1.2x)")
         lines.append(
             f"write to s3 / bare boto3 upload of the finished files (the server's ceiling here): "
@@ -307,7 +465,9 @@ def main() -> None:
     only = os.environ.get("BENCH_ONLY", "")
     if only not in ("", "reads", "writes"):
         raise SystemExit(f"BENCH_ONLY={only!r}: choose 'reads', 'writes' or leave it unset for both.")
-    ours = str(REPO / ".venv" / "bin" / "python")
+    from streaming.dataset.shard_cache import PREPARE_THREADS
+
+    ours = os.environ.get("BENCH_OURS_PYTHON", str(REPO / ".venv" / "bin" / "python"))
     ref = os.environ.get("BENCH_REF_PYTHON", str(REPO / ".bench" / "ref" / "bin" / "python"))
     samples = max(1, round(SHARDS * scale)) * SAMPLES_PER_SHARD
     scratch = Path(os.environ.get("BENCH_SCRATCH", REPO / ".bench" / "tmp" / f"remote-{os.getpid()}"))
@@ -317,7 +477,7 @@ def main() -> None:
     server = next(server_fixture)
     try:
         env = _environment(server, scratch / "tmp")
-        runner = Runner(scratch, env, timeout)
+        runner = Runner(scratch, env, timeout, {ours: str(REPO)})
         sides = {"ours": ours}
         if not Path(ref).exists():
             print(f"No reference interpreter at {ref}: measuring ours only.")
@@ -336,13 +496,16 @@ def main() -> None:
         runner.run(ours, {"kind": "write", "out": DATASET, "samples": samples})
         reads: dict[str, list] = {}
         writes: dict[str, list] = {}
+        load_at_start = os.getloadavg()
         if only in ("", "reads"):
             print("Reads:", flush=True)
-            reads = measure_reads(runner, sides, samples, rounds)
+            reads = measure_reads(runner, sides, samples, rounds, PREPARE_THREADS)
         if only in ("", "writes"):
             print("Writes:", flush=True)
             writes = measure_writes(runner, ours, samples, rounds)
         table = report(reads, writes, samples)
+        table += f"\n\n1/5/15-minute load average at the end: {' / '.join(f'{v:.1f}' for v in os.getloadavg())} on "
+        table += f"{os.cpu_count()} CPUs; at the start: {' / '.join(f'{v:.1f}' for v in load_at_start)}"
         print("\n" + table)
         out = REPO / ".bench" / "results" / time.strftime("remote-%Y%m%d-%H%M%S")
         out.mkdir(parents=True, exist_ok=True)

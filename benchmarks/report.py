@@ -2,6 +2,8 @@
 
 A side's figure is the median over its successful rounds; a side with no successful round shows
 "n/a (error ...)". Results whose `values_ok` is false are still counted but flagged WRONG.
+Beside both sides stands the scenario's physical reference (same rounds) where it has one: each side's
+share of it is physical/side for a latency and side/physical for a rate, so 1.00 means "at the limit".
 """
 
 from __future__ import annotations
@@ -49,6 +51,18 @@ class Row:
     goal: str
     ref: Figure
     ours: Figure
+    physical: Figure | None = None
+    physical_label: str = ""
+
+    def share_of_physical(self, side: Figure) -> float | None:
+        """How close a side comes to the physical figure: 1.0 at the limit, below 1 short of it."""
+        if self.physical is None or self.goal == "info":
+            return None
+        values = (side.value, self.physical.value)
+        if not all(isinstance(v, float) and v > 0 for v in values):
+            return None
+        mine, limit = values
+        return mine / limit if self.goal == "higher" else limit / mine  # type: ignore[operator]
 
     @property
     def ratio(self) -> float | None:
@@ -75,6 +89,10 @@ class Row:
             "goal": self.goal,
             "ref": asdict(self.ref),
             "ours": asdict(self.ours),
+            "physical": asdict(self.physical) if self.physical else None,
+            "physical_label": self.physical_label,
+            "ours_share_of_physical": self.share_of_physical(self.ours),
+            "ref_share_of_physical": self.share_of_physical(self.ref),
             "ratio_ours_over_ref": self.ratio,
             "verdict": self.verdict(),
         }
@@ -120,8 +138,15 @@ def figure(metric: Metric, results: list[dict]) -> Figure:
     return found
 
 
+def _physical_figure(metric: Metric, results: list[dict]) -> Figure | None:
+    """The physical reference's figure for a metric, or None when it does not measure that metric."""
+    if not any(metric.key in result or "error" in result for result in results):
+        return None
+    return figure(metric, results)
+
+
 def summarize(scenario: Scenario, results: dict[str, list[dict]]) -> list[Row]:
-    """One row per metric; results maps side name -> the measured step's result of each round."""
+    """One row per metric; results maps side name (ref, ours, physical) -> the measured result of each round."""
     return [
         Row(
             scenario.name,
@@ -129,6 +154,8 @@ def summarize(scenario: Scenario, results: dict[str, list[dict]]) -> list[Row]:
             metric.goal,
             figure(metric, results.get("ref", [])),
             figure(metric, results.get("ours", [])),
+            _physical_figure(metric, results.get("physical", [])),
+            scenario.physical_label,
         )
         for metric in scenario.metrics
     ]
@@ -146,14 +173,40 @@ def _table_safe(text: str) -> str:
 
 def render(rows: list[Row]) -> str:
     """A Markdown table of every row, then the distinct errors per scenario and side."""
-    lines = ["| scenario | metric | ref | ours | ours/ref | ours is |", "|---|---|---|---|---|---|"]
+    lines = [
+        "| scenario | metric | ref | ours | physical | ours/physical | ref/physical | ours/ref | ours is |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
+    labels: dict[str, str] = {}
     for row in rows:
         ratio = "" if row.ratio is None else format_ratio(row.ratio)
-        cells = [row.scenario, row.metric, row.ref.cell(), row.ours.cell(), ratio, row.verdict()]
+        physical = row.physical.cell() if row.physical else ""
+        shares = [row.share_of_physical(side) for side in (row.ours, row.ref)]
+        cells = [
+            row.scenario,
+            row.metric,
+            row.ref.cell(),
+            row.ours.cell(),
+            physical,
+            *("" if share is None else format_ratio(share) for share in shares),
+            ratio,
+            row.verdict(),
+        ]
         lines.append("| " + " | ".join(_table_safe(c) for c in cells) + " |")
+        if row.physical and row.physical_label:
+            labels.setdefault(row.physical_label, row.scenario)
+    if labels:
+        lines += [
+            "",
+            "physical = the bar each scenario is held to, measured on the same bytes in the same rounds; "
+            "x/physical = physical/x for a latency, x/physical for a rate (1.00 = at the limit):",
+            *(f"- {scenario} and alike: {label}" for label, scenario in labels.items()),
+        ]
     notes = []
     for row in rows:
-        for side in SIDES:
+        for side in (*SIDES, "physical"):
+            if side == "physical" and row.physical is None:
+                continue
             for error in dict.fromkeys(getattr(row, side).errors):
                 note = f"- {row.scenario} [{side}]: {error}"
                 if note not in notes:

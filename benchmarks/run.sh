@@ -9,6 +9,8 @@
 #    cleanup unlinks other processes' live segments, so benchmarks and other users of the machine
 #    must not see each other's. TMPDIR (where the reference leaves its lock files) is private too.
 # 3. Runs benchmarks/bench.py with the project's .venv python (see bench.py for the BENCH_* knobs).
+# 4. Then the S3 epochs of benchmarks/remote_bench.py (cold epochs vs bare boto3 on a loopback SeaweedFS, 1/2/4
+#    workers, eviction) at the same BENCH_SCALE, when BENCH_ONLY is unset or names `remote-s3`.
 set -euo pipefail
 
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -35,4 +37,16 @@ export TMPDIR="$RUN_TMP"
 
 DRIVER_PY="$ROOT/.venv/bin/python"
 [[ -x "$DRIVER_PY" ]] || DRIVER_PY=python3
-"$DRIVER_PY" "$HERE/bench.py" "$@"
+
+# `remote-s3` is not a bench.py scenario: it selects step 4 and is taken out of what bench.py sees.
+ONLY_WORDS=" ${BENCH_ONLY:-} "
+REMOTE_S3=0
+if [[ -z "${BENCH_ONLY:-}" || "$ONLY_WORDS" == *" remote-s3 "* ]]; then REMOTE_S3=1; fi
+export BENCH_ONLY="$(echo "${ONLY_WORDS// remote-s3 / }" | xargs)"
+if [[ -n "$BENCH_ONLY" || "$ONLY_WORDS" != *" remote-s3 "* ]]; then
+  "$DRIVER_PY" "$HERE/bench.py" "$@"
+fi
+if [[ "$REMOTE_S3" == 1 ]]; then
+  # It needs the project's test dependencies (pytest, boto3, the SeaweedFS binary): the "ours" interpreter.
+  BENCH_ONLY=reads BENCH_ROUNDS="${BENCH_ROUNDS:-2}" "${BENCH_OURS_PYTHON:-$ROOT/.venv/bin/python}" "$HERE/remote_bench.py"
+fi

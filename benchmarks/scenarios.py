@@ -2,8 +2,9 @@
 
 A scenario has untimed `prep` steps (run once per run, by the reference interpreter, shared between
 scenarios), then per round and side its `steps` (the last one is measured; earlier ones are per-side
-setup), and the `metrics` read from the measured step's result. Scenarios of the "later" group are
-gated: they run by default only once the project exposes every name in `requires`.
+setup), and the `metrics` read from the measured step's result. Most also have a `physical` step: what
+the machine does on the same bytes without a dataset library, measured in the same rounds. Scenarios
+of the "later" group are gated: they run by default only once the project exposes every name in `requires`.
 """
 
 from __future__ import annotations
@@ -50,6 +51,10 @@ class Scenario:
     prep: tuple[Step, ...] = ()
     requires: tuple[str, ...] = ()
     max_rounds: int | None = None
+    # The physical reference measured beside both sides each round (phase_limits.py, or ours in-process for the
+    # DataLoader), reporting some of the same metric keys; None where the scenario has no such bar.
+    physical: Step | None = None
+    physical_label: str = ""
 
     @property
     def gated(self) -> bool:
@@ -57,6 +62,7 @@ class Scenario:
 
 
 THROUGHPUT = Metric("samples_per_s", "samples/s", "higher")
+MMAP_ITER = "mmap + frombuffer per sample"
 
 
 def _count_label(count: int) -> str:
@@ -81,6 +87,7 @@ def _formats(scale: float) -> list[Scenario]:
     for schema in SAMPLES:
         n = _n(schema, scale)
         for compression in COMPRESSIONS:
+            limit = "limit_zstd" if compression else "limit_write"
             found.append(
                 Scenario(
                     f"write-{schema}-{compression or 'none'}",
@@ -91,7 +98,10 @@ def _formats(scale: float) -> list[Scenario]:
                         Metric("payload_mb_per_s", "payload MB/s", "higher"),
                         Metric("out_mb", "output MB", "info"),
                     ),
-                    prep=(Step("inputs", {"schema": schema, "n": n}),),
+                    # The physical bar reads the uncompressed shards of the same samples.
+                    prep=_dataset_prep(schema, n, f"ds-{schema}"),
+                    physical=Step(limit, {"schema": schema, "n": n, "dataset": f"ds-{schema}"}),
+                    physical_label="zstd -3 on all cores, same shards" if compression else "same shard bytes to files",
                 )
             )
     for schema in SAMPLES:
@@ -105,6 +115,8 @@ def _formats(scale: float) -> list[Scenario]:
                 (Step("local_seq", read),),
                 (THROUGHPUT, Metric("construct_s", "construct s", "lower")),
                 prep=prep,
+                physical=Step("limit_iter", read),
+                physical_label=MMAP_ITER,
             )
         )
         found.append(
@@ -114,6 +126,8 @@ def _formats(scale: float) -> list[Scenario]:
                 (Step("local_random", read),),
                 (Metric("p50_us", "ds[i] p50 us", "lower"), Metric("p99_us", "ds[i] p99 us", "lower")),
                 prep=prep,
+                physical=Step("limit_random", read),
+                physical_label="mmap lookup: shard search, 2 offsets, decode",
             )
         )
         found.append(
@@ -127,6 +141,8 @@ def _formats(scale: float) -> list[Scenario]:
                     Metric("first_sample_s", "first sample s", "lower"),
                 ),
                 prep=prep,
+                physical=Step("limit_iter", read),
+                physical_label=MMAP_ITER,
             )
         )
     found.append(
@@ -175,6 +191,8 @@ def _later(scale: float) -> list[Scenario]:
             (THROUGHPUT, Metric("time_to_first_batch_s", "time to first batch s", "lower")),
             prep=_dataset_prep("tokens", tokens, "ds-tokens"),
             requires=("StreamingDataset",),
+            physical=Step("sd_iter", {"schema": "tokens", "n": tokens, "dataset": "ds-tokens", "batch_size": 32}),
+            physical_label="ours in-process (StreamingDataset, no DataLoader)",
         ),
         Scenario(
             f"startup-{_count_label(shards)}-shards",

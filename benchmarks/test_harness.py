@@ -217,3 +217,40 @@ def test_patch_guards_register_fake_once(tmp_path):
     assert patched.count(f'@{patch_torchvision.MARKER}("torchvision::') == 2
     compile(patched, str(target), "exec")
     assert patch_torchvision.patch(target) == 0
+
+
+def test_share_of_physical_is_one_at_the_limit_and_below_one_short_of_it():
+    rate = report.Row("s", "samples/s", "higher", report.Figure(50.0), report.Figure(80.0), report.Figure(100.0))
+    assert rate.share_of_physical(rate.ours) == 0.8 and rate.share_of_physical(rate.ref) == 0.5
+    latency = report.Row("s", "p50 us", "lower", report.Figure(4.0), report.Figure(2.0), report.Figure(1.0))
+    assert latency.share_of_physical(latency.ours) == 0.5 and latency.share_of_physical(latency.ref) == 0.25
+    unmeasured = report.Row("s", "construct s", "lower", report.Figure(1.0), report.Figure(1.0))
+    assert unmeasured.share_of_physical(unmeasured.ours) is None
+    table = report.render([replace(rate, physical_label="mmap")])
+    assert "| s | samples/s | 50.0 | 80.0 | 100 | 0.80 | 0.50 | 1.60 | 1.60x better |" in table
+    assert "- s and alike: mmap" in table
+
+
+@pytest.mark.parametrize("schema", inputs.SCHEMAS)
+def test_physical_phases_read_the_same_values_from_a_written_dataset(tmp_path, schema):
+    import phase_limits
+    from child import Context
+
+    from streaming import MDSWriter
+
+    n = 300
+    rows, _ = inputs.samples(str(tmp_path / "inputs"), schema, n)
+    with MDSWriter(out=str(tmp_path / "ds"), columns=inputs.COLUMNS[schema], size_limit=1 << 18) as writer:
+        for row in rows:
+            writer.write(row)
+    context = Context(str(tmp_path), str(tmp_path / "inputs"), "physical")
+    assert phase_limits.limit_iter(context, schema, n, "ds", passes=1)["values_ok"]
+    random_reads = phase_limits.limit_random(context, schema, n, "ds")
+    assert random_reads["values_ok"] and 0 < random_reads["p50_us"] <= random_reads["p99_us"]
+    zstd = phase_limits.limit_zstd(context, schema, n, "ds", repeats=1)
+    written = phase_limits.limit_write(context, schema, n, "ds", repeats=1)
+    assert zstd["samples_per_s"] > 0 and 0 < zstd["out_mb"] < written["out_mb"]
+    shards = sum(
+        os.path.getsize(tmp_path / "ds" / name) for name in os.listdir(tmp_path / "ds") if name != "index.json"
+    )
+    assert written["out_mb"] == shards / 1e6
