@@ -2,9 +2,10 @@
 
 Fetches the reference's sdist from PyPI once (cached under ``.ci/upstream-suite/``, gitignored), lays our harness
 (``harness/``: the ``tests`` package helpers those modules import) beside its test modules in a scratch folder, and
-runs them with pytest against this checkout's ``streaming``. Remote-only tests are deselected by the marks upstream's
-own pytest addopts use; ``exclusions.toml`` lists every other deselected test and the expected failures, each with
-its reason. Nothing of upstream's is committed.
+runs them with pytest against this checkout's ``streaming``. Remote-only tests are deselected by the marks
+upstream's own pytest addopts use; ``exclusions.toml`` lists every other deselected test, the duplicative
+parametrizations thinned out for time, and the expected failures, each with its reason (the harness conftest
+applies the last two). Nothing of upstream's is committed.
 
 Usage: ``python tests/upstream_suite/run.py [extra pytest args]``; exits with pytest's status.
 """

@@ -1,11 +1,13 @@
 """Session setup (laid out as ``tests/conftest.py``) for the reference's test modules run against this package.
 
 Asserts that ``streaming`` is this package (not the reference), registers the reference's marks, provides the
-``tests.common.utils`` fixtures, and applies the expected failures listed in the file ``MDS_UPSTREAM_EXPECTATIONS``
-names (strict: an expected failure that passes fails the run, so the list cannot go stale).
+``tests.common.utils`` fixtures, and applies the thinning and the expected failures of the file that
+``MDS_UPSTREAM_EXPECTATIONS`` names (strict: an expected failure that passes fails the run, so the list cannot go
+stale).
 """
 
 import os
+from fnmatch import fnmatch
 from pathlib import Path
 
 import pytest
@@ -32,7 +34,13 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     expectations = os.environ.get("MDS_UPSTREAM_EXPECTATIONS")
     if not expectations:
         return
-    expected_failures = tomllib.loads(Path(expectations).read_text())["expected_failure"]
+    exclusions = tomllib.loads(Path(expectations).read_text())
+    patterns = [pattern.replace("[", "[[]") for pattern in exclusions["thinned"]]  # "[" of node ids is literal
+    thinned = [item for item in items if any(fnmatch(item.nodeid, pattern) for pattern in patterns)]
+    if thinned:
+        config.hook.pytest_deselected(items=thinned)
+        items[:] = [item for item in items if item not in thinned]
+    expected_failures = exclusions["expected_failure"]
     matched = set()
     for item in items:
         key = item.nodeid if item.nodeid in expected_failures else item.nodeid.partition("[")[0]
