@@ -23,7 +23,7 @@ OLDEST_DATABRICKS_SDK := 0.38.0
 OLDEST_DATABRICKS_SDK_DIR := .ci/databricks-sdk-$(OLDEST_DATABRICKS_SDK)
 DATABRICKS_TESTS := tests/storage tests/remote -k "dbfs or volumes or databricks"
 
-.PHONY: wheel demo test lint bench fuse test-databricks-oldest-sdk
+.PHONY: wheel demo test lint bench fuse test-databricks-oldest-sdk test-upstream
 
 wheel: $(WHEEL_STAMP)
 
@@ -76,6 +76,12 @@ test: lint $(VENV)/.installed $(SPARK35_VENV)/.installed $(NODE_DIR)/.installed 
 		MDS_REFERENCE_PYTHON=$(abspath $(REF_VENV))/bin/python $(SPARK35_PY) -m pytest -q tests/spark \
 		--deselect $(SPARK35_NOT_RUN)
 	$(MAKE) test-databricks-oldest-sdk
+	$(MAKE) test-upstream
+
+# streaming-community 0.14.2's own behaviour tests against this package (tests/upstream_suite/run.py fetches the
+# sdist from PyPI once into .ci/upstream-suite/; exclusions.toml lists what is deselected or expected to fail).
+test-upstream: $(VENV)/.installed
+	SPARK_LOCAL_IP=127.0.0.1 PYSPARK_PYTHON=$(abspath $(PY)) $(PY) tests/upstream_suite/run.py
 
 # Only the SDK itself goes to the side directory (--no-deps): its dependencies are the venv's.
 $(OLDEST_DATABRICKS_SDK_DIR)/.installed: $(VENV)/.installed

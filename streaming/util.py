@@ -14,13 +14,15 @@ _NUMBER_WITH_SUFFIX = re.compile(r"^\s*([0-9]*\.?[0-9]+)\s*([a-z]*)\s*$")
 def bytes_to_int(bytes_str: int | float | str) -> int:
     """Parse a byte count such as ``"64mb"``, ``"1.5gb"``, ``"100b"`` or ``4096`` (units are powers of 1024)."""
     if isinstance(bytes_str, bool):
-        raise ValueError(f"Invalid byte size {bytes_str!r}: expected an int or a string like '64mb'.")
+        raise ValueError(
+            f"Unsupported value/suffix {bytes_str!r} (a byte size): expected an int or a string like '64mb'."
+        )
     if isinstance(bytes_str, (int, float)):
         return int(bytes_str)
     match = _NUMBER_WITH_SUFFIX.match(str(bytes_str).lower())
     if match is None or match.group(2) not in _BYTE_UNITS and match.group(2) != "":
         raise ValueError(
-            f"Invalid byte size {bytes_str!r}: expected a number with an optional unit, one of "
+            f"Unsupported value/suffix {bytes_str!r} (a byte size): expected a number with an optional unit, one of "
             f"{', '.join(_BYTE_UNITS)} (powers of 1024), e.g. '64mb'."
         )
     number, unit = match.groups()
@@ -30,13 +32,13 @@ def bytes_to_int(bytes_str: int | float | str) -> int:
 def number_abbrev_to_int(abbrev_str: int | float | str) -> int:
     """Parse a count such as ``"100k"``, ``"64M"``, ``"1.5b"`` or ``77`` (units are powers of 1000)."""
     if isinstance(abbrev_str, bool):
-        raise ValueError(f"Invalid count {abbrev_str!r}: expected an int or a string like '100k'.")
+        raise ValueError(f"Unsupported value/suffix {abbrev_str!r} (a count): expected an int or a string like '100k'.")
     if isinstance(abbrev_str, (int, float)):
         return int(abbrev_str)
     match = _NUMBER_WITH_SUFFIX.match(str(abbrev_str).lower())
     if match is None or (match.group(2) and match.group(2) not in _COUNT_UNITS):
         raise ValueError(
-            f"Invalid count {abbrev_str!r}: expected a number with an optional suffix, one of "
+            f"Unsupported value/suffix {abbrev_str!r} (a count): expected a number with an optional suffix, one of "
             f"k, m, b, t (powers of 1000), e.g. '100k'."
         )
     digits, unit = match.groups()

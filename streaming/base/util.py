@@ -20,10 +20,12 @@ __all__ = [*_WHERE, "clean_stale_shared_memory"]
 
 
 def clean_stale_shared_memory() -> None:
-    """Remove what dead processes left behind (this package keeps no /dev/shm segments, only lock-guarded files)."""
+    """Remove what dead processes left: this package's lock-guarded files, and upstream's /dev/shm blocks."""
     from streaming.dataset.coordination import clean_stale_state
+    from streaming.dataset.coordination.cleanup import remove_upstream_blocks
 
     clean_stale_state()
+    remove_upstream_blocks()
 
 
 def __getattr__(name: str) -> Any:

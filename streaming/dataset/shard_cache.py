@@ -86,6 +86,18 @@ class ShardCache:
                 f"Cache limit ({limit} bytes) is too low. Increase the `cache_limit` to at-least four times the "
                 f"largest shard size ({largest} bytes, raw + compressed), i.e. {4 * largest} bytes."
             )
+        # Shards of streams without a remote stay for good, like the index files: downloads need room above them.
+        local_only = sum(
+            int((table.raw_bytes + table.zip_bytes).sum())
+            for stream, table in zip(self.streams, self.tables)
+            if not stream.has_remote
+        )
+        if local_only and limit < index_bytes + local_only + 4 * largest:
+            raise ValueError(
+                f"Cache limit ({limit} bytes) is too low. The index files ({index_bytes} bytes) and the shards of "
+                f"streams with no remote ({local_only} bytes) are never evicted, so the limit must be at least "
+                f"{index_bytes + local_only + 4 * largest} bytes (four times the largest shard above them)."
+            )
 
     @property
     def usage(self) -> int:

@@ -215,7 +215,10 @@ def _compressor(family: str) -> Callable[[bytes, int | None], bytes]:
     if family == "gz":
         return _gzip_compress  # type: ignore[return-value]  # gz always has a level (default 9), never None
     if family == "br":
-        return lambda data, level: _import("brotli").compress(bytes(data), quality=level)
+        # brotli takes only contiguous buffers; memoryview() (not bytes()) so that an int is refused, not zeros.
+        return lambda data, level: _import("brotli").compress(
+            data if isinstance(data, bytes) else bytes(memoryview(data)), quality=level
+        )
     if family == "bz2":
         return lambda data, level: _import("bz2").compress(data, level)
     return lambda data, level: bytes(_import("cramjam").snappy.compress_raw(data))

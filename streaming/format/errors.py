@@ -11,6 +11,25 @@ class EncodingTypeError(TypeError, AttributeError):
     """A value of the wrong type for its encoding (a TypeError, and the AttributeError upstream raised)."""
 
 
+class UnknownTextEncodingError(UnknownEncodingError, AssertionError):
+    """An unknown JSON/XSV column encoding (also the AssertionError upstream's check raised)."""
+
+
+class NonStrEncodingError(UnknownEncodingError, AttributeError):
+    """An MDS column encoding that is not a string (also the AttributeError upstream failed with)."""
+
+
+class EncodingValueError(TypeError, ValueError):
+    """A value a number column cannot convert (a TypeError, and the ValueError numpy made upstream raise)."""
+
+
+class FixedSizeError(ValueError, KeyError):
+    """Encoded bytes of the wrong length for a fixed-size column (a ValueError, and upstream's KeyError)."""
+
+    # KeyError would show the message quoted, as a key.
+    __str__ = ValueError.__str__
+
+
 class ShardCorruptError(ValueError):
     """A shard file that is truncated, resized or fails its recorded hash."""
 

@@ -21,10 +21,15 @@ from typing import Any, cast
 from streaming.format.index import INDEX_BASENAME, parse_index, publish_index, rebase
 from streaming.storage.base import storage_for
 from streaming.storage.download import download_file
+from streaming.storage.errors import ObjectNotFoundError
 from streaming.storage.output import parse_out
 from streaming.storage.url import is_remote, join_url, relative_to
 
 Source = str | tuple[str, str]
+
+
+class IndexNotFoundError(FileNotFoundError, RuntimeError):
+    """A sub-dataset's index.json that is not there (also the RuntimeError upstream raised)."""
 
 
 def merge_index(*args: Any, **kwargs: Any) -> None:
@@ -64,9 +69,14 @@ def _read_index(source: Source, work_dir: str, number: int, timeout: float) -> l
         path = local
     elif remote:
         path = os.path.join(work_dir, f"{number}.json")
-        download_file(remote, path, timeout=timeout)
+        try:
+            download_file(remote, path, timeout=timeout)
+        except ObjectNotFoundError as err:
+            raise IndexNotFoundError(f"Failed to download index.json: {err}") from err
     else:
-        raise FileNotFoundError(f"Index file not found: {local!r} (and no remote copy was given).")
+        raise FileNotFoundError(
+            f"Check data availability! Index file not found: {local!r} (and no remote copy was given)."
+        )
     with open(path, "rb") as stream:
         return parse_index(stream.read(), remote if path != local else local)
 

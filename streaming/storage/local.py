@@ -116,7 +116,8 @@ class LocalStorage(Storage):
 
     def _classify(self, exc: Exception, url: str) -> StorageError | None:
         if isinstance(exc, FileNotFoundError):
-            return ObjectNotFoundError(url, f"no such file {local_path(url)!r}")
+            # The OS's own words ("No such file or directory") last, as callers of upstream match them.
+            return ObjectNotFoundError(url, f"no such file {local_path(url)!r}: {exc.strerror or 'not found'}")
         if isinstance(exc, PermissionError):
             return StoragePermissionError(
                 url, f"permission denied on {exc.filename or local_path(url)!r}; check the file mode and owner"

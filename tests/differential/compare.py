@@ -42,38 +42,12 @@ ALLOWED_DEVIATIONS = {
 # Differences that are genuine bugs of ours (or undecided), known and not fixed yet. Each has a strict-xfail
 # regression test in test_regressions.py, which starts failing once it is fixed; the session summary counts how
 # many generated cases showed each. key -> (what, a matcher of (ours, reference) results).
-def _error_pair(reference_error: str, ours_error: str) -> Any:
-    return lambda ours, reference: reference.get("error") == reference_error and ours.get("error") == ours_error
-
-
 OPEN_DIFFERENCES: dict[str, tuple[str, Any]] = {
-    "wrong-type-attributeerror": (
-        "issue 9 §3: a value of the wrong type for an MDS/JSON/XSV column (or a non-array for ndarray): the "
-        "reference raises AttributeError ('data should be of type ...'), ours TypeError, which is not a subclass",
-        _error_pair("AttributeError", "TypeError"),
-    ),
-    "scalar-from-text-valueerror": (
-        "issue 9 §3: text given to a numeric MDS column (uint8 ...): numpy makes the reference raise ValueError, "
-        "ours raises TypeError",
-        _error_pair("ValueError", "TypeError"),
-    ),
-    "fixed-size-keyerror": (
-        "issue 9 §3: bytes of the wrong length for a fixed-size MDS column: the reference raises KeyError "
-        "('Unexpected data size ...'), ours ValueError",
-        _error_pair("KeyError", "ValueError"),
-    ),
     "assertion-errors": (
-        "issue 9 §3: the reference asserts (AssertionError) on unknown JSON/XSV encodings, malformed ndarray "
-        "encodings and XSV separators/newlines inside a value or a column name; ours raises ValueError / "
-        "UnknownEncodingError, not subclasses of AssertionError",
-        lambda ours, reference: (
-            reference.get("error") == "AssertionError" and ours.get("error") in ("ValueError", "UnknownEncodingError")
-        ),
-    ),
-    "non-str-encoding-attributeerror": (
-        "issue 9 §3: a non-str MDS encoding (e.g. 7): the reference fails with AttributeError, ours with "
-        "UnknownEncodingError (TypeError and ValueError)",
-        _error_pair("AttributeError", "UnknownEncodingError"),
+        "issue 9 §3: the reference asserts (AssertionError) on malformed ndarray encodings and XSV "
+        "separators/newlines inside a value or a column name; ours raises ValueError, not a subclass of "
+        "AssertionError (unknown JSON/XSV encodings raise UnknownTextEncodingError, also an AssertionError)",
+        lambda ours, reference: reference.get("error") == "AssertionError" and ours.get("error") == "ValueError",
     ),
     "duplicate-hashes-refused": (
         "undecided: hashes=['md5', 'md5'] (sorted, not unique): the reference accepts it, ours raises ValueError "

@@ -147,11 +147,7 @@ def _mds(columns, samples, **kwargs):
 
 
 OPEN_WRITE_CASES = {
-    "wrong-type-attributeerror": _mds({"0": "bytes"}, [{"0": "text"}]),
-    "scalar-from-text-valueerror": _mds({"0": "uint8"}, [{"0": "text"}]),
-    "fixed-size-keyerror": _mds({"0": "int64"}, [{"0": b"12345"}]),
-    "assertion-errors": {**_mds({"0": "int128"}, [{"0": 1}]), "writer": "tsv", "newline": "\n"},
-    "non-str-encoding-attributeerror": _mds({"0": 7}, [{"0": 1}]),
+    "assertion-errors": {**_mds({"0": "str"}, [{"0": "a\tb"}]), "writer": "tsv", "newline": "\n"},
     "duplicate-hashes-refused": _mds({"0": "int"}, [{"0": 1}], hashes=["md5", "md5"]),
 }
 

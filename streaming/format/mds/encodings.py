@@ -55,7 +55,7 @@ from typing import Any, Protocol, TypeGuard
 
 import numpy as np
 
-from streaming.format.errors import EncodingTypeError
+from streaming.format.errors import EncodingTypeError, EncodingValueError
 
 __all__ = [
     "JPEG",
@@ -269,7 +269,8 @@ class Scalar(Encoding):
         try:
             value = np.array(obj, dtype=self._dtype)
         except (TypeError, ValueError) as err:
-            raise TypeError(f"{self._name} expects a number, got {_describe(obj)} {obj!r:.80} ({err})") from None
+            wrong = EncodingValueError if isinstance(err, ValueError) else TypeError
+            raise wrong(f"{self._name} expects a number, got {_describe(obj)} {obj!r:.80} ({err})") from None
         if value.ndim:
             raise TypeError(f"{self._name} expects a single number, got {_describe(obj)} of shape {value.shape}")
         return value.tobytes()
@@ -464,7 +465,7 @@ def _jpeg_file_class() -> type:
 
 def _check_image(obj: Any, encoding: str) -> None:
     if not isinstance(obj, _pil().Image):
-        raise TypeError(f"{encoding} expects a PIL.Image.Image, got {_describe(obj)} {obj!r:.80}")
+        raise EncodingTypeError(f"{encoding} expects a PIL.Image.Image, got {_describe(obj)} {obj!r:.80}")
 
 
 def _open_image(data: bytes | memoryview) -> Any:
@@ -622,7 +623,7 @@ class List(Encoding):
 
     def encode(self, obj: Any) -> bytes:
         if not isinstance(obj, (list, tuple)):
-            raise TypeError(f"{self.name} expects a list of {self.items}, got {_describe(obj)} {obj!r:.80}")
+            raise EncodingTypeError(f"{self.name} expects a list of {self.items}, got {_describe(obj)} {obj!r:.80}")
         item_coder = self._item_coder()
         parts = []
         for index, item in enumerate(obj):

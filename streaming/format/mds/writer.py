@@ -7,7 +7,7 @@ import struct
 from collections.abc import Sequence
 from typing import Any
 
-from streaming.format.errors import UnknownEncodingError, with_context
+from streaming.format.errors import FixedSizeError, NonStrEncodingError, UnknownEncodingError, with_context
 from streaming.format.index import RAW_DATA, ZIP_DATA, FileInfo
 from streaming.format.mds.encodings import Int, Str, get_mds_coder, get_mds_encodings, is_mds_encoding
 from streaming.format.sink import ShardSink
@@ -90,7 +90,7 @@ class MDSWriter(JointWriter):
             raise ValueError(f"columns must be a non-empty dict of column name -> MDS encoding, got {columns!r}.")
         for name, encoding in columns.items():
             if not isinstance(encoding, str) or not is_mds_encoding(encoding):
-                raise UnknownEncodingError(
+                raise (UnknownEncodingError if isinstance(encoding, str) else NonStrEncodingError)(
                     f"MDSWriter passed column `{name}` with encoding `{encoding}` is unsupported: unknown MDS encoding "
                     f"{encoding!r}. Valid encodings: "
                     f"{', '.join(sorted(get_mds_encodings()))} (ndarray also as ndarray:<dtype>[:<shape>])."
@@ -159,7 +159,7 @@ class MDSWriter(JointWriter):
             if size is None:
                 sizes.append(len(data))
             elif len(data) != size:
-                raise ValueError(
+                raise FixedSizeError(
                     f"Column {name!r} (encoding {encoding!r}) of sample {self.samples_written}: "
                     f"encoded to {len(data)} bytes but the encoding has a fixed size of {size} bytes; "
                     f"was this value typed with the right encoding?"

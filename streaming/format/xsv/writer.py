@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from streaming.format.errors import EncodingTypeError, UnknownEncodingError
+from streaming.format.errors import EncodingTypeError, UnknownTextEncodingError
 from streaming.format.sink import ShardSink
 from streaming.format.writer import DEFAULT_SIZE_LIMIT, SplitWriter
 from streaming.format.xsv.encodings import is_xsv_encoding, xsv_encode
@@ -42,7 +42,7 @@ class XSVWriter(SplitWriter):
             raise ValueError(f"columns must be a non-empty dict of column name -> encoding, got {columns!r}.")
         for name, encoding in columns.items():
             if not is_xsv_encoding(encoding):
-                raise UnknownEncodingError(
+                raise UnknownTextEncodingError(
                     f"Column {name!r} has unknown {self.format.upper()} encoding "
                     f"{encoding!r}. Valid encodings: {', '.join(XSV_ENCODINGS)}."
                 )

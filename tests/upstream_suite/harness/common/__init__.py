@@ -1,0 +1,1 @@
+"""Helpers the reference's test modules import as ``tests.common``."""
