@@ -11,7 +11,9 @@ figures of one run compare), and every child reads the same 2048-token int32 sam
 * ``ours-dataloader``: a plain ``torch.utils.data.DataLoader`` over our StreamingDataset;
 * ``reference``: a plain DataLoader over streaming-community's StreamingDataset (its StreamingDataLoader is one);
 * ``litdata``: ``litdata.StreamingDataLoader`` over ``litdata.StreamingDataset`` of the same samples
-  (written by ``litdata.optimize``; needs a side venv with litdata and the CPU torch, see benchmarks/README.md).
+  (written by ``litdata.optimize``; needs a side venv with litdata and the CPU torch, see benchmarks/README.md);
+* ``in-process``: the physical reference, our StreamingDataset iterated in one process, 32 samples to a "batch",
+  no collation: what reading alone costs on this machine at this moment.
 
 Per side: samples/s of the warm epochs (persistent workers; the first epoch, with worker start-up, is reported
 apart) and the CPU microseconds per batch spent by the main process and by the workers together, which is what
@@ -77,22 +79,47 @@ def _loader(side: str, data: str) -> Any:
     return loader_class(dataset, batch_size=BATCH, num_workers=WORKERS, persistent_workers=True)
 
 
+def _in_process(data: str) -> Any:
+    """Lists of 32 samples read in this process: reading without collation or hand-over."""
+    import itertools
+
+    import streaming
+
+    dataset = streaming.StreamingDataset(local=data, batch_size=BATCH)
+
+    class Batches:
+        def __iter__(self) -> Any:
+            samples = iter(dataset)
+            while batch := list(itertools.islice(samples, BATCH)):
+                yield batch
+
+    return Batches()
+
+
+def _count(batch: Any) -> tuple[int, int]:
+    """Samples in a batch and the sum of their first and last token ids."""
+    if isinstance(batch, list):
+        return len(batch), sum(int(sample["tokens"][0]) + int(sample["tokens"][-1]) for sample in batch)
+    tokens = batch["tokens"]
+    return len(tokens), int(tokens[:, 0].sum()) + int(tokens[:, -1].sum())
+
+
 def child(side: str, data: str, epochs: int) -> dict[str, Any]:
     """Iterate ``epochs`` epochs; check every sample once per epoch; time and CPU per epoch."""
     import warnings
 
     warnings.simplefilter("ignore")  # torch's one-time warnings about read-only numpy arrays
-    loader = _loader(side, data)
+    loader = _in_process(data) if side == "in-process" else _loader(side, data)
     runs = []
     for _ in range(epochs):
         main_cpu, wall = time.process_time(), time.perf_counter()
         workers_before = {pid: _cpu_seconds(pid) for pid in _children()}
         samples = checksum = batches = 0
         for batch in loader:
-            tokens = batch["tokens"]
-            samples += len(tokens)
+            count, sums = _count(batch)
+            samples += count
+            checksum += sums
             batches += 1
-            checksum += int(tokens[:, 0].sum()) + int(tokens[:, -1].sum())
         wall = time.perf_counter() - wall
         main_cpu = time.process_time() - main_cpu
         workers_cpu = sum(_cpu_seconds(pid) - before for pid, before in workers_before.items())
@@ -165,6 +192,7 @@ def main() -> None:
     ours_env = {**os.environ, "PYTHONPATH": ROOT}
     foreign_env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
     sides: list[tuple[str, str, str, dict[str, str]]] = [
+        ("in-process", args.python, mds, ours_env),
         ("ours-sdl", args.python, mds, ours_env),
         ("ours-sdl-torch", args.python, mds, {**ours_env, "STREAMING_LOADER_HANDOVER": "torch"}),
         ("ours-dataloader", args.python, mds, ours_env),
@@ -189,6 +217,9 @@ def main() -> None:
             results[side].append(_run_child(python, side, data, args.epochs, env))
         loads.append(_load())
     summary = _summarise(results)
+    checksums = {epoch["checksum"] for runs in results.values() for run in runs for epoch in run["epochs"]}
+    if len(checksums) != 1:
+        raise SystemExit(f"the sides read different samples (checksums {sorted(checksums)})")
     _print_table(summary, loads, skipped)
     print(json.dumps({"summary": summary, "load": loads, "skipped": skipped, "raw": results}))
 
@@ -198,7 +229,6 @@ def _summarise(results: dict[str, list[dict[str, Any]]]) -> dict[str, dict[str, 
     for side, runs in results.items():
         warm = [epoch for run in runs for epoch in run["epochs"][1:]] or [run["epochs"][0] for run in runs]
         first = [run["epochs"][0] for run in runs]
-        checksums = {epoch["checksum"] for run in runs for epoch in run["epochs"]}
         summary[side] = {
             "samples_per_s": statistics.median(e["samples_per_s"] for e in warm),
             "best_samples_per_s": max(e["samples_per_s"] for e in warm),
@@ -206,7 +236,6 @@ def _summarise(results: dict[str, list[dict[str, Any]]]) -> dict[str, dict[str, 
             "main_cpu_us_per_batch": statistics.median(e["main_cpu_us_per_batch"] for e in warm),
             "workers_cpu_us_per_batch": statistics.median(e["workers_cpu_us_per_batch"] for e in warm),
             "samples": warm[0]["samples"],
-            "consistent": len(checksums) == 1,
         }
     return summary
 
@@ -222,7 +251,7 @@ def _print_table(summary: dict[str, dict[str, float]], loads: list[str], skipped
             f"{row['workers_cpu_us_per_batch']:12,.0f}"
         )
     ours = summary.get("ours-sdl")
-    for other in ("ours-dataloader", "reference", "litdata"):
+    for other in ("in-process", "ours-dataloader", "reference", "litdata"):
         if ours and other in summary:
             ratio = ours["samples_per_s"] / summary[other]["samples_per_s"]
             cpu = (summary[other]["main_cpu_us_per_batch"] + summary[other]["workers_cpu_us_per_batch"]) / (

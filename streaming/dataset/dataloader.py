@@ -45,6 +45,7 @@ class StreamingDataLoader(DataLoader):
         super().__init__(*args, **kwargs)
         self.num_samples_yielded = 0
         self._worker_batches: DataLoader | None = None
+        self._ring_token: str | None = None
 
     # torch declares __iter__ as returning its private _BaseDataLoaderIter; a generator that counts what it
     # yields is the documented way to extend it, so the narrower torch type cannot be kept.
@@ -63,8 +64,8 @@ class StreamingDataLoader(DataLoader):
                 self.num_samples_yielded += batch_length(batch)
                 yield batch
         finally:
-            if not self.persistent_workers:
-                forget_rings(inner.dataset.token)
+            if not self.persistent_workers and self._ring_token is not None:
+                forget_rings(self._ring_token)
 
     def _batches_from_workers(self) -> DataLoader | None:
         """The inner DataLoader whose workers yield whole batches, when this loader's setup allows one."""
@@ -87,6 +88,7 @@ class StreamingDataLoader(DataLoader):
             # yielding from and of the one the worker is filling, plus a few the caller still holds.
             slots=BATCHES_PER_MESSAGE * (prefetch + 2) + 4,
         )
+        self._ring_token = batches.token
         self._worker_batches = DataLoader(
             batches,
             batch_size=None,
@@ -121,6 +123,6 @@ class StreamingDataLoader(DataLoader):
         iterator = getattr(self, "_iterator", None)
         if iterator is not None and hasattr(iterator, "_shutdown_workers"):
             iterator._shutdown_workers()
-        inner = self.__dict__.get("_worker_batches")
-        if inner is not None:
-            forget_rings(inner.dataset.token)
+        token = self.__dict__.get("_ring_token")
+        if token is not None:
+            forget_rings(token)

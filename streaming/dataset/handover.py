@@ -42,11 +42,13 @@ HEADER_BYTES = 64
 ALIGN = 64
 MAX_SLOTS = HEADER_BYTES
 # Batches a worker sends per message after its first (which has one, for a quick first batch): torch's costs
-# per message (queues, feeder threads, its per-batch profiler hooks) are then shared by several batches.
-BATCHES_PER_MESSAGE = 4
-# A ring holds at most this many bytes of slots; fewer slots for very large batches (then some batches take
-# torch's own way when the caller holds many).
-RING_BYTES = 256 << 20
+# per message (queues, feeder threads, pickling, its per-batch profiler hooks; ~300 µs of the main process's
+# CPU here) are then shared by several batches. Measured per batch in the main process: 1 -> ~550 µs,
+# 4 -> ~250 µs, 8 -> ~180 µs (benchmarks/loader_handover.py).
+BATCHES_PER_MESSAGE = 8
+# A ring holds at most this many bytes of slots: very large batches get fewer slots, and those that find none
+# free take torch's own way, so memory stays bounded whatever the batch size.
+RING_BYTES = 64 << 20
 
 # A column of the ring layout: (key, numpy dtype string, shape of the batched column, byte offset in the slot).
 RingColumn = tuple[str, str, tuple[int, ...], int]
@@ -94,19 +96,19 @@ class Ring:
         self.slot_bytes = slot_bytes
         self.slots = slots
         self.key = f"{os.getpid()}-{uuid.uuid4().hex}"
-        self.tensor = torch.zeros(HEADER_BYTES + slot_bytes * slots, dtype=torch.uint8).share_memory_()
+        # Allocated in shared memory directly (not copied there): pages of slots never used stay unallocated.
+        storage = torch.UntypedStorage._new_shared(HEADER_BYTES + slot_bytes * slots)
+        self.tensor = torch.empty(0, dtype=torch.uint8).set_(storage)
         self.array = self.tensor.numpy()
         self.flags = self.array[:slots]
+        self.flags[:] = 0
         self.sent = False
-        self._next = 0
 
     def claim(self) -> int | None:
-        """A free slot, marked taken, or None when the main process holds them all."""
-        for step in range(self.slots):
-            slot = (self._next + step) % self.slots
+        """The first free slot, marked taken (low slots are reused, warm), or None when all are held."""
+        for slot in range(self.slots):
             if not self.flags[slot]:
                 self.flags[slot] = 1
-                self._next = slot + 1
                 return slot
         return None
 
@@ -358,7 +360,7 @@ class WorkerBatches(IterableDataset):
             nbytes = _aligned(nbytes + math.prod(shape) * dtype.itemsize)
         ring = self._ring
         if ring is None and layout:
-            ring = self._ring = Ring(nbytes, max(2, min(self.slots, RING_BYTES // nbytes)))
+            ring = self._ring = Ring(nbytes, max(2, min(self.slots, RING_BYTES // max(nbytes, 1))))
         slot = ring.claim() if ring is not None and nbytes <= ring.slot_bytes else None
         if ring is None or slot is None:
             # No slot free (the caller holds them all) or a batch larger than a slot: torch's own way.
@@ -366,9 +368,9 @@ class WorkerBatches(IterableDataset):
         start = ring.start(slot)
         area = ring.array[start : start + nbytes]
         try:
-            for column in layout:
-                key, dtype, shape, offset = column
-                _fill(area[offset : offset + _nbytes(column)].view(dtype).reshape(shape), columns[key])
+            for entry in layout:
+                key, dtype_name, shape, offset = entry
+                _fill(area[offset : offset + _nbytes(entry)].view(dtype_name).reshape(shape), columns[key])
         except (OverflowError, ValueError, TypeError):
             ring.flags[slot] = 0
             return default_collate(batch)

@@ -71,8 +71,8 @@ def test_same_batches_in_the_same_order_as_torch(local, workers, batch_size, dro
 
 def test_held_batches_keep_their_values(local):
     """A caller that keeps every batch holds all ring slots: later batches take torch's way, none is overwritten."""
-    expected = [_plain(b) for b in DataLoader(_dataset(local, 4), batch_size=4, num_workers=2)]
-    held = list(StreamingDataLoader(_dataset(local, 4), batch_size=4, num_workers=2))
+    expected = [_plain(b) for b in DataLoader(_dataset(local, 2), batch_size=2, num_workers=2)]
+    held = list(StreamingDataLoader(_dataset(local, 2), batch_size=2, num_workers=2))
     assert [_plain(b) for b in held] == expected
     from_ring = sum(not b["x"].is_shared() for b in held)
     assert 0 < from_ring < len(held), "expected ring batches first, then torch's way once the rings were full"
