@@ -17,6 +17,7 @@ from torch.utils.data import DataLoader, default_collate
 from streaming.dataset.dataset import StreamingDataset
 from streaming.dataset.handover import (
     BATCHES_PER_MESSAGE,
+    MESSAGE_BYTES,
     RingBatch,
     WorkerBatches,
     forget_rings,
@@ -79,14 +80,19 @@ class StreamingDataLoader(DataLoader):
         ):
             return None
         prefetch = self.prefetch_factor or 2
+        dataset = self.dataset
+        # From the index alone (nothing is read): the shards' bytes per sample.
+        sample_bytes = sum(int(t.raw_bytes.sum()) for t in dataset._shard_cache.tables) / max(dataset.num_samples, 1)
+        per_message = int(max(1, min(BATCHES_PER_MESSAGE, MESSAGE_BYTES // max(1.0, sample_bytes * self.batch_size))))
         batches = WorkerBatches(
-            self.dataset,
+            dataset,
             self.batch_size,
             self.drop_last,
             None if self.collate_fn is default_collate else self.collate_fn,
             # Batches of the messages a worker may have outstanding (prefetch), of the one the main process is
             # yielding from and of the one the worker is filling, plus a few the caller still holds.
-            slots=BATCHES_PER_MESSAGE * (prefetch + 2) + 4,
+            slots=per_message * (prefetch + 2) + 4,
+            batches_per_message=per_message,
         )
         self._ring_token = batches.token
         self._worker_batches = DataLoader(

@@ -44,8 +44,10 @@ MAX_SLOTS = HEADER_BYTES
 # Batches a worker sends per message after its first (which has one, for a quick first batch): torch's costs
 # per message (queues, feeder threads, pickling, its per-batch profiler hooks; ~300 µs of the main process's
 # CPU here) are then shared by several batches. Measured per batch in the main process: 1 -> ~550 µs,
-# 4 -> ~250 µs, 8 -> ~180 µs (benchmarks/loader_handover.py).
+# 4 -> ~250 µs, 8 -> ~180 µs (benchmarks/loader_handover.py). Large batches travel fewer to a message, so that
+# what is in flight stays near torch's own: at most MESSAGE_BYTES of samples per message.
 BATCHES_PER_MESSAGE = 8
+MESSAGE_BYTES = 4 << 20
 # A ring holds at most this many bytes of slots: very large batches get fewer slots, and those that find none
 # free take torch's own way, so memory stays bounded whatever the batch size.
 RING_BYTES = 64 << 20
@@ -301,6 +303,7 @@ class WorkerBatches(IterableDataset):
         drop_last: drop a last, incomplete batch (per worker, as torch's fetcher does).
         collate_fn: the user's collate function, or None for torch's ``default_collate`` with the ring fast path.
         slots: ring slots per worker.
+        batches_per_message: batches a worker sends per message after its first; the same for every worker.
     """
 
     def __init__(
@@ -310,8 +313,10 @@ class WorkerBatches(IterableDataset):
         drop_last: bool,
         collate_fn: Callable[[list[Any]], Any] | None,
         slots: int,
+        batches_per_message: int = BATCHES_PER_MESSAGE,
     ) -> None:
         self.dataset = dataset
+        self.batches_per_message = batches_per_message
         self.batch_size = batch_size
         self.drop_last = drop_last
         self.collate_fn = collate_fn
@@ -323,7 +328,7 @@ class WorkerBatches(IterableDataset):
         info = get_worker_info()
         worker = 0 if info is None else info.id
         samples = iter(self.dataset)
-        # Every worker groups its batches alike (1, then BATCHES_PER_MESSAGE each), so message m of each worker
+        # Every worker groups its batches alike (1, then batches_per_message each), so message m of each worker
         # covers the same batch positions and the main process can restore the per-batch round robin.
         group = 1
         while True:
@@ -337,7 +342,7 @@ class WorkerBatches(IterableDataset):
                 yield WorkerMessage(worker, batches)
             if len(batches) < group:
                 return
-            group = BATCHES_PER_MESSAGE
+            group = self.batches_per_message
 
     def _collate(self, batch: list[Any], in_worker: bool) -> Any:
         if self.collate_fn is not None:

@@ -159,3 +159,16 @@ def test_a_ring_batch_is_materialized_only_in_the_main_process():
     batch = RingBatch(ring, ring.claim(), ring.start(0), [("x", "<i4", (16,), 0)], {}, ["x"])
     with pytest.raises(RuntimeError, match="main process"):
         batch.materialize()
+
+
+def test_large_batches_travel_fewer_to_a_message(tmp_path):
+    """300 KB samples in batches of 4: 3 batches per message (MESSAGE_BYTES 4 MiB), same order as torch's."""
+    path = str(tmp_path / "large")
+    with MDSWriter(out=path, columns={"x": "ndarray:uint8", "id": "int"}, size_limit=1 << 20) as writer:
+        for i in range(40):
+            writer.write({"x": np.full(300_000, i % 251, np.uint8), "id": i})
+    expected = [_plain(b) for b in DataLoader(_dataset(path, 4), batch_size=4, num_workers=2)]
+    loader = StreamingDataLoader(_dataset(path, 4), batch_size=4, num_workers=2)
+    got = [_plain(b) for b in loader]
+    assert loader._worker_batches is not None and loader._worker_batches.dataset.batches_per_message == 3
+    assert got == expected
