@@ -56,15 +56,6 @@ def memory(pid: int) -> dict[str, Any]:
     return result
 
 
-def _worker_pids() -> list[int]:
-    """This process's children: its DataLoader workers (and torch's shared-memory manager, which is not one)."""
-    pids = []
-    for task in os.listdir("/proc/self/task"):
-        with open(f"/proc/self/task/{task}/children") as children:
-            pids.extend(int(pid) for pid in children.read().split())
-    return [pid for pid in pids if "torch_shm_manager" not in open(f"/proc/{pid}/cmdline").read()]
-
-
 def main(root: str, mode: str) -> None:
     import torch  # noqa: F401  (imported first on both sides: every process's common baseline)
 
@@ -83,8 +74,9 @@ def main(root: str, mode: str) -> None:
 
     loader = DataLoader(dataset, batch_size=32, num_workers=2, persistent_workers=True)
     count = sum(len(next(iter(batch.values()))) for batch in loader)
-    # Alive (persistent_workers); StreamingDataLoader's workers are those of its inner loader.
-    workers = [memory(pid) for pid in _worker_pids()]
+    # Alive (persistent_workers); our StreamingDataLoader's workers are those of its inner loader.
+    iterator = getattr(loader, "_worker_batches", None) or loader
+    workers = [memory(worker.pid) for worker in iterator._iterator._workers]
     result = {"mode": mode, "samples": count, "after_torch": baseline, "main": memory(os.getpid()), "workers": workers}
     print(json.dumps(result))
 
