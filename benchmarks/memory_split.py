@@ -75,8 +75,8 @@ def main(root: str, mode: str) -> None:
     loader = DataLoader(dataset, batch_size=32, num_workers=2, persistent_workers=True)
     count = sum(len(next(iter(batch.values()))) for batch in loader)
     # Alive (persistent_workers); our StreamingDataLoader's workers are those of its inner loader.
-    iterator = getattr(loader, "_worker_batches", None) or loader
-    workers = [memory(worker.pid) for worker in iterator._iterator._workers]
+    inner = getattr(loader, "_worker_batches", None)
+    workers = [memory(worker.pid) for worker in (loader if inner is None else inner)._iterator._workers]
     result = {"mode": mode, "samples": count, "after_torch": baseline, "main": memory(os.getpid()), "workers": workers}
     print(json.dumps(result))
 
