@@ -23,7 +23,7 @@ OLDEST_DATABRICKS_SDK := 0.38.0
 OLDEST_DATABRICKS_SDK_DIR := .ci/databricks-sdk-$(OLDEST_DATABRICKS_SDK)
 DATABRICKS_TESTS := tests/storage tests/remote -k "dbfs or volumes or databricks"
 
-.PHONY: wheel demo test lint bench fuse test-databricks-oldest-sdk test-upstream
+.PHONY: wheel demo test lint bench bench-loader fuse test-databricks-oldest-sdk test-upstream
 
 wheel: $(WHEEL_STAMP)
 
@@ -99,3 +99,15 @@ test-databricks-oldest-sdk: $(VENV)/.installed $(NODE_DIR)/.installed $(OLDEST_D
 # A few minutes: `make bench BENCH_SCALE=0.1 BENCH_ROUNDS=2`; one part: `make bench BENCH_ONLY="write remote-s3"`.
 bench: $(VENV)/.installed $(REF_VENV)/.bench-ready
 	BENCH_REF_PYTHON=$${BENCH_REF_PYTHON:-$(abspath $(REF_VENV))/bin/python} bash benchmarks/run.sh
+
+# DataLoader hand-over side by side (benchmarks/loader_handover.py): ours, the reference and LitData, whose side
+# venv holds litdata beside the CPU torch (torchvision, which litdata pulls in, is removed: it breaks that torch).
+LITDATA_VENV := .bench/litdata
+$(LITDATA_VENV)/.installed:
+	python3 -m venv $(LITDATA_VENV)
+	$(LITDATA_VENV)/bin/pip install -q torch==2.13.0 litdata
+	$(LITDATA_VENV)/bin/pip uninstall -q -y torchvision
+	touch $@
+
+bench-loader: $(VENV)/.installed $(REF_VENV)/.bench-ready $(LITDATA_VENV)/.installed
+	$(PY) benchmarks/loader_handover.py --reference-python $(REF_VENV)/bin/python --litdata-python $(LITDATA_VENV)/bin/python

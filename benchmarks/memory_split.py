@@ -5,6 +5,7 @@ Runs under any interpreter whose ``streaming`` is ours or the reference (no psut
 
     python benchmarks/memory_split.py DATASET_DIR iter      # the main process iterating one epoch
     python benchmarks/memory_split.py DATASET_DIR loader    # plus each of 2 DataLoader workers (batch 32)
+    python benchmarks/memory_split.py DATASET_DIR sdl       # the same through streaming.StreamingDataLoader
 
 Prints one JSON line; every figure is MiB. ``uss`` counts private pages, so a shard page mapped by one process
 only is counted there even though it is clean page cache.
@@ -66,11 +67,16 @@ def main(root: str, mode: str) -> None:
         count = sum(1 for _ in dataset)
         print(json.dumps({"mode": mode, "samples": count, "after_torch": baseline, "main": memory(os.getpid())}))
         return
-    from torch.utils.data import DataLoader
+    if mode == "sdl":
+        from streaming import StreamingDataLoader as DataLoader
+    else:
+        from torch.utils.data import DataLoader
 
-    batches = iter(DataLoader(dataset, batch_size=32, num_workers=2, persistent_workers=True))
-    count = sum(len(next(iter(batch.values()))) for batch in batches)
-    workers = [memory(worker.pid) for worker in batches._workers]  # alive: persistent_workers
+    loader = DataLoader(dataset, batch_size=32, num_workers=2, persistent_workers=True)
+    count = sum(len(next(iter(batch.values()))) for batch in loader)
+    # Alive (persistent_workers); our StreamingDataLoader's workers are those of its inner loader.
+    inner = getattr(loader, "_worker_batches", None)
+    workers = [memory(worker.pid) for worker in (loader if inner is None else inner)._iterator._workers]
     result = {"mode": mode, "samples": count, "after_torch": baseline, "main": memory(os.getpid()), "workers": workers}
     print(json.dumps(result))
 

@@ -1,14 +1,29 @@
-"""`StreamingDataLoader`: a DataLoader that counts the samples it yielded, for checkpoints of StreamingDataset."""
+"""`StreamingDataLoader`: a DataLoader that counts the samples it yielded, for checkpoints of StreamingDataset.
+
+With worker processes over a StreamingDataset, batches are made in the workers and handed over through a reused
+shared-memory ring (`streaming.dataset.handover`): same batches, same order, several times fewer costs per batch.
+``STREAMING_LOADER_HANDOVER=torch`` turns that off (torch's own per-batch collation and hand-over).
+"""
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 from typing import Any
 
 from torch import Tensor
-from torch.utils.data import DataLoader
+from torch.utils.data import DataLoader, default_collate
 
 from streaming.dataset.dataset import StreamingDataset
+from streaming.dataset.handover import (
+    BATCHES_PER_MESSAGE,
+    MESSAGE_BYTES,
+    RingBatch,
+    WorkerBatches,
+    forget_rings,
+    in_batch_order,
+    pass_through,
+)
 from streaming.dataset.world import World
 
 
@@ -30,14 +45,72 @@ class StreamingDataLoader(DataLoader):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.num_samples_yielded = 0
+        self._worker_batches: DataLoader | None = None
+        self._ring_token: str | None = None
 
     # torch declares __iter__ as returning its private _BaseDataLoaderIter; a generator that counts what it
     # yields is the documented way to extend it, so the narrower torch type cannot be kept.
     def __iter__(self) -> Iterator[Any]:  # type: ignore[override]
         self.num_samples_yielded = 0
-        for batch in super().__iter__():
-            self.num_samples_yielded += batch_length(batch)
-            yield batch
+        inner = self._batches_from_workers()
+        if inner is None:
+            for batch in super().__iter__():
+                self.num_samples_yielded += batch_length(batch)
+                yield batch
+            return
+        try:
+            for batch in in_batch_order(iter(inner), self.in_order):
+                if isinstance(batch, RingBatch):
+                    batch = batch.materialize()
+                self.num_samples_yielded += batch_length(batch)
+                yield batch
+        finally:
+            if not self.persistent_workers and self._ring_token is not None:
+                forget_rings(self._ring_token)
+
+    def _batches_from_workers(self) -> DataLoader | None:
+        """The inner DataLoader whose workers yield whole batches, when this loader's setup allows one."""
+        if self._worker_batches is not None:
+            return self._worker_batches
+        if (
+            not isinstance(self.dataset, StreamingDataset)
+            or self.num_workers == 0
+            or self.batch_size is None
+            or os.environ.get("STREAMING_LOADER_HANDOVER") == "torch"
+        ):
+            return None
+        prefetch = self.prefetch_factor or 2
+        dataset = self.dataset
+        # From the index alone (nothing is read): the shards' bytes per sample.
+        sample_bytes = sum(int(t.raw_bytes.sum()) for t in dataset._shard_cache.tables) / max(dataset.num_samples, 1)
+        per_message = int(max(1, min(BATCHES_PER_MESSAGE, MESSAGE_BYTES // max(1.0, sample_bytes * self.batch_size))))
+        batches = WorkerBatches(
+            dataset,
+            self.batch_size,
+            self.drop_last,
+            None if self.collate_fn is default_collate else self.collate_fn,
+            # Batches of the messages a worker may have outstanding (prefetch), of the one the main process is
+            # yielding from and of the one the worker is filling, plus a few the caller still holds.
+            slots=per_message * (prefetch + 2) + 4,
+            batches_per_message=per_message,
+        )
+        self._ring_token = batches.token
+        self._worker_batches = DataLoader(
+            batches,
+            batch_size=None,
+            num_workers=self.num_workers,
+            collate_fn=pass_through,
+            pin_memory=self.pin_memory,
+            timeout=self.timeout,
+            worker_init_fn=self.worker_init_fn,
+            multiprocessing_context=self.multiprocessing_context,
+            generator=self.generator,
+            prefetch_factor=self.prefetch_factor,
+            persistent_workers=self.persistent_workers,
+            pin_memory_device=self.pin_memory_device,
+            in_order=self.in_order,
+        )
+        return self._worker_batches
 
     def state_dict(self) -> dict[str, Any] | None:
         """The dataset's checkpoint for the samples all ranks have consumed, or None for other datasets."""
@@ -56,3 +129,6 @@ class StreamingDataLoader(DataLoader):
         iterator = getattr(self, "_iterator", None)
         if iterator is not None and hasattr(iterator, "_shutdown_workers"):
             iterator._shutdown_workers()
+        token = self.__dict__.get("_ring_token")
+        if token is not None:
+            forget_rings(token)
