@@ -34,6 +34,7 @@ dbutils.library.restartPython()
 
 # COMMAND ----------
 
+import importlib.util
 import math
 import os
 import tempfile
@@ -41,7 +42,15 @@ import tempfile
 import torch
 from torch import nn
 
+import streaming
 from streaming import StreamingDataLoader, StreamingDataset
+
+if importlib.util.find_spec("streaming.spark") is None:
+    raise ImportError(
+        f"`streaming` at {streaming.__file__} is MosaicML Streaming, not mds-streaming: run the %pip "
+        f"cell above (it shadows the copy Databricks Runtime ML ships) and restart Python."
+    )
+print(f"mds-streaming {streaming.__version__} from {os.path.dirname(streaming.__file__)}")
 
 
 def default_location(name: str) -> str:

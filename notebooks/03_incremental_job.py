@@ -39,9 +39,19 @@ dbutils.library.restartPython()
 
 # COMMAND ----------
 
+import importlib.util
 import json
 import os
 import tempfile
+
+import streaming
+
+if importlib.util.find_spec("streaming.spark") is None:
+    raise ImportError(
+        f"`streaming` at {streaming.__file__} is MosaicML Streaming, not mds-streaming: run the %pip "
+        f"cell above (it shadows the copy Databricks Runtime ML ships) and restart Python."
+    )
+print(f"mds-streaming {streaming.__version__} from {os.path.dirname(streaming.__file__)}")
 
 CDF_CHOICES = {"auto": None, "on": True, "off": False}
 

@@ -13,8 +13,10 @@ each ``%pip`` cell runs ``pip`` there, with ``$name`` replaced by the notebook's
 does. So ``--widget install=dist/mds_streaming-<version>-py3-none-any.whl`` runs a notebook on the built
 wheel exactly as a user's ``%pip install`` would. The virtualenv sees the packages of the interpreter that
 started it (pyspark, torch, ...: nothing is downloaded again) except this project's own, so ``streaming`` is
-the one ``%pip`` installed. ``--in-place`` (and ``run_notebook`` called from Python, as the tests do with
-their own session) runs in the current interpreter and prints ``%pip`` cells instead of running them.
+the one ``%pip`` installed. ``--venv FOLDER`` uses (and first creates) that virtualenv instead of a temporary
+one and keeps it, so several runs share one install (as notebooks attached to one cluster do); the tests
+run every notebook so. ``--in-place`` (and ``run_notebook`` called from Python, as the tests do with their own
+session) runs in the current interpreter and prints ``%pip`` cells instead of running them.
 
 On a cluster the executors hold the workspace's credentials; here the ``DATABRICKS_*`` variables of this
 process are handed to Spark's Python workers for the duration of the run, so tasks reach the same workspace
@@ -361,10 +363,24 @@ def run_in_throwaway_venv(argv: Sequence[str]) -> int:
     """Run this script with ``argv`` inside a fresh throwaway virtualenv, which is deleted afterwards."""
     with tempfile.TemporaryDirectory(prefix="run_local-venv-") as folder:
         python = create_throwaway_venv(folder)
-        environment = {name: value for name, value in os.environ.items() if name != "PYTHONPATH"}
-        environment[THROWAWAY_VENV_ENV] = folder
         print(f"[run_local] running in a throwaway virtualenv: {folder}", flush=True)
-        return subprocess.run([python, os.path.abspath(__file__), *argv], env=environment, check=False).returncode
+        return _run_in(folder, python, argv)
+
+
+def run_in_kept_venv(folder: str, argv: Sequence[str]) -> int:
+    """Run this script with ``argv`` inside the virtualenv ``folder`` (created first if missing), which stays."""
+    folder = os.path.abspath(folder)
+    python = os.path.join(folder, "bin", "python")
+    if not os.path.exists(python):
+        python = create_throwaway_venv(folder)
+    print(f"[run_local] running in the kept virtualenv: {folder}", flush=True)
+    return _run_in(folder, python, argv)
+
+
+def _run_in(folder: str, python: str, argv: Sequence[str]) -> int:
+    environment = {name: value for name, value in os.environ.items() if name != "PYTHONPATH"}
+    environment[THROWAWAY_VENV_ENV] = folder
+    return subprocess.run([python, os.path.abspath(__file__), *argv], env=environment, check=False).returncode
 
 
 def parse_widget_arguments(pairs: Sequence[str]) -> dict[str, str]:
@@ -390,6 +406,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         help="a widget value (repeatable); replaces the notebook's default",
     )
     parser.add_argument(
+        "--venv",
+        metavar="FOLDER",
+        help="run in this virtualenv (created if missing, kept afterwards) instead of a temporary one",
+    )
+    parser.add_argument(
         "--in-place",
         action="store_true",
         help="run in this interpreter and print %%pip cells instead of installing into a throwaway virtualenv",
@@ -400,7 +421,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except ValueError as err:
         parser.error(str(err))
     if not args.in_place and not in_throwaway_venv():
-        return run_in_throwaway_venv(arguments)
+        return run_in_kept_venv(args.venv, arguments) if args.venv else run_in_throwaway_venv(arguments)
     from pyspark.sql import SparkSession
 
     owned = SparkSession.getActiveSession() is None

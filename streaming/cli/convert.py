@@ -52,6 +52,13 @@ def add_parser(commands: Any, common: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--mode", choices=("error", "overwrite", "append"), default="error", help="when OUT holds data (default: error)"
     )
+    parser.add_argument(
+        "--nulls",
+        choices=("mask", "error"),
+        default="mask",
+        help="mask (default): a column holding NULLs gets a NULL-mask column and reads back as None (except "
+        "columns given an encoding in --columns); error: a NULL stops the conversion",
+    )
     parser.add_argument("--format", dest="kind", choices=("parquet", "jsonl", "csv", "hf", "delta"), help="input kind")
     parser.add_argument("--split", help="the split to convert of a Hugging Face DatasetDict")
     parser.add_argument("--workers", type=int, default=os.cpu_count() or 1, help="processes (default: one per CPU)")
@@ -132,6 +139,7 @@ def run(args: argparse.Namespace) -> int:
             kind=args.kind,
             split=args.split,
             workers=args.workers,
+            nulls=args.nulls,
             args=args,
         )
     text = (
@@ -180,6 +188,7 @@ def _convert_with_spark(
         mode=args.mode,
         spark=session,
         progress=not args.quiet,
+        nulls=args.nulls,
     )
     return {
         "path": result.path,
@@ -187,6 +196,7 @@ def _convert_with_spark(
         "samples": result.samples,
         "bytes": result.bytes,
         "columns": result.columns,
+        "nulls": {"masks": result.nulls, "as_json": result.nulls_json, "counted_by": result.nulls_counted_by},
         "mode": result.mode,
         "run": result.run,
         "engine": "spark",
@@ -212,9 +222,11 @@ def _convert_task(config: Any, task: Any, partition: int, target: Any) -> dict[s
     from streaming.spark.arrow_schema import normalize_batch
     from streaming.spark.task import write_attempt
 
+    values = {name: encoding for name, encoding in config.columns.items() if name not in config.nulls.values()}
+
     def cast(stream: Any) -> Any:
         for batch in stream:
-            normalized = normalize_batch(batch, config.columns)
+            normalized = normalize_batch(batch, values)
             if normalized.schema != target:
                 try:
                     normalized = normalized.cast(target)
@@ -240,6 +252,7 @@ def convert_with_arrow(
     kind: str | None = None,
     split: str | None = None,
     workers: int = 1,
+    nulls: str = "mask",
     args: argparse.Namespace | None = None,
 ) -> dict[str, Any]:
     """Convert `src` to MDS at `out` with pyarrow; returns the summary that `convert --json` prints."""
@@ -250,16 +263,21 @@ def convert_with_arrow(
     from streaming.cli.sources import detect, read_schema
     from streaming.spark import commit
     from streaming.spark.arrow_schema import normalize_batch, resolve_columns
+    from streaming.spark.null_plan import check_policy
     from streaming.spark.task import TaskConfig
     from streaming.storage.destination import Destination
 
+    check_policy(nulls)
     source = detect(src, kind, workers, split)
     schema = read_schema(source.tasks[0])
-    plan = resolve_columns(schema, columns)
+    values = resolve_columns(schema, columns)
     empty = pa.RecordBatch.from_pylist([], schema=schema)
-    target = normalize_batch(empty, plan).schema
+    target = normalize_batch(empty, values).schema
     destination = Destination(normalize_root(out))
     base = commit.check_destination(destination, mode)
+    explicit = [name for name, encoding in (columns or {}).items() if encoding is not None]
+    null_plan = plan_arrow_nulls(source, schema, values, explicit, nulls, base.shards if mode == "append" else [])
+    plan = null_plan.columns
     commit.check_append_columns(base.shards, plan, destination.url)
     run_id = new_run_id()
     config = TaskConfig(
@@ -270,6 +288,7 @@ def convert_with_arrow(
         hashes=tuple(hashes or ()),
         size_limit=size_limit,
         direct=destination.is_local,
+        nulls=null_plan.masks,
     )
     records: list[dict[str, Any]] = []
     bar = (
@@ -325,6 +344,7 @@ def convert_with_arrow(
         "mode": mode,
         "source": {"kind": source.kind, "path": source.root, "version": source.version, "reader": "pyarrow"},
         "columns": plan,
+        "nulls": null_plan.to_json(),
         "compression": compression,
         "hashes": list(hashes or ()),
         "size_limit": size_limit,
@@ -342,8 +362,89 @@ def convert_with_arrow(
         "samples": samples,
         "bytes": size,
         "columns": plan,
+        "nulls": null_plan.to_json(),
         "mode": mode,
         "run": run_id,
         "engine": "pyarrow",
         "source_kind": source.kind,
     }
+
+
+def plan_arrow_nulls(
+    source: Any, schema: Any, columns: dict[str, str], explicit: list[str], policy: str, joined: list[dict[str, Any]]
+) -> Any:
+    """The NULL plan (`streaming.spark.null_plan`) of a pyarrow conversion, its NULLs counted from the input."""
+    import pyarrow as pa
+
+    from streaming.spark.arrow_schema import spark_equivalent
+    from streaming.spark.null_plan import dataset_columns, null_columns
+    from streaming.spark.source import Source
+
+    fields = {item.name: item for item in schema}
+    return null_columns(
+        columns,
+        explicit=explicit,
+        policy=policy,
+        nullable=[name for name in columns if fields[name].nullable],
+        null_elements=[
+            name
+            for name in columns
+            if pa.types.is_list(spark_equivalent(fields[name].type)) and fields[name].type.value_field.nullable
+        ],
+        source=Source(source.kind, source.root, source.version, "deltalake")
+        if source.kind == "delta"
+        else Source(source.kind),
+        count=lambda values, elements: _count_nulls(source, values, elements),
+        dataset=dataset_columns(joined),
+        caller="convert",
+    )
+
+
+def _count_nulls(source: Any, values: list[str], elements: list[str]) -> tuple[dict[str, int], dict[str, int]]:
+    """NULLs of ``values`` and rows with NULL elements of ``elements``: Parquet footers first, then one read."""
+    import pyarrow.compute as pc
+
+    from streaming.cli.sources import batches
+
+    counts = _parquet_footer_null_counts(source, values)
+    unread = [name for name in values if name not in counts]
+    counts.update(dict.fromkeys(unread, 0))
+    rows_with_null_elements = dict.fromkeys(elements, 0)
+    if not unread and not elements:
+        return counts, rows_with_null_elements
+    for task in source.tasks:
+        for batch in batches(task):
+            for name in unread:
+                counts[name] += batch.column(name).null_count
+            for name in elements:
+                column = batch.column(name)
+                holders = pc.filter(pc.list_parent_indices(column), pc.is_null(pc.list_flatten(column)))
+                rows_with_null_elements[name] += len(pc.unique(holders))
+    return counts, rows_with_null_elements
+
+
+def _parquet_footer_null_counts(source: Any, names: list[str]) -> dict[str, int]:
+    """NULL counts of top-level primitive columns from local Parquet footers, where every row group has them."""
+    import pyarrow.parquet as pq
+
+    from streaming.cli.location import normalize_root
+    from streaming.storage.url import is_remote
+
+    if source.kind != "parquet" or not names or any(is_remote(task.url) for task in source.tasks):
+        return {}
+    counts = dict.fromkeys(names, 0)
+    for task in source.tasks:
+        metadata = pq.ParquetFile(normalize_root(task.url)).metadata
+        leaves = {metadata.schema.column(i).path: i for i in range(metadata.num_columns)}
+        groups = task.row_groups if task.row_groups is not None else range(metadata.num_row_groups)
+        for name in list(counts):
+            statistics = [
+                metadata.row_group(group).column(leaves[name]).statistics if name in leaves else None
+                for group in groups
+            ]
+            known = [item.null_count for item in statistics if item is not None and item.has_null_count]
+            if len(known) == len(statistics):
+                counts[name] += sum(known)
+            else:
+                del counts[name]
+    return counts

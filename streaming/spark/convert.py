@@ -23,7 +23,8 @@ from streaming.format.mds.encodings import get_mds_encodings, is_mds_encoding
 from streaming.format.writer import parse_size_limit
 from streaming.spark import commit
 from streaming.spark.executor_access import check_executor_access
-from streaming.spark.nulls import NullPlan, plan_nulls
+from streaming.spark.null_plan import NullPlan, check_policy, dataset_columns
+from streaming.spark.nulls import plan_nulls
 from streaming.spark.partition_folders import discard_partitions, publish_partitions
 from streaming.spark.progress import Progress
 from streaming.spark.schema import resolve_columns, select_expressions
@@ -85,6 +86,7 @@ def dataframe_to_mds(
     udf: Callable[..., Any] | None = None,
     udf_kwargs: dict[str, Any] | None = None,
     nulls: str = "mask",
+    join_shards: Sequence[dict[str, Any]] = (),
 ) -> ConversionResult:
     """Convert ``data`` into an MDS dataset at ``out``, partition by partition.
 
@@ -114,13 +116,19 @@ def dataframe_to_mds(
         udf_kwargs: keyword arguments for ``udf``.
         nulls: ``"mask"`` (default): columns whose default encoding has no NULL and that hold NULLs are
             stored with a NULL-mask column and read back as None (counted from Delta statistics or one
-            aggregate job first; see ``streaming.spark.nulls``), with a warning naming them; ``"error"``: a
-            NULL there stops the conversion. Columns given an encoding in a ``columns`` dict are never changed.
+            aggregate job first; see ``streaming.spark.null_plan``), with a warning naming them; ``"error"``:
+            a NULL there stops the conversion. Columns given an encoding in a ``columns`` dict are never changed.
+            When appending, columns the dataset masks stay masked, and NULLs in a column it stores without a
+            mask are refused before anything is written.
+        join_shards: index entries of the shards of a dataset the written shards will join (as
+            ``incremental_to_mds`` does with each run's folder): the columns must match theirs, as for
+            ``mode="append"``, and NULL masks follow theirs.
 
     Returns:
         A :class:`ConversionResult`. A DataFrame with no rows gives a valid, empty dataset.
     """
     compression = check_compression(compression)
+    check_policy(nulls)
     checked_hashes = tuple(check_hashes(list(hashes)))
     limit = parse_size_limit(size_limit)
     frame, source = resolve(data, spark, version)
@@ -132,14 +140,14 @@ def dataframe_to_mds(
     destination = Destination(out)
     check_executor_access(destination.url, executor_env)
     base = commit.check_destination(destination, mode)
+    joined = [*(base.shards if mode == "append" else ()), *join_shards]
     if udf is None:  # counted after the destination checks, so a refused destination costs no job
         explicit = set(columns) if isinstance(columns, Mapping) else set()
-        null_plan = plan_nulls(frame, source, plan, explicit, nulls)
+        null_plan = plan_nulls(frame, source, plan, explicit, nulls, dataset_columns(joined))
         plan = null_plan.columns
     else:
         null_plan = NullPlan(plan)
-    if mode == "append":
-        commit.check_append_columns(base.shards, plan, destination.url)
+    commit.check_append_columns(joined, plan, destination.url)
     run = new_run_id()
     config = TaskConfig(
         destination=destination.url,

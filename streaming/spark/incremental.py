@@ -106,6 +106,7 @@ def incremental_to_mds(
     change_data_feed: bool | None = None,
     progress: bool = True,
     executor_env: Mapping[str, str] | None = None,
+    nulls: str = "mask",
 ) -> IncrementResult:
     """Append the rows added to the Delta table ``table`` since the dataset at ``out`` was last updated.
 
@@ -114,8 +115,11 @@ def incremental_to_mds(
         out: the dataset root (as for ``dataframe_to_mds``); created by the first run.
         version: the table version to bring the dataset up to (default: the latest).
         spark: the SparkSession to read the table with (default: the active one).
-        columns, compression, hashes, size_limit, progress, executor_env: as for ``dataframe_to_mds``;
-            ``columns`` must give the dataset's columns on every run.
+        columns, compression, hashes, size_limit, progress, executor_env, nulls: as for ``dataframe_to_mds``;
+            ``columns`` must give the dataset's columns on every run. With default columns, a column holding
+            NULLs gets a NULL mask on the run that creates the dataset and keeps it on every later run; NULLs
+            that first appear in a later version in a column stored without a mask are refused, naming it
+            (see ``streaming.spark.null_plan``).
         change_data_feed: True to require the table's Change Data Feed, False to always diff snapshots,
             None to use the feed when the table has ``delta.enableChangeDataFeed`` set.
 
@@ -147,14 +151,13 @@ def incremental_to_mds(
         logger.info("incremental_to_mds: %s already holds version %d of %s", destination.url, target, table)
         return IncrementResult(destination.url, table, held, target, "up_to_date", 0, 0, 0)
 
-    plan = resolve_columns(current.schema, columns)
-    commit.check_append_columns(existing, plan, destination.url)
+    resolve_columns(current.schema, columns)  # bad `columns` fail before any job
     rows, method, unapplied = _new_rows(session, table, source, current, held, change_data_feed)
     folder = increment_folder(target, secrets.token_hex(4))
     staged = dataframe_to_mds(
         rows,
         destination.child(folder),
-        columns=plan,
+        columns=columns,
         compression=compression,
         hashes=hashes,
         size_limit=size_limit,
@@ -162,6 +165,8 @@ def incremental_to_mds(
         spark=session,
         progress=progress,
         executor_env=executor_env,
+        nulls=nulls,
+        join_shards=existing,
     )
     result = IncrementResult(destination.url, table, held, target, method, staged.samples, staged.shards, unapplied)
     destination.write_text(

@@ -38,7 +38,7 @@ objects, other maps as lists of ``[key, value]`` pairs.
 
 NULLs: MDS has no NULL. A column stored as ``json`` keeps NULL as ``null``, at the top level and inside
 arrays, maps and structs. Every other encoding has no spare value for NULL; with default encodings
-(``dataframe_to_mds(nulls="mask")``, see ``streaming.spark.nulls``) a column that holds NULLs is written
+(``dataframe_to_mds(nulls="mask")``, see ``streaming.spark.null_plan``) a column that holds NULLs is written
 with a ``uint8`` NULL-mask column ``<name>__is_null`` and the encoding's zero value in place of NULL, which
 our readers fold back into ``None``, and an ``ndarray`` column with NULL elements is written as ``json``.
 With ``nulls="error"``, or an encoding the user chose, a NULL there stops the conversion with an error

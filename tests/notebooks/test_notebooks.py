@@ -1,5 +1,9 @@
 """The three notebooks, unmodified, through the local runner: once with `/Volumes/...` served by the fake
-Databricks server (Files API), once with `/Volumes/...` as a mounted local path; and without credentials."""
+Databricks server (Files API), once with `/Volumes/...` as a mounted local path; and without credentials.
+
+These run in-process with the install cell printed; on the FUSE volume the notebooks also run with their install
+cell executed, as a user runs them (`test_install.py`).
+"""
 
 from __future__ import annotations
 
@@ -16,8 +20,12 @@ TRAIN = str(NOTEBOOKS / "02_train_from_volume.py")
 JOB = str(NOTEBOOKS / "03_incremental_job.py")
 ROWS = 1200
 BATCH = 50
+# Notebooks 01 and 02 on the FUSE volume: the install runs of test_install.py. Notebook 03's install run there
+# covers its first run only (each run outside this process starts Spark anew), so its runs stay here on all three.
+IN_PROCESS_VOLUMES = pytest.mark.parametrize("volume", ["files_api", "mounted"], indirect=True)
 
 
+@IN_PROCESS_VOLUMES
 def test_convert_then_train_from_the_volume(runner, spark, volume, tmp_path):
     out = volume.path("demo")
     converted = runner.run_notebook(CONVERT, {"out": out, "rows": str(ROWS), "size_limit": "16kb"}, spark, quiet=True)
