@@ -11,8 +11,16 @@ class EncodingTypeError(TypeError, AttributeError):
     """A value of the wrong type for its encoding (a TypeError, and the AttributeError upstream raised)."""
 
 
-class UnknownTextEncodingError(UnknownEncodingError, AssertionError):
-    """An unknown JSON/XSV column encoding (also the AssertionError upstream's check raised)."""
+class UnknownEncodingAssertionError(UnknownEncodingError, AssertionError):
+    """An unknown JSON/XSV encoding or a malformed ndarray one (also the AssertionError of upstream's asserts)."""
+
+
+class MalformedEncodingError(ValueError, AssertionError):
+    """An ``ndarray:<dtype>:<shape>`` encoding that does not parse (also the AssertionError of upstream's asserts)."""
+
+
+class UnstorableTextError(ValueError, AssertionError):
+    """Text an XSV shard cannot hold: its separator or newline inside (also upstream's AssertionError)."""
 
 
 class NonStrEncodingError(UnknownEncodingError, AttributeError):

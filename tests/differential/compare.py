@@ -43,12 +43,6 @@ ALLOWED_DEVIATIONS = {
 # regression test in test_regressions.py, which starts failing once it is fixed; the session summary counts how
 # many generated cases showed each. key -> (what, a matcher of (ours, reference) results).
 OPEN_DIFFERENCES: dict[str, tuple[str, Any]] = {
-    "assertion-errors": (
-        "issue 9 §3: the reference asserts (AssertionError) on malformed ndarray encodings and XSV "
-        "separators/newlines inside a value or a column name; ours raises ValueError, not a subclass of "
-        "AssertionError (unknown JSON/XSV encodings raise UnknownTextEncodingError, also an AssertionError)",
-        lambda ours, reference: reference.get("error") == "AssertionError" and ours.get("error") == "ValueError",
-    ),
     "duplicate-hashes-refused": (
         "undecided: hashes=['md5', 'md5'] (sorted, not unique): the reference accepts it, ours raises ValueError "
         "'hashes must be unique and sorted' (the reference's own message says 'must be unique and in sorted "

@@ -147,7 +147,6 @@ def _mds(columns, samples, **kwargs):
 
 
 OPEN_WRITE_CASES = {
-    "assertion-errors": {**_mds({"0": "str"}, [{"0": "a\tb"}]), "writer": "tsv", "newline": "\n"},
     "duplicate-hashes-refused": _mds({"0": "int"}, [{"0": 1}], hashes=["md5", "md5"]),
 }
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from streaming.format.errors import EncodingTypeError, UnknownTextEncodingError
+from streaming.format.errors import EncodingTypeError, UnknownEncodingAssertionError
 from streaming.format.json.encodings import is_json_encoded, is_json_encoding
 from streaming.format.sink import ShardSink
 from streaming.format.writer import DEFAULT_SIZE_LIMIT, SplitWriter
@@ -41,7 +41,7 @@ class JSONWriter(SplitWriter):
             raise ValueError(f"columns must be a non-empty dict of column name -> JSON encoding, got {columns!r}.")
         for name, encoding in columns.items():
             if not is_json_encoding(encoding):
-                raise UnknownTextEncodingError(
+                raise UnknownEncodingAssertionError(
                     f"Column {name!r} has unknown JSON encoding {encoding!r}. "
                     f"Valid encodings: {', '.join(JSON_ENCODINGS)}."
                 )

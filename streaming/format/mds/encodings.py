@@ -55,7 +55,7 @@ from typing import Any, Protocol, TypeGuard
 
 import numpy as np
 
-from streaming.format.errors import EncodingTypeError, EncodingValueError
+from streaming.format.errors import EncodingTypeError, EncodingValueError, MalformedEncodingError
 
 __all__ = [
     "JPEG",
@@ -721,13 +721,15 @@ class NDArray(Encoding):
 
     def __init__(self, dtype: str | None = None, shape: tuple[int, ...] | None = None) -> None:
         if dtype is not None and dtype not in _NDARRAY_CODES:
-            raise ValueError(f"ndarray dtype must be one of {', '.join(_NDARRAY_CODES)}, got {dtype!r}")
+            raise MalformedEncodingError(f"ndarray dtype must be one of {', '.join(_NDARRAY_CODES)}, got {dtype!r}")
         if shape is not None:
             shape = tuple(shape)
             if not shape or any(not isinstance(dim, int) or dim < 1 for dim in shape):
-                raise ValueError(f"ndarray shape must be one or more dimensions of at least 1, got {shape}")
+                raise MalformedEncodingError(f"ndarray shape must be one or more dimensions of at least 1, got {shape}")
             if len(shape) > _MAX_NDIM:
-                raise ValueError(f"ndarray shape has {len(shape)} dimensions, at most {_MAX_NDIM} are allowed")
+                raise MalformedEncodingError(
+                    f"ndarray shape has {len(shape)} dimensions, at most {_MAX_NDIM} are allowed"
+                )
         self.dtype = dtype
         self.shape = shape
         self._dtype = None if dtype is None else np.dtype(dtype).newbyteorder("<")
@@ -742,10 +744,12 @@ class NDArray(Encoding):
             return cls()
         parts = text.split(":")
         if len(parts) > 2:
-            raise ValueError(f"expected ndarray, ndarray:<dtype> or ndarray:<dtype>:<d1,d2,...>, got 'ndarray:{text}'")
+            raise MalformedEncodingError(
+                f"expected ndarray, ndarray:<dtype> or ndarray:<dtype>:<d1,d2,...>, got 'ndarray:{text}'"
+            )
         dtype = parts[0]
         if not dtype:
-            raise ValueError("a shape needs a dtype: write ndarray:<dtype>:<shape>, e.g. ndarray:uint8:3")
+            raise MalformedEncodingError("a shape needs a dtype: write ndarray:<dtype>:<shape>, e.g. ndarray:uint8:3")
         if len(parts) == 1:
             return cls(dtype)
         try:
@@ -963,7 +967,8 @@ def _build_coder(encoding: Any) -> Encoding:
     try:
         return cls.from_str(config)
     except (ValueError, TypeError, AssertionError) as err:
-        raise ValueError(f"Invalid MDS encoding {encoding!r}: {err}") from None
+        malformed = MalformedEncodingError if isinstance(err, MalformedEncodingError) else ValueError
+        raise malformed(f"Invalid MDS encoding {encoding!r}: {err}") from None
 
 
 def get_mds_coder(encoding: str) -> Encoding:

@@ -7,7 +7,14 @@ import struct
 from collections.abc import Sequence
 from typing import Any
 
-from streaming.format.errors import FixedSizeError, NonStrEncodingError, UnknownEncodingError, with_context
+from streaming.format.errors import (
+    FixedSizeError,
+    MalformedEncodingError,
+    NonStrEncodingError,
+    UnknownEncodingAssertionError,
+    UnknownEncodingError,
+    with_context,
+)
 from streaming.format.index import RAW_DATA, ZIP_DATA, FileInfo
 from streaming.format.mds.encodings import Int, Str, get_mds_coder, get_mds_encodings, is_mds_encoding
 from streaming.format.sink import ShardSink
@@ -90,7 +97,7 @@ class MDSWriter(JointWriter):
             raise ValueError(f"columns must be a non-empty dict of column name -> MDS encoding, got {columns!r}.")
         for name, encoding in columns.items():
             if not isinstance(encoding, str) or not is_mds_encoding(encoding):
-                raise (UnknownEncodingError if isinstance(encoding, str) else NonStrEncodingError)(
+                raise _unknown_encoding_error(encoding)(
                     f"MDSWriter passed column `{name}` with encoding `{encoding}` is unsupported: unknown MDS encoding "
                     f"{encoding!r}. Valid encodings: "
                     f"{', '.join(sorted(get_mds_encodings()))} (ndarray also as ndarray:<dtype>[:<shape>])."
@@ -181,3 +188,16 @@ class MDSWriter(JointWriter):
             RAW_DATA: raw.to_json(),
             ZIP_DATA: zipped.to_json() if zipped else None,
         }
+
+
+def _unknown_encoding_error(encoding: Any) -> type[UnknownEncodingError]:
+    """The error class of an unknown MDS encoding that also has the type upstream raised for it."""
+    if not isinstance(encoding, str):
+        return NonStrEncodingError
+    try:
+        get_mds_coder(encoding)
+    except MalformedEncodingError:
+        return UnknownEncodingAssertionError
+    except Exception:  # noqa: BLE001 - any other failure to build a coder is a plain unknown encoding
+        pass
+    return UnknownEncodingError

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from streaming.format.errors import EncodingTypeError, UnknownTextEncodingError
+from streaming.format.errors import EncodingTypeError, UnknownEncodingAssertionError, UnstorableTextError
 from streaming.format.sink import ShardSink
 from streaming.format.writer import DEFAULT_SIZE_LIMIT, SplitWriter
 from streaming.format.xsv.encodings import is_xsv_encoding, xsv_encode
@@ -42,7 +42,7 @@ class XSVWriter(SplitWriter):
             raise ValueError(f"columns must be a non-empty dict of column name -> encoding, got {columns!r}.")
         for name, encoding in columns.items():
             if not is_xsv_encoding(encoding):
-                raise UnknownTextEncodingError(
+                raise UnknownEncodingAssertionError(
                     f"Column {name!r} has unknown {self.format.upper()} encoding "
                     f"{encoding!r}. Valid encodings: {', '.join(XSV_ENCODINGS)}."
                 )
@@ -66,7 +66,7 @@ class XSVWriter(SplitWriter):
 
     def _check_text(self, text: str, what: str) -> None:
         if self.separator in text or self.newline in text:
-            raise ValueError(
+            raise UnstorableTextError(
                 f"{what} contains the separator {self.separator!r} or the newline {self.newline!r}; "
                 f"{self.format.upper()} shards have no quoting, so it cannot be stored."
             )
