@@ -24,7 +24,8 @@ OLDEST_DATABRICKS_SDK := 0.38.0
 OLDEST_DATABRICKS_SDK_DIR := .ci/databricks-sdk-$(OLDEST_DATABRICKS_SDK)
 DATABRICKS_TESTS := tests/storage tests/remote -k "dbfs or volumes or databricks"
 
-.PHONY: wheel demo test lint bench bench-loader fuse test-databricks-oldest-sdk test-upstream
+.PHONY: wheel demo test lint bench bench-loader fuse test-databricks-oldest-sdk test-upstream test-lane-core \
+	test-lane-spark test-lane-reference
 
 wheel: $(WHEEL_STAMP)
 
@@ -70,13 +71,27 @@ lint: $(VENV)/.installed
 	$(VENV)/bin/ruff check $(LINTED)
 	$(VENV)/bin/mypy
 
-test: lint $(VENV)/.installed $(SPARK35_VENV)/.installed $(NODE_DIR)/.installed $(REF_VENV)/.bench-ready fuse
-	SPARK_LOCAL_IP=127.0.0.1 PYSPARK_PYTHON=$(abspath $(PY)) MDS_REFERENCE_PYTHON=$(abspath $(REF_VENV))/bin/python \
-		$(PY) -m pytest -q
-	SPARK_LOCAL_IP=127.0.0.1 PYSPARK_PYTHON=$(abspath $(SPARK35_PY)) MDS_SPARK_CLASSIC_ONLY=1 \
-		MDS_REFERENCE_PYTHON=$(abspath $(REF_VENV))/bin/python $(SPARK35_PY) -m pytest -q tests/spark \
+# The suite runs in three lanes at once (`make -j3`), each a sequence of pytest runs that share nothing: most of it
+# waits on servers, subprocesses and JVM start-up rather than on the two cores. Every test runs in exactly one lane.
+# The differential suite and the upstream suite share a lane: both drive streaming-community's /dev/shm blocks.
+CORE_LANE_IGNORES := tests/differential tests/spark tests/notebooks
+TEST_ENV := SPARK_LOCAL_IP=127.0.0.1 MDS_REFERENCE_PYTHON=$(abspath $(REF_VENV))/bin/python
+
+test: lint $(VENV)/.installed $(SPARK35_VENV)/.installed $(NODE_DIR)/.installed $(REF_VENV)/.bench-ready fuse \
+		$(OLDEST_DATABRICKS_SDK_DIR)/.installed
+	$(MAKE) -j3 --output-sync=target test-lane-core test-lane-spark test-lane-reference
+
+test-lane-core: $(VENV)/.installed
+	$(TEST_ENV) PYSPARK_PYTHON=$(abspath $(PY)) $(PY) -m pytest -q tests $(addprefix --ignore ,$(CORE_LANE_IGNORES))
+
+test-lane-spark: $(VENV)/.installed $(SPARK35_VENV)/.installed
+	$(TEST_ENV) PYSPARK_PYTHON=$(abspath $(PY)) $(PY) -m pytest -q tests/spark tests/notebooks
+	$(TEST_ENV) PYSPARK_PYTHON=$(abspath $(SPARK35_PY)) MDS_SPARK_CLASSIC_ONLY=1 $(SPARK35_PY) -m pytest -q tests/spark \
 		$(addprefix --deselect ,$(SPARK35_NOT_RUN))
 	$(MAKE) test-databricks-oldest-sdk
+
+test-lane-reference: $(VENV)/.installed $(REF_VENV)/.bench-ready
+	$(TEST_ENV) PYSPARK_PYTHON=$(abspath $(PY)) $(PY) -m pytest -q tests/differential
 	$(MAKE) test-upstream
 
 # streaming-community 0.14.2's own behaviour tests against this package (tests/upstream_suite/run.py fetches the
