@@ -171,3 +171,13 @@ def test_every_open_difference_has_a_regression():
 def test_bad_arrays_fail_alike(reference):
     for array in (np.zeros(0, np.int32), np.array(5, np.int16), np.zeros(3, np.complex64)):
         check_bad_case(reference, {**_mds({"0": "ndarray"}, [{"0": array}]), "mutation": "array"})
+
+
+def test_numpy_scalars_in_ndarray_columns_fail_alike(reference):
+    """Found by the differential suite: a numpy scalar is checked as a 0-d array (ValueError), not as a wrong type."""
+    for encoding, value in (
+        ("ndarray:uint8:1", np.int64(7)),
+        ("ndarray:uint8:1", np.uint8(7)),
+        ("ndarray", np.int64(7)),
+    ):
+        check_bad_case(reference, {**_mds({"0": encoding}, [{"0": value}]), "mutation": "numpy-scalar"})

@@ -759,6 +759,10 @@ class NDArray(Encoding):
         return cls(dtype, shape)
 
     def encode(self, obj: Any) -> bytes:
+        if isinstance(obj, np.generic):
+            # A numpy scalar has a dtype and a shape, so upstream checks it as a 0-d array (ValueError on the
+            # dtype or the shape), not as a wrong type.
+            obj = np.asarray(obj)
         if not isinstance(obj, np.ndarray):
             raise EncodingTypeError(
                 f"data should be of type {np.ndarray}, but instead, found as {type(obj)}: "
