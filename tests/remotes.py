@@ -142,6 +142,9 @@ def make_remote(scheme: str, request: pytest.FixtureRequest, monkeypatch: pytest
     unique = uuid.uuid4().hex[:12]
     if scheme == "local":
         return Remote(scheme, str(tmp_path / "remote"), monkeypatch, lambda endpoint: None)
+    if scheme == "fuse":  # `/Volumes/...` on the FUSE mount with a volume's limits (tests/volume_fuse.py)
+        root, _ = request.getfixturevalue("fuse_volume_mount").folder()
+        return Remote(scheme, root, monkeypatch, lambda endpoint: None)
     if scheme == "s3":
         server: Service = request.getfixturevalue("seaweedfs")
         bucket = request.getfixturevalue("s3_bucket")

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import contextlib
+import glob
 import hashlib
 import os
 import tempfile
@@ -215,7 +217,8 @@ class Stream:
         """Make a shard's raw files present (download, verify, decompress); return the change in bytes on disk.
 
         Every file appears under its real name only once complete (downloads and decompression go through
-        temp names and an atomic rename), so a crash never leaves a partial shard.
+        temp names and an atomic rename), so a crash never leaves a partial shard. The caller holds the shard's
+        lock (`ShardLocks`), so temp files of a missing file are a killed process's, and are removed first.
         """
         before = self.present_bytes(shard)
         for raw, zipped in shard.file_pairs:
@@ -226,11 +229,13 @@ class Stream:
                 if zipped is not None and not self.safe_keep_zip and os.path.exists(self.local_path(zipped.basename)):
                     os.remove(self.local_path(zipped.basename))
                 continue
+            _remove_leftover_temps(raw_path)
             if zipped is None:
                 self._download(raw.basename, raw.bytes)
                 self._verify(raw_path, raw)
                 continue
             zip_path = self.local_path(zipped.basename)
+            _remove_leftover_temps(zip_path)
             if not os.path.exists(zip_path):
                 self._download(zipped.basename, zipped.bytes)
             self._verify(zip_path, zipped)
@@ -315,3 +320,12 @@ class Stream:
     def __repr__(self) -> str:
         remote = without_password(self.remote) if self.remote else self.remote  # an sftp:// URL may hold one
         return f"Stream(remote={remote!r}, local={self._local!r}, split={self.split!r})"
+
+
+def _remove_leftover_temps(path: str) -> None:
+    """Delete the partial download (``.<name>.*.part``) and decompression (``<name>.tmp.*``) files of ``path``."""
+    folder, name = os.path.split(path)
+    partial = glob.glob(os.path.join(glob.escape(folder), f".{glob.escape(name)}.*.part"))
+    for leftover in partial + glob.glob(f"{glob.escape(path)}.tmp.*"):
+        with contextlib.suppress(FileNotFoundError):
+            os.remove(leftover)

@@ -12,9 +12,9 @@ from __future__ import annotations
 
 import contextlib
 import os
-import shutil
 
 from streaming.storage.base import storage_for
+from streaming.storage.scratch import remove_scratch
 from streaming.storage.url import join_url
 
 
@@ -43,12 +43,12 @@ class StreamingSink:
         """Publish the attempt's index last (every shard was uploaded by its own thread), then drop the staging
         folder."""
         self.upload(index_basename)
-        shutil.rmtree(self.local, ignore_errors=True)
+        remove_scratch(self.local)
 
     def abort(self, error: BaseException) -> None:
         """Drop the staging folder; the task then removes whatever reached the destination and re-raises
         ``error``."""
-        shutil.rmtree(self.local, ignore_errors=True)
+        remove_scratch(self.local)
 
 
 def _folder_bytes(folder: str) -> int:

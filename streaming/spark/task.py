@@ -16,7 +16,6 @@ import contextlib
 import json
 import os
 import shutil
-import tempfile
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -29,6 +28,7 @@ from streaming.spark.arrow_encoder import BatchEncoder
 from streaming.spark.sink import StreamingSink
 from streaming.storage.base import storage_for
 from streaming.storage.local import local_path
+from streaming.storage.scratch import make_scratch
 from streaming.storage.url import join_url
 
 RESULT_SCHEMA = (
@@ -90,7 +90,7 @@ class _AttemptWriter:
             if config.direct:
                 out, options = local_path(self.target), {"exist_ok": True}
             else:
-                out, options = tempfile.mkdtemp(prefix="mds-spark-"), {}
+                out, options = make_scratch("mds-spark-"), {}  # removed by the sink, or by the next run
                 self.sink = StreamingSink(out, self.target)
             self.writer = MDSWriter(
                 out=out,

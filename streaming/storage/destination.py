@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import contextlib
 import os
-import tempfile
 from collections.abc import Iterable
 
 from streaming.storage.base import Storage, storage_for
 from streaming.storage.local import LocalStorage, local_path
 from streaming.storage.output import normalize_root
+from streaming.storage.scratch import scratch
 from streaming.storage.url import join_url, relative_to
 
 
@@ -38,24 +38,24 @@ class Destination:
         url = self.child(relative)
         if not self.storage.exists(url):
             return None
-        with tempfile.TemporaryDirectory(prefix="mds-spark-") as scratch:
-            path = os.path.join(scratch, "object")
+        with scratch("mds-spark-") as folder:
+            path = os.path.join(folder, "object")
             self.storage.get(url, path)
             with open(path, encoding="utf-8") as file:
                 return file.read()
 
     def write_text(self, relative: str, text: str) -> None:
         """Publish a small object atomically."""
-        with tempfile.TemporaryDirectory(prefix="mds-spark-") as scratch:
-            path = os.path.join(scratch, os.path.basename(relative))
+        with scratch("mds-spark-") as folder:
+            path = os.path.join(folder, os.path.basename(relative))
             with open(path, "w", encoding="utf-8") as file:
                 file.write(text)
             self.storage.put(path, self.child(relative))
 
     def create_text(self, relative: str, text: str) -> bool:
         """Create a small object only if none is there (the store's create-only write); False if one was."""
-        with tempfile.TemporaryDirectory(prefix="mds-spark-") as scratch:
-            path = os.path.join(scratch, os.path.basename(relative))
+        with scratch("mds-spark-") as folder:
+            path = os.path.join(folder, os.path.basename(relative))
             with open(path, "w", encoding="utf-8") as file:
                 file.write(text)
             return self.storage.put_if_absent(path, self.child(relative))

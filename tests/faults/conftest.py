@@ -11,3 +11,14 @@ import pytest
 def isolated_environment(credential_free_environment: None) -> Iterator[None]:
     """Every fault test runs without the machine's credentials (see `credential_free_environment`)."""
     yield
+
+
+@pytest.fixture(scope="session")
+def spark(tmp_path_factory: pytest.TempPathFactory) -> object:
+    """The suite's classic local SparkSession (`tests/spark/conftest.py`'s; started here if this directory runs first).
+
+    Not stopped here: whichever fixture made it, `tests/spark`'s stops the one session at the end of the run.
+    """
+    from tests.spark.conftest import local_session
+
+    return local_session(str(tmp_path_factory.mktemp("faults-warehouse")))

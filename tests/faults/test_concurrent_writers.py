@@ -24,9 +24,9 @@ from streaming.spark.commit import Attempt, publish
 from streaming.storage.destination import Destination
 from tests.remotes import Remote
 
-#: DBFS (`dbfs:/` outside `/Volumes`) is left out: the fake checks `overwrite=false` when a handle is created but
-#: writes at close, without a lock, so two creates both succeed there (the real API is not measured here).
-STORES = ["local", "s3", "gs", "azure", "oci", "volumes"]
+#: "fuse" is `/Volumes/...` on the FUSE mount with a volume's limits (no `link()`: the commit files are created with
+#: ``O_EXCL``); "dbfs" is `dbfs:/` outside `/Volumes` through the DBFS API's create-only ``overwrite=false``.
+STORES = ["local", "s3", "gs", "azure", "oci", "volumes", "dbfs", "fuse"]
 ROUNDS = 2
 APPENDS = 4
 

@@ -7,6 +7,8 @@ call the databricks-sdk versions we support make, at least as strictly as a work
   with `--volume` exist. Other paths answer 400 `INVALID_PARAMETER_VALUE`; a missing catalog, schema or volume answers
   404 `NOT_FOUND` ("Volume 'c.s.v' does not exist").
 * `PUT /api/2.0/fs/files{p}` overwrites unless `overwrite=false` (as documented: "If true or unspecified").
+* A create with `overwrite=false` (Files API PUT/upload, DBFS `put`/`create`) checks and creates in one step: of
+  concurrent creates of one name exactly one succeeds, as the services' create-only writes promise.
 * Multipart upload (`?action=initiate-upload`, `create-upload-part-urls`, `?action=complete-upload`,
   `?action=abort-upload` and the older `create-abort-upload-url`) and, with `--upload-style resumable` (what GCP
   workspaces answer), resumable upload (`create-resumable-upload-url`, `Content-Range` chunks, 308 + `Range`).
@@ -138,6 +140,11 @@ class Workspace:
         self.handles: dict[int, tuple[Path, bytearray]] = {}
         self.handle_ids = itertools.count(1)
         self.lock = threading.Lock()
+        # Held from a create's existence check to its write, so of two `overwrite=false` creates of one name
+        # exactly one succeeds (the services' create-only semantics); `claimed` holds the names of DBFS create
+        # handles opened with `overwrite=false` and not yet closed, so a second create-only open fails too.
+        self.create_lock = threading.Lock()
+        self.claimed: dict[Path, int] = {}
 
     def log(self, entry: dict[str, object]) -> None:
         if self.request_log is None:
@@ -372,8 +379,9 @@ class Handler(BaseHTTPRequestHandler):
         workspace = self.server.workspace
         target = workspace.in_volume(remote, file=True)
         if self.command == "PUT":
-            self._check_writable_file(target, remote, parse_bool(query, "overwrite", True))
-            write_atomically(target, body)
+            with workspace.create_lock:
+                self._check_writable_file(target, remote, parse_bool(query, "overwrite", True))
+                write_atomically(target, body)
             self._send(204)
         elif self.command == "POST":
             action = query.get("action")
@@ -507,14 +515,15 @@ class Handler(BaseHTTPRequestHandler):
         for number in numbers[:-1]:
             if (session.staging / str(number)).stat().st_size < MIN_PART_SIZE:
                 raise ApiError(400, "INVALID_PARAMETER_VALUE", f"Part {number} is smaller than the 5 MiB minimum")
-        self._check_writable_file(session.target, remote, session.overwrite)
         assembled = session.staging / "assembled"
         with open(assembled, "wb") as sink:
             for number in numbers:
                 with open(session.staging / str(number), "rb") as source:
                     shutil.copyfileobj(source, sink, COPY_CHUNK)
-        session.target.parent.mkdir(parents=True, exist_ok=True)
-        os.replace(assembled, session.target)
+        with workspace.create_lock:
+            self._check_writable_file(session.target, remote, session.overwrite)
+            session.target.parent.mkdir(parents=True, exist_ok=True)
+            os.replace(assembled, session.target)
         workspace.finish_upload(token)
 
     def _create_download_url(self, args: dict) -> dict:
@@ -579,10 +588,11 @@ class Handler(BaseHTTPRequestHandler):
                 sink.write(body[session.received - first :])
             session.received = max(session.received, last + 1)
         if total_text != "*" and session.received >= int(total_text):
-            self._check_writable_file(session.target, session.remote, session.overwrite)
-            session.target.parent.mkdir(parents=True, exist_ok=True)
-            data_file.touch()
-            os.replace(data_file, session.target)
+            with self.server.workspace.create_lock:
+                self._check_writable_file(session.target, session.remote, session.overwrite)
+                session.target.parent.mkdir(parents=True, exist_ok=True)
+                data_file.touch()
+                os.replace(data_file, session.target)
             self.server.workspace.finish_upload(token)
             self._send(200)
             return
@@ -687,15 +697,20 @@ class Handler(BaseHTTPRequestHandler):
         return {}
 
     def _check_writable(self, target: Path, remote: str, overwrite: bool) -> None:
-        if target.exists() and not overwrite:
+        """Call with `create_lock` held: a create-only write fails if the name exists or is claimed."""
+        if (target.exists() or target in self.server.workspace.claimed) and not overwrite:
             raise ApiError(400, "RESOURCE_ALREADY_EXISTS", f"A file or directory already exists at {remote}.")
 
     def _dbfs_create(self, workspace: Workspace, args: dict) -> dict:
         target = workspace.local(args["path"])
-        self._check_writable(target, args["path"], bool(args.get("overwrite")))
-        with workspace.lock:
-            handle = next(workspace.handle_ids)
-            workspace.handles[handle] = (target, bytearray())
+        overwrite = bool(args.get("overwrite"))
+        with workspace.create_lock:
+            self._check_writable(target, args["path"], overwrite)
+            with workspace.lock:
+                handle = next(workspace.handle_ids)
+                workspace.handles[handle] = (target, bytearray())
+            if not overwrite:
+                workspace.claimed[target] = handle
         return {"handle": handle}
 
     def _open_handle(self, workspace: Workspace, args: dict) -> tuple[Path, bytearray]:
@@ -716,13 +731,17 @@ class Handler(BaseHTTPRequestHandler):
         target, data = self._open_handle(workspace, args)
         with workspace.lock:
             workspace.handles.pop(int(args["handle"]), None)
-        write_atomically(target, bytes(data))
+        with workspace.create_lock:
+            if workspace.claimed.get(target) == int(args["handle"]):
+                del workspace.claimed[target]
+            write_atomically(target, bytes(data))
         return {}
 
     def _dbfs_put(self, workspace: Workspace, args: dict) -> dict:
         target = workspace.local(args["path"])
-        self._check_writable(target, args["path"], bool(args.get("overwrite")))
-        write_atomically(target, base64.b64decode(args.get("contents", "")))
+        with workspace.create_lock:
+            self._check_writable(target, args["path"], bool(args.get("overwrite")))
+            write_atomically(target, base64.b64decode(args.get("contents", "")))
         return {}
 
     def _dbfs_read(self, workspace: Workspace, args: dict) -> dict:
@@ -739,9 +758,10 @@ class Handler(BaseHTTPRequestHandler):
     def _dbfs_move(self, workspace: Workspace, args: dict) -> dict:
         source = self._existing(workspace, args["source_path"])
         target = workspace.local(args["destination_path"])
-        self._check_writable(target, args["destination_path"], False)
-        target.parent.mkdir(parents=True, exist_ok=True)
-        os.replace(source, target)
+        with workspace.create_lock:
+            self._check_writable(target, args["destination_path"], False)
+            target.parent.mkdir(parents=True, exist_ok=True)
+            os.replace(source, target)
         return {}
 
     def _dbfs_delete(self, workspace: Workspace, args: dict) -> dict:

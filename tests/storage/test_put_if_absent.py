@@ -8,7 +8,7 @@ from streaming.storage.base import storage_for
 from streaming.storage.errors import UnsupportedOperationError
 from tests.remotes import Remote
 
-CREATE_ONLY = ["local", "s3", "gs", "azure", "oci", "dbfs", "volumes"]
+CREATE_ONLY = ["local", "s3", "gs", "azure", "oci", "dbfs", "volumes", "fuse"]
 
 
 @pytest.mark.parametrize("scheme", CREATE_ONLY)

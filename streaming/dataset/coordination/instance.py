@@ -30,6 +30,7 @@ from typing import Any
 import numpy as np
 
 from streaming.dataset.coordination import lockfile
+from streaming.dataset.coordination.cleanup import clean_stale_state
 from streaming.dataset.coordination.root import state_root
 
 MAX_WORKERS = 1024
@@ -43,6 +44,7 @@ _FILE_SIZE = _RESUME_DATA + MAX_RESUME_BYTES
 _RESUME_LOCK = MAX_WORKERS
 _INT64 = struct.Struct("<q")
 _KEY = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._=+-]{0,199}$")
+_swept_roots: set[str] = set()
 
 
 def _close_instance(lock_file: lockfile.LockFile, state_map: mmap.mmap, path: str | None, owner_pid: int) -> None:
@@ -66,6 +68,9 @@ class InstanceState:
 
     def __init__(self) -> None:
         root = state_root()
+        if root not in _swept_roots:  # once per process: what killed processes left (SIGKILL runs no finaliser)
+            _swept_roots.add(root)
+            clean_stale_state()
         lock_file = lockfile.create_unique(root, "inst")
         try:
             os.ftruncate(lock_file.fd, _FILE_SIZE)
