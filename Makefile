@@ -82,16 +82,16 @@ test: lint $(VENV)/.installed $(SPARK35_VENV)/.installed $(NODE_DIR)/.installed 
 	$(MAKE) -j3 --output-sync=target test-lane-core test-lane-spark test-lane-reference
 
 test-lane-core: $(VENV)/.installed
-	$(TEST_ENV) PYSPARK_PYTHON=$(abspath $(PY)) $(PY) -m pytest -q tests $(addprefix --ignore ,$(CORE_LANE_IGNORES))
+	$(TEST_ENV) PYSPARK_PYTHON=$(abspath $(PY)) $(PY) -m pytest -q --durations=15 tests $(addprefix --ignore ,$(CORE_LANE_IGNORES))
 
 test-lane-spark: $(VENV)/.installed $(SPARK35_VENV)/.installed
-	$(TEST_ENV) PYSPARK_PYTHON=$(abspath $(PY)) $(PY) -m pytest -q tests/spark tests/notebooks
+	$(TEST_ENV) PYSPARK_PYTHON=$(abspath $(PY)) $(PY) -m pytest -q --durations=15 tests/spark tests/notebooks
 	$(TEST_ENV) PYSPARK_PYTHON=$(abspath $(SPARK35_PY)) MDS_SPARK_CLASSIC_ONLY=1 $(SPARK35_PY) -m pytest -q tests/spark \
 		$(addprefix --deselect ,$(SPARK35_NOT_RUN))
 	$(MAKE) test-databricks-oldest-sdk
 
 test-lane-reference: $(VENV)/.installed $(REF_VENV)/.bench-ready
-	$(TEST_ENV) PYSPARK_PYTHON=$(abspath $(PY)) $(PY) -m pytest -q tests/differential
+	$(TEST_ENV) PYSPARK_PYTHON=$(abspath $(PY)) $(PY) -m pytest -q --durations=10 tests/differential
 	$(MAKE) test-upstream
 
 # streaming-community 0.14.2's own behaviour tests against this package (tests/upstream_suite/run.py fetches the
