@@ -7,10 +7,10 @@ Not a test. Run from the repository root (`BENCH_SCALE=0.1` for a quick look, ~4
 It starts SeaweedFS the way the test fixtures do (`tests/services.py`), writes the token dataset (1,000
 shards of ~1 MB, `{'tokens': 'ndarray:int32'}` with 2,048 tokens a sample) to `s3://bench/tokens`, then
 measures, each run in a fresh child process and the order rotating round by round, for each read setup
-(`DataLoader(num_workers=1)`, `2`, `4`, and `2` under a `cache_limit` of a quarter of the dataset, which
+(`StreamingDataLoader(num_workers=1)`, `2`, `4`, and `2` under a `cache_limit` of a quarter of the dataset, which
 forces eviction; `batch_size=32`):
 
-* cold: one epoch of `DataLoader(StreamingDataset(remote=s3://..., local=<empty dir>))`, from constructing the
+* cold: one epoch of `StreamingDataLoader(StreamingDataset(remote=s3://..., local=<empty dir>))`, from constructing the
   dataset to the last batch, for ours and the reference;
 * raw (the physical bar): bare boto3 `get_object` of the same shard objects into files, with as many connections
   as ours opens (workers x `PREPARE_THREADS`), listing not timed;
@@ -71,17 +71,17 @@ DATASET = f"s3://{BUCKET}/tokens"
 def read_epoch(
     remote: str | None, local: str, samples: int, workers: int = WORKERS, cache_limit: int | None = None
 ) -> dict[str, Any]:
-    """One epoch through a DataLoader; checks every sample id arrives once with its tokens."""
+    """One epoch through the package's StreamingDataLoader (both packages have one: upstream's is torch's DataLoader,
+    ours hands batches over through shared memory); checks every sample id arrives once with its tokens."""
     import numpy as np
-    from torch.utils.data import DataLoader
 
-    from streaming import StreamingDataset
+    from streaming import StreamingDataLoader, StreamingDataset
 
     started = time.perf_counter()
     dataset = StreamingDataset(
         remote=remote, local=local, batch_size=BATCH_SIZE, shuffle=False, cache_limit=cache_limit
     )
-    loader = DataLoader(dataset, batch_size=BATCH_SIZE, num_workers=workers)
+    loader = StreamingDataLoader(dataset, batch_size=BATCH_SIZE, num_workers=workers)
     ids, tokens_ok, first_batch = [], True, None
     for batch in loader:
         tokens = batch["tokens"]
