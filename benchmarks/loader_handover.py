@@ -1,7 +1,7 @@
 """DataLoader hand-over, side by side: 2 workers, batch 32, token samples, ours against the reference and LitData.
 
     python benchmarks/loader_handover.py [--samples 20000] [--rounds 3] [--epochs 3]
-        [--reference-python /work/refvenv/bin/python] [--litdata-python /work/litvenv/bin/python]
+        [--reference-python .venv-ref/bin/python] [--litdata-python .bench/litdata/bin/python]
 
 Each side runs in its own child process, the sides alternate round after round (the machine is shared: only
 figures of one run compare), and every child reads the same 2048-token int32 samples:
@@ -176,8 +176,14 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--epochs", type=int, default=3)
     parser.add_argument("--python", default=sys.executable, help="interpreter for our package")
-    parser.add_argument("--reference-python", default=os.environ.get("BENCH_REF_PYTHON", "/work/refvenv/bin/python"))
-    parser.add_argument("--litdata-python", default=os.environ.get("BENCH_LITDATA_PYTHON", "/work/litvenv/bin/python"))
+    parser.add_argument(
+        "--reference-python",
+        default=os.environ.get("BENCH_REF_PYTHON", os.path.join(ROOT, ".venv-ref", "bin", "python")),
+    )
+    parser.add_argument(
+        "--litdata-python",
+        default=os.environ.get("BENCH_LITDATA_PYTHON", os.path.join(ROOT, ".bench", "litdata", "bin", "python")),
+    )
     parser.add_argument("--scratch", default=None)
     parser.add_argument("--child", nargs=2, metavar=("SIDE", "DATA"))
     args = parser.parse_args()
