@@ -24,6 +24,27 @@ def local_path(url: str) -> str:
     return os.path.expanduser(location.key)
 
 
+def _copy_beside(local_file: str, target: str, durable: bool) -> str:
+    """Copy ``local_file`` to a fresh temp name in ``target``'s folder (created if needed); return that name.
+
+    ``durable`` syncs the copy first, for a create-only publish whose name must never appear with a torn body.
+    """
+    directory = os.path.dirname(os.path.abspath(target))
+    os.makedirs(directory, exist_ok=True)
+    handle, temp_path = tempfile.mkstemp(dir=directory, prefix=f".{os.path.basename(target)}.", suffix=".part")
+    try:
+        with os.fdopen(handle, "wb") as sink, open(local_file, "rb") as source:
+            shutil.copyfileobj(source, sink, CHUNK_SIZE)
+            if durable:
+                sink.flush()
+                os.fsync(sink.fileno())
+    except BaseException:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(temp_path)
+        raise
+    return temp_path
+
+
 #: What a filesystem without hard links answers to ``link()`` (a Databricks volume's FUSE mount: ENOSYS).
 _NO_LINK = {errno.ENOSYS, errno.EPERM, errno.EOPNOTSUPP, errno.EXDEV, errno.EMLINK}
 
@@ -59,12 +80,8 @@ class LocalStorage(Storage):
 
     def _upload(self, local_file: str, url: str) -> None:
         target = local_path(url)
-        directory = os.path.dirname(os.path.abspath(target))
-        os.makedirs(directory, exist_ok=True)
-        handle, temp_path = tempfile.mkstemp(dir=directory, prefix=f".{os.path.basename(target)}.", suffix=".part")
+        temp_path = _copy_beside(local_file, target, durable=False)
         try:
-            with os.fdopen(handle, "wb") as sink, open(local_file, "rb") as source:
-                shutil.copyfileobj(source, sink, CHUNK_SIZE)
             os.replace(temp_path, target)
         except BaseException:
             with contextlib.suppress(FileNotFoundError):
@@ -73,14 +90,8 @@ class LocalStorage(Storage):
 
     def _upload_if_absent(self, local_file: str, url: str) -> bool:
         target = local_path(url)
-        directory = os.path.dirname(os.path.abspath(target))
-        os.makedirs(directory, exist_ok=True)
-        handle, temp_path = tempfile.mkstemp(dir=directory, prefix=f".{os.path.basename(target)}.", suffix=".part")
+        temp_path = _copy_beside(local_file, target, durable=True)
         try:
-            with os.fdopen(handle, "wb") as sink, open(local_file, "rb") as source:
-                shutil.copyfileobj(source, sink, CHUNK_SIZE)
-                sink.flush()
-                os.fsync(sink.fileno())
             try:
                 os.link(temp_path, target)  # atomic, never replaces, and the name appears complete
                 return True
