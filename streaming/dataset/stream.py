@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import contextlib
-import glob
 import hashlib
 import os
 import tempfile
@@ -229,13 +228,13 @@ class Stream:
                 if zipped is not None and not self.safe_keep_zip and os.path.exists(self.local_path(zipped.basename)):
                     os.remove(self.local_path(zipped.basename))
                 continue
-            _remove_leftover_temps(raw_path)
+            self._remove_leftover_temps(raw_path)
             if zipped is None:
                 self._download(raw.basename, raw.bytes)
                 self._verify(raw_path, raw)
                 continue
             zip_path = self.local_path(zipped.basename)
-            _remove_leftover_temps(zip_path)
+            self._remove_leftover_temps(zip_path)
             if not os.path.exists(zip_path):
                 self._download(zipped.basename, zipped.bytes)
             self._verify(zip_path, zipped)
@@ -317,15 +316,42 @@ class Stream:
         for shard_id, shard in enumerate(shards):
             cache_usage_per_shard[shard_id] = shard.set_up_local(listing, self.safe_keep_zip)
 
+    def _remove_leftover_temps(self, path: str) -> None:
+        """Delete what a killed process left while fetching ``path``: its temp files from before this process
+        first looked in the folder (the caller holds the shard's lock, so none of them is still being written)."""
+        folder, name = os.path.split(path)
+        # Per folder, its temp files as found on first use: one scan per folder and process, not one per shard
+        # (kept in __dict__ so that subclasses with their own __init__ need nothing).
+        by_folder: dict[str, dict[str, list[str]]] = self.__dict__.setdefault("_leftover_temps", {})
+        leftovers = by_folder.get(folder)
+        if leftovers is None:
+            leftovers = by_folder[folder] = _temps_by_target(folder)
+        for leftover in leftovers.pop(name, ()):
+            with contextlib.suppress(FileNotFoundError):
+                os.remove(leftover)
+
     def __repr__(self) -> str:
         remote = without_password(self.remote) if self.remote else self.remote  # an sftp:// URL may hold one
         return f"Stream(remote={remote!r}, local={self._local!r}, split={self.split!r})"
 
 
-def _remove_leftover_temps(path: str) -> None:
-    """Delete the partial download (``.<name>.*.part``) and decompression (``<name>.tmp.*``) files of ``path``."""
-    folder, name = os.path.split(path)
-    partial = glob.glob(os.path.join(glob.escape(folder), f".{glob.escape(name)}.*.part"))
-    for leftover in partial + glob.glob(f"{glob.escape(path)}.tmp.*"):
-        with contextlib.suppress(FileNotFoundError):
-            os.remove(leftover)
+def _temps_by_target(folder: str) -> dict[str, list[str]]:
+    """The partial download (``.<name>.<random>.part``) and decompression (``<name>.tmp.<random>``) files in
+    ``folder``, by the name they were for."""
+    found: dict[str, list[str]] = {}
+    try:
+        entries = os.scandir(folder)
+    except FileNotFoundError:
+        return found
+    with entries:
+        for entry in entries:
+            name = entry.name
+            if name.startswith(".") and name.endswith(".part"):
+                target = name[1 : -len(".part")].rpartition(".")[0]
+            elif ".tmp." in name:
+                target = name.rpartition(".tmp.")[0]
+            else:
+                continue
+            if target:
+                found.setdefault(target, []).append(entry.path)
+    return found
