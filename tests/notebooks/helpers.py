@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path
 
@@ -42,6 +43,14 @@ def dataset_ids(remote: str, cache: Path) -> list[int]:
 
     dataset = StreamingDataset(remote=remote, local=str(cache))
     return sorted(int(dataset[i]["id"]) for i in range(dataset.num_samples))
+
+
+def assert_shards_written_as_indexed(dataset: Path) -> None:
+    """Every shard ``index.json`` lists is on disk with the compressed size the index states."""
+    index = json.loads((dataset / "index.json").read_text())
+    written = files_below(dataset)
+    for shard in index["shards"]:
+        assert written[shard["zip_data"]["basename"]] == shard["zip_data"]["bytes"]
 
 
 def files_below(root: Path) -> dict[str, int]:

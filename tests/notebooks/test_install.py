@@ -24,7 +24,7 @@ from typing import Any
 import pytest
 
 from tests.notebooks.conftest import NOTEBOOKS, REPO, Volume
-from tests.notebooks.helpers import dataset_ids, files_below, write_events
+from tests.notebooks.helpers import assert_shards_written_as_indexed, dataset_ids, write_events
 
 # pip's words for the first install of the wheel and for the same wheel again.
 INSTALLED = re.compile(r"Successfully installed mds-streaming|mds-streaming is already installed with the same version")
@@ -79,10 +79,7 @@ def test_convert_then_train_install_the_wheel_from_the_volume(wheel_on_volume, f
     widgets = {"install": wheel_on_volume, "out": out, "rows": str(ROWS), "size_limit": "16kb"}
     summary = run_installed("01_convert_to_mds.py", widgets, notebook_venv, tmp_path)
     assert summary["samples"] == summary["dataset_samples"] == ROWS and summary["shards"] > 2
-    index = json.loads(fuse_volume.disk("demo/index.json").read_text())
-    written = files_below(fuse_volume.disk("demo"))
-    for shard in index["shards"]:
-        assert written[shard["zip_data"]["basename"]] == shard["zip_data"]["bytes"]
+    assert_shards_written_as_indexed(fuse_volume.disk("demo"))
 
     checkpoints = tmp_path / "checkpoints"
     widgets = {

@@ -13,7 +13,7 @@ import pytest
 
 from streaming.storage.errors import CredentialsError
 from tests.notebooks.conftest import NOTEBOOKS
-from tests.notebooks.helpers import dataset_ids, files_below, write_events
+from tests.notebooks.helpers import assert_shards_written_as_indexed, dataset_ids, files_below, write_events
 
 CONVERT = str(NOTEBOOKS / "01_convert_to_mds.py")
 TRAIN = str(NOTEBOOKS / "02_train_from_volume.py")
@@ -31,10 +31,7 @@ def test_convert_then_train_from_the_volume(runner, spark, volume, tmp_path):
     converted = runner.run_notebook(CONVERT, {"out": out, "rows": str(ROWS), "size_limit": "16kb"}, spark, quiet=True)
     summary = json.loads(converted.exit_value)
     assert summary["samples"] == summary["dataset_samples"] == ROWS and summary["shards"] > 2
-    index = json.loads(volume.disk("demo/index.json").read_text())
-    written = files_below(volume.disk("demo"))
-    for shard in index["shards"]:
-        assert written[shard["zip_data"]["basename"]] == shard["zip_data"]["bytes"]
+    assert_shards_written_as_indexed(volume.disk("demo"))
 
     checkpoints = tmp_path / "checkpoints"
     trained = runner.run_notebook(
