@@ -127,8 +127,14 @@ try:
         if number == at:
             os.kill(epoch._workers[0].pid, signal.SIGKILL)
 except Exception as error:  # PyTorch's RuntimeError, or the ConnectionResetError of a half-sent batch
-    print("epoch failed:", type(error).__name__, file=sys.stderr, flush=True)
-    os.killpg(0, signal.SIGKILL)  # and then the training process dies too, its other worker with it
+    # PyTorch's SIGCHLD handler raises again at any bytecode while a worker is dead, this clause included:
+    # retry until the kill lands (the training process dies too, its other worker with it).
+    while True:
+        try:
+            os.write(2, f"epoch failed: {type(error).__name__}\\n".encode())
+            os.killpg(0, signal.SIGKILL)
+        except Exception:
+            pass
 print(json.dumps(ids))
 """
 
