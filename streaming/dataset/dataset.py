@@ -17,7 +17,7 @@ from array import array
 from bisect import bisect_right
 from collections import deque
 from collections.abc import Iterator, Sequence
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from typing import Any
 
 import numpy as np
@@ -38,6 +38,7 @@ from streaming.dataset.shuffle import default_shuffle_block_size
 from streaming.dataset.stream import Stream
 from streaming.dataset.weighting import resolve_weights
 from streaming.dataset.world import World
+from streaming.format.errors import ShardCorruptError
 from streaming.util import bytes_to_int, number_abbrev_to_int
 
 SHUFFLE_ALGOS = ("naive", "py1b", "py1br", "py1e", "py1s", "py2s")
@@ -414,21 +415,57 @@ class StreamingDataset(Array, IterableDataset):
         missing.sort()
         queue = deque(missing)
         lookahead = max(self.predownload, 1)
+        threads = cache.prepare_threads()
+        most_ahead = 2 * threads
         pending: dict[int, Future] = {}
-        with ThreadPoolExecutor(cache.prepare_threads(), thread_name_prefix="shard-prepare") as pool:
+        submitted = 0
+        finished: list[None] = []  # one entry per completed preparation (appended by the pool's threads)
+
+        def refill(position: int) -> None:
+            # Every shard starting within `predownload` samples; beyond that, one shard per idle thread, up to
+            # `most_ahead` prepared and not yet read: a window of a shard or two would leave connections idle.
+            nonlocal submitted
+            while queue and (
+                queue[0][0] < position + lookahead
+                or (submitted - len(finished) < threads and len(pending) < most_ahead)
+            ):
+                upcoming = queue.popleft()[1]
+                future = pool.submit(self._prefetch_shard, upcoming)
+                future.add_done_callback(lambda _: finished.append(None))
+                pending[upcoming] = future
+                submitted += 1
+
+        with ThreadPoolExecutor(threads, thread_name_prefix="shard-prepare") as pool:
             try:
                 for position, (shard_id, index) in enumerate(zip(shard_ids, indices)):
-                    while queue and queue[0][0] < position + lookahead:
-                        upcoming = queue.popleft()[1]
-                        pending[upcoming] = pool.submit(self.prepare_shard, upcoming)
+                    refill(position)
                     if not ready[shard_id]:
                         future = pending.pop(shard_id, None)
                         if future is not None:
-                            future.result()
+                            # Waiting for this shard, start the next one whenever another preparation ends.
+                            while not future.done():
+                                wait(
+                                    [future, *(f for f in pending.values() if not f.done())],
+                                    return_when=FIRST_COMPLETED,
+                                )
+                                refill(position)
+                            try:
+                                future.result()
+                            except FileNotFoundError:
+                                pass  # its files vanished while it was prepared (someone cleaned the disk): read again
                     yield self._read(shard_id, index)
             finally:
                 for future in pending.values():
                     future.cancel()
+
+    def _prefetch_shard(self, shard_id: int) -> None:
+        """Prepare a shard ahead of the reader, skipping it if another thread or process is preparing it.
+
+        Prefetch threads of DataLoader workers want the same shards at about the same time; one that waited for
+        another's download would hold a connection idle. A skipped shard is found present when read, or
+        prepared then (waiting for the other preparer).
+        """
+        self._shard_cache.prepare(shard_id, blocking=False)
 
     # ------------------------------------------------------------------ shards and random access (upstream's API)
 
@@ -448,12 +485,22 @@ class StreamingDataset(Array, IterableDataset):
         self._shard_cache.evict_coldest()
 
     def _read(self, shard_id: int, index: int, retry: int = 7) -> dict[str, Any]:
+        refetched = False
         for _ in range(retry + 1):
             try:
                 sample = self.shards[shard_id].get_item(index)
             except FileNotFoundError:
                 # Its files vanished from local disk (evicted, or the directory was cleaned): fetch it again.
                 self._shard_cache.forget(shard_id)
+                self.prepare_shard(shard_id)
+                continue
+            except ShardCorruptError:
+                # A local copy that does not match the index: torn by a power loss (shard downloads are not
+                # fsynced) or damaged since. Fetched again once; a remote copy that is itself bad fails again.
+                if refetched or not self._shard_cache.evictable[shard_id]:
+                    raise
+                refetched = True
+                self._shard_cache.evict(shard_id)
                 self.prepare_shard(shard_id)
                 continue
             self._shard_cache.touch(shard_id)
@@ -473,7 +520,7 @@ class StreamingDataset(Array, IterableDataset):
         # which only handles a shard whose files are missing.
         try:
             sample = self.shards[shard_id].get_item(sample_id - starts[shard_id])
-        except FileNotFoundError:
+        except (FileNotFoundError, ShardCorruptError):
             return self._read(shard_id, sample_id - starts[shard_id], retry)
         self._shard_cache.touch(shard_id)
         return sample

@@ -185,6 +185,9 @@ class Stream:
             timeout=self.download_timeout or 60.0,
             # A margin over the declared size, so a slightly longer file still fails as corrupt after download.
             max_bytes=MAX_INDEX_BYTES if size is None else size + (size >> 4) + (1 << 16),
+            # Shard files skip the fsync: a copy torn by a power loss is shorter than the index says, which
+            # mapping it detects, and the dataset fetches it again. The index has no such check.
+            durable=size is None,
         )
 
     def get_index_size(self) -> int:

@@ -19,18 +19,22 @@ def download_file(
     initial_backoff: float = 1.0,
     max_jitter: float = 0.5,
     max_bytes: int | None = None,
+    durable: bool = True,
 ) -> None:
     """Download `remote_url` to `local_path` in at most `retry` attempts (upstream's `download_retry`).
 
     The file appears under `local_path` only once complete. After a failed attempt `i` the backend drops
     its clients (the next attempt reconnects) and the call sleeps `initial_backoff * 2**i` plus up to
     `max_jitter` seconds. Permanent failures (`PERMANENT`) are raised at once. `timeout` bounds each request,
-    `max_bytes` the object's size (a larger one stops the download and is not retried).
+    `max_bytes` the object's size (a larger one stops the download and is not retried). `durable=False`
+    skips the fsync before the rename (see `Storage.get`).
     """
     if retry < 1:
         raise ValueError(f"retry (total download attempts) must be at least 1, got {retry}.")
     call_with_retry(
-        lambda: storage_for(remote_url).get(remote_url, local_path, timeout=timeout, max_bytes=max_bytes),
+        lambda: storage_for(remote_url).get(
+            remote_url, local_path, timeout=timeout, max_bytes=max_bytes, durable=durable
+        ),
         retry,
         initial_backoff=initial_backoff,
         max_jitter=max_jitter,

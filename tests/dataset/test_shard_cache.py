@@ -328,3 +328,133 @@ def test_a_dataset_checks_every_distinct_shard_setting(tmp_path):
         StreamingDataset(local=safe, batch_size=4)
     ds = StreamingDataset(local=safe, batch_size=4, allow_unsafe_types=True)
     assert ds[ds.size - 1] == {"obj": {"a": 99}}
+
+
+# ---------------------------------------------------------------------- prefetching ahead of the reader
+
+
+def _watch_preparations(monkeypatch, seconds: float) -> dict[str, int]:
+    """Make every shard preparation take ``seconds`` longer; returns the live and peak count of preparations."""
+    from streaming.dataset.stream import Stream as DatasetStream
+
+    figures = {"running": 0, "peak": 0}
+    lock = threading.Lock()
+    prepare = DatasetStream.prepare_shard
+
+    def slow_prepare(self, shard):
+        with lock:
+            figures["running"] += 1
+            figures["peak"] = max(figures["peak"], figures["running"])
+        try:
+            time.sleep(seconds)
+            return prepare(self, shard)
+        finally:
+            with lock:
+                figures["running"] -= 1
+
+    monkeypatch.setattr(DatasetStream, "prepare_shard", slow_prepare)
+    return figures
+
+
+def test_prefetch_keeps_every_thread_busy_beyond_a_short_predownload(tmp_path, monkeypatch):
+    remote = _write_mds(str(tmp_path / "remote"), count=4 * SAMPLES)
+    figures = _watch_preparations(monkeypatch, 0.05)
+    ds = StreamingDataset(remote=remote, local=str(tmp_path / "cache"), batch_size=1, predownload=1)
+    assert sorted(int(s["id"]) for s in ds) == list(range(4 * SAMPLES))
+    threads = ds._shard_cache.prepare_threads()
+    assert len(_shards(remote)) > 2 * threads
+    assert figures["peak"] == threads, "a window of one sample still keeps one download per thread running"
+
+
+def test_prefetch_moves_past_a_shard_another_process_is_preparing(tmp_path, remote, monkeypatch):
+    """One prefetch thread: waiting for the other preparer's shard would stall every shard after it."""
+    from streaming.dataset.shard_cache import ShardCache
+
+    monkeypatch.setattr(ShardCache, "prepare_threads", lambda self: 1)
+    local = str(tmp_path / "cache")
+    other = StreamingDataset(remote=remote, local=local, batch_size=4)
+    held, seen_next = threading.Event(), threading.Event()
+
+    def preparer_of_shard_2() -> None:
+        # The other process holds shard 2 until this one has prepared shard 3 (or 10 s passed), then fetches it.
+        with ShardLocks(local, len(_shards(remote))).hold(2):
+            held.set()
+            deadline = time.monotonic() + 10
+            while 3 not in _present(local) and time.monotonic() < deadline:
+                time.sleep(0.01)
+            if 3 in _present(local):
+                seen_next.set()
+            other.prepare_shard(2)
+
+    holder = threading.Thread(target=preparer_of_shard_2)
+    holder.start()
+    try:
+        assert held.wait(10)
+        ds = StreamingDataset(remote=remote, local=local, batch_size=4, shuffle=False)
+        assert [int(s["id"]) for s in ds] == list(range(SAMPLES))
+    finally:
+        holder.join()
+    assert seen_next.is_set(), "shard 3 was prepared while shard 2 was another's"
+
+
+# ---------------------------------------------------------------------- copies torn by a power loss
+
+
+def _synced_files(monkeypatch) -> list[str]:
+    """The files that downloads fsync, by name."""
+    import streaming.storage.base as storage_base
+
+    synced: list[str] = []
+    sync = storage_base._sync
+
+    def recording_sync(fd: int) -> None:
+        synced.append(os.path.basename(os.readlink(f"/proc/self/fd/{fd}")))
+        sync(fd)
+
+    monkeypatch.setattr(storage_base, "_sync", recording_sync)
+    return synced
+
+
+def test_shard_downloads_skip_the_fsync_which_the_index_download_keeps(tmp_path, remote, monkeypatch):
+    synced = _synced_files(monkeypatch)
+    ds = StreamingDataset(remote=remote, local=str(tmp_path / "cache"), batch_size=4)
+    assert len(list(ds)) == SAMPLES
+    assert [name.split(".part")[0].lstrip(".").rsplit(".", 1)[0] for name in synced] == ["index.json"]
+
+
+@pytest.mark.parametrize("compression", [None, "zstd"])
+@pytest.mark.parametrize("torn_to", [0, 0.5])
+def test_a_cached_shard_torn_by_a_power_loss_is_fetched_again(tmp_path, compression, torn_to):
+    remote = _write_mds(str(tmp_path / "remote"), compression=compression)
+    local = str(tmp_path / "cache")
+    assert sorted(int(s["id"]) for s in StreamingDataset(remote=remote, local=local, batch_size=4)) == list(
+        range(SAMPLES)
+    )
+    shard = os.path.join(local, "shard.00001.mds")
+    whole = os.path.getsize(shard)
+    for reading in ("iteration", "random access"):
+        with open(shard, "r+b") as f:
+            f.truncate(int(whole * torn_to))  # what a rename published before the data reached the disk
+        ds = StreamingDataset(remote=remote, local=local, batch_size=4, shuffle=False)
+        if reading == "iteration":
+            ids = [int(s["id"]) for s in ds]
+        else:
+            ids = [int(ds[i]["id"]) for i in range(SAMPLES)]
+        assert ids == list(range(SAMPLES)), reading
+        assert os.path.getsize(shard) == whole, reading
+        assert all(bytes(ds[i]["blob"]) == bytes([i % 256]) * 40 for i in range(SAMPLES))
+
+
+def test_a_torn_shard_with_no_remote_is_an_error_and_is_kept(tmp_path):
+    from streaming.format.errors import ShardCorruptError
+
+    local = _write_mds(str(tmp_path / "data"), compression=None)
+    shard = os.path.join(local, "shard.00001.mds")
+    with open(shard, "r+b") as f:
+        f.truncate(100)
+    ds = StreamingDataset(local=local, batch_size=4, shuffle=False)
+    with pytest.raises(ShardCorruptError, match="shard.00001.mds"):
+        list(ds)
+    with pytest.raises(ShardCorruptError, match="shard.00001.mds"):
+        ds[_first_sample(local)[1]]
+    assert os.path.getsize(shard) == 100, "the only copy is never deleted"
