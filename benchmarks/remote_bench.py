@@ -21,6 +21,12 @@ forces eviction; `batch_size=32`):
 * write (`BENCH_ONLY=writes`): `MDSWriter(out="s3://...")` vs `MDSWriter(out=<local dir>)`, constructor to the end
   of `with`; then the finished local files uploaded with bare boto3 on 8 threads, the server's ingest ceiling.
 
+Every read child also reports the CPU seconds of its timed part, its own (DataLoader workers included) and the
+server's (`/proc/<pid>/stat` of the SeaweedFS process): the table's "cores busy" shows when an epoch is bound by
+the machine's cores rather than by waiting. "after the 1st batch" is an epoch's rate without its start-up (the
+SDK import, the index download, the workers' start); its prefetch threads fetch ahead meanwhile, so on a small
+dataset that figure flatters.
+
 `make bench` runs the reads at its `BENCH_SCALE` after the main benchmarks (`benchmarks/run.sh`).
 
 "ours" is `BENCH_OURS_PYTHON` (default `.venv/bin/python`) with this repository on `PYTHONPATH`; "ref" is MosaicML
@@ -68,6 +74,27 @@ DATASET = f"s3://{BUCKET}/tokens"
 # These run under either interpreter; they import only `streaming` (whichever one is installed), numpy, torch.
 
 
+def cpu_seconds() -> tuple[float, float, float]:
+    """CPU seconds used so far by this process, by its reaped children (DataLoader workers), and by the storage
+    server (`BENCH_SERVER_PID`; 0 without): on 2 cores shared with the server, whether an epoch is bound by CPU."""
+    import resource
+
+    own, reaped = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    server = 0.0
+    pid = os.environ.get("BENCH_SERVER_PID")
+    if pid:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        server = (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")  # utime + stime
+    return own.ru_utime + own.ru_stime, reaped.ru_utime + reaped.ru_stime, server
+
+
+def with_cpu(result: dict[str, Any], before: tuple[float, float, float]) -> dict[str, Any]:
+    """`result` with the CPU seconds since `before` (a `cpu_seconds()`) of the client (workers included), of its
+    workers alone, and of the server."""
+    main, workers, server = (now - then for now, then in zip(cpu_seconds(), before))
+    return dict(result, client_cpu_s=main + workers, workers_cpu_s=workers, server_cpu_s=server)
+
+
 def read_epoch(
     remote: str | None, local: str, samples: int, workers: int = WORKERS, cache_limit: int | None = None
 ) -> dict[str, Any]:
@@ -77,6 +104,7 @@ def read_epoch(
 
     from streaming import StreamingDataLoader, StreamingDataset
 
+    cpu_before = cpu_seconds()
     started = time.perf_counter()
     dataset = StreamingDataset(
         remote=remote, local=local, batch_size=BATCH_SIZE, shuffle=False, cache_limit=cache_limit
@@ -92,12 +120,9 @@ def read_epoch(
     seconds = time.perf_counter() - started
     seen = np.sort(np.concatenate(ids)) if ids else np.zeros(0, np.int64)
     values_ok = tokens_ok and seen.size == samples and bool(np.array_equal(seen, np.arange(samples)))
-    return {
-        "seconds": seconds,
-        "samples_per_s": seen.size / seconds,
-        "first_batch_s": first_batch,
-        "values_ok": values_ok,
-    }
+    del loader  # its workers are reaped, so that their CPU time is counted
+    result = {"seconds": seconds, "samples_per_s": seen.size / seconds, "first_batch_s": first_batch}
+    return with_cpu(dict(result, values_ok=values_ok), cpu_before)
 
 
 def raw_download(prefix: str, directory: str, samples: int, connections: int) -> dict[str, Any]:
@@ -125,16 +150,13 @@ def raw_download(prefix: str, directory: str, samples: int, connections: int) ->
             shell.copyfileobj(body, file, 1 << 20)
             return file.tell()
 
+    cpu_before = cpu_seconds()
     started = time.perf_counter()
     with ThreadPoolExecutor(connections) as pool:
         total = sum(pool.map(fetch, keys))
     seconds = time.perf_counter() - started
-    return {
-        "seconds": seconds,
-        "samples_per_s": samples / seconds,
-        "mb_per_s": total / seconds / 1e6,
-        "files": len(keys),
-    }
+    result = {"seconds": seconds, "samples_per_s": samples / seconds, "mb_per_s": total / seconds / 1e6}
+    return with_cpu(dict(result, files=len(keys)), cpu_before)
 
 
 def fetch_shards(remote: str, local: str, samples: int, connections: int) -> dict[str, Any]:
@@ -145,11 +167,12 @@ def fetch_shards(remote: str, local: str, samples: int, connections: int) -> dic
     from streaming import StreamingDataset
 
     dataset = StreamingDataset(remote=remote, local=local, batch_size=BATCH_SIZE, shuffle=False)
+    cpu_before = cpu_seconds()
     started = time.perf_counter()
     with ThreadPoolExecutor(connections) as pool:
         list(pool.map(dataset.prepare_shard, range(dataset.num_shards)))
     seconds = time.perf_counter() - started
-    return {"seconds": seconds, "samples_per_s": samples / seconds}
+    return with_cpu({"seconds": seconds, "samples_per_s": samples / seconds}, cpu_before)
 
 
 def write_tokens(out: str, samples: int) -> dict[str, Any]:
@@ -402,6 +425,26 @@ def _ratio(top: float | None, bottom: float | None) -> str:
     return f"{top / bottom:.2f}" if top and bottom else ""
 
 
+def _after_first_batch(runs: list[dict[str, Any]]) -> float:
+    """Median samples/s from the first batch to the last: the epoch without its start-up (imports of the
+    storage SDK, its client, the index download, the workers' start and their first shards)."""
+    return statistics.median(
+        (run["samples_per_s"] * run["seconds"] - BATCH_SIZE) / (run["seconds"] - run["first_batch_s"]) for run in runs
+    )
+
+
+def _cores(runs: list[dict[str, Any]] | None) -> str:
+    """Median CPU cores busy during the timed part: all (client, workers and server), then the server's and the
+    DataLoader workers' shares in brackets, e.g. "1.70 (0.43 / 1.05)"."""
+    if not runs or "client_cpu_s" not in runs[0]:
+        return ""
+
+    def share(*keys: str) -> float:
+        return statistics.median(sum(run[key] for key in keys) / run["seconds"] for run in runs)
+
+    return f"{share('client_cpu_s', 'server_cpu_s'):.2f} ({share('server_cpu_s'):.2f} / {share('workers_cpu_s'):.2f})"
+
+
 def _figure(runs: list[dict[str, Any]] | None) -> str:
     if not runs:
         return ""
@@ -417,11 +460,14 @@ def report(reads: dict[str, list], writes: dict[str, list], samples: int) -> str
         f"raw = bare boto3 get_object of the same shard objects into files, with as many connections as ours opens "
         f"(workers x prefetch threads); fetch only = ours' download path without a consumer "
         f"(`prepare_shard` of every shard on that many threads); local = the warm cache read with remote=None, the "
-        f"bar the consumer sets; eviction: cache_limit {eviction_limit(shards) / 2**20:.0f} MiB.",
+        f"bar the consumer sets; eviction: cache_limit {eviction_limit(shards) / 2**20:.0f} MiB. Cores busy: CPU "
+        f"seconds of the client (DataLoader workers included) and the server over the timed part, per second, of "
+        f"the {os.cpu_count()} this machine has; in brackets the server's share and the DataLoader workers' "
+        f"(raw and fetch: 0, one process).",
         "",
         "| setup | epoch | ours samples/s | ref samples/s | raw samples/s (MB/s) | ours/raw | ref/raw | ours/ref "
-        "| ours fetch only | fetch/raw |",
-        "|---|---|---|---|---|---|---|---|---|---|",
+        "| ours fetch only | fetch/raw | ours/raw after the 1st batch | cores busy: ours | ref | raw |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for setup in READ_SETUPS:
         for phase in ("cold", "warm", "local"):
@@ -434,7 +480,9 @@ def report(reads: dict[str, list], writes: dict[str, list], samples: int) -> str
             lines.append(
                 f"| {setup.name} | {phase} | {_figure(ours)} | {_figure(ref)} | {raw_cell} "
                 f"| {_ratio(_median(ours), _median(raw))} | {_ratio(_median(ref), _median(raw))} "
-                f"| {_ratio(_median(ours), _median(ref))} | {_figure(fetch)} | {_ratio(_median(fetch), _median(raw))} |"
+                f"| {_ratio(_median(ours), _median(ref))} | {_figure(fetch)} | {_ratio(_median(fetch), _median(raw))} "
+                f"| {_ratio(_after_first_batch(ours), _median(raw)) if phase == 'cold' else ''} "
+                f"| {_cores(ours)} | {_cores(ref)} | {_cores(raw)} |"
             )
     if writes:
         lines += ["", "| write | median s | min | max | rounds |", "|---|---|---|---|---|"]
@@ -476,7 +524,7 @@ def main() -> None:
     server_fixture = seaweedfs.__wrapped__(_TempPaths(scratch))
     server = next(server_fixture)
     try:
-        env = _environment(server, scratch / "tmp")
+        env = dict(_environment(server, scratch / "tmp"), BENCH_SERVER_PID=str(server.process.pid))
         runner = Runner(scratch, env, timeout, {ours: str(REPO)})
         sides = {"ours": ours}
         if not Path(ref).exists():
