@@ -32,6 +32,7 @@ PHASES = {
     "write": "phase_write:write",
     "local_seq": "phase_read:local_sequential",
     "local_random": "phase_read:local_random",
+    "sd_random": "phase_read:streaming_random",
     "sd_iter": "phase_read:streaming_iteration",
     "dataloader": "phase_loader:dataloader",
     "resume_record": "phase_loader:resume_record",

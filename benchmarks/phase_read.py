@@ -42,12 +42,24 @@ def local_sequential(context, schema: str, n: int, dataset: str, passes: int = 3
 
 
 def local_random(context, schema: str, n: int, dataset: str) -> dict:
-    """ds[i] latency over RANDOM_READS uniformly random indices (fixed seed)."""
+    """LocalDataset ds[i] latency over RANDOM_READS uniformly random indices (fixed seed)."""
     from streaming import LocalDataset
 
+    return _random_latencies(LocalDataset(local=_path(context, dataset)), context, schema, n)
+
+
+def streaming_random(context, schema: str, n: int, dataset: str) -> dict:
+    """StreamingDataset(local=..., remote=None) ds[i] latency at the same indices as `local_random`."""
+    from streaming import StreamingDataset
+
+    ds = StreamingDataset(local=_path(context, dataset), remote=None, shuffle=False, batch_size=1)
+    return _random_latencies(ds, context, schema, n)
+
+
+def _random_latencies(ds, context, schema: str, n: int) -> dict:
+    """p50/p99 of ds[i] over RANDOM_READS uniformly random indices (fixed seed); the first read apart."""
     expected = inputs.expected_keys(context.inputs, schema, n)
     indices = np.random.default_rng(99).integers(0, n, size=RANDOM_READS).tolist()
-    ds = LocalDataset(local=_path(context, dataset))
     latencies_ns, ok = [], True
     clock = time.perf_counter_ns
     for i in indices:

@@ -132,6 +132,17 @@ def _formats(scale: float) -> list[Scenario]:
         )
         found.append(
             Scenario(
+                f"sd-random-{schema}",
+                "formats",
+                (Step("sd_random", read),),
+                (Metric("p50_us", "ds[i] p50 us", "lower"), Metric("p99_us", "ds[i] p99 us", "lower")),
+                prep=prep,
+                physical=Step("limit_random", read),
+                physical_label="mmap lookup: shard search, 2 offsets, decode",
+            )
+        )
+        found.append(
+            Scenario(
                 f"sd-iter-{schema}",
                 "formats",
                 (Step("sd_iter", read),),
