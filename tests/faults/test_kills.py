@@ -84,18 +84,22 @@ def test_conversions_killed_at_random_points_leave_a_dataset_the_next_run_extend
     started = time.monotonic()
     assert subprocess.run(command, env=env, stdout=subprocess.DEVNULL).returncode == 0
     duration = time.monotonic() - started
-    for _ in range(KILLS):
+    runs = 0
+    while killed < KILLS and runs < 4 * KILLS:
         run = subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL, start_new_session=True)
         time.sleep(chooser.uniform(0.2, 1.0) * duration)
+        runs += 1
         if run.poll() is None:
             os.killpg(run.pid, signal.SIGKILL)
             killed += 1
+        else:
+            duration /= 2  # the first, timed run was slower (cold imports): aim earlier, a completed run counts too
         run.wait()
         _committed_copies(destination, len(ids))
     copies = _committed_copies(destination, len(ids))
     assert subprocess.run(command, env=env, stdout=subprocess.DEVNULL).returncode == 0
     assert Counter(_dataset_ids(remote, str(tmp_path / "cache"))) == Counter(ids * (copies + 1))
-    assert killed > 0
+    assert killed == KILLS
 
     vacuum(remote.root, retention=0, retention_check=False)
     named = {info["basename"] for entry in read_snapshot(destination).shards for _, info in shard_files(entry)}
@@ -105,7 +109,7 @@ def test_conversions_killed_at_random_points_leave_a_dataset_the_next_run_extend
     assert {name for name in left if not name.startswith(f"{LOG_FOLDER}/")} - own == named
     assert sorted(os.listdir(scratch)) == [], "killed runs left temporary files behind"
     figures = {
-        "runs": KILLS + 2,
+        "runs": runs + 2,
         "killed": killed,
         "committed": copies + 1,
         "samples_verified": len(ids) * (copies + 1),
