@@ -9,8 +9,10 @@ Time is modelled, with these assumptions:
 
 * ranks step together (a global step takes `step_time` once every rank has its batch); a rank's DataLoader
   takes batches from its workers in turn, so global step `s` is batch `s // W` of worker `s % W`;
-* a worker asks for a shard when its iteration is `predownload` samples before the shard's first sample, and
-  a worker runs `prefetch_factor` batches ahead of training (PyTorch's default 2);
+* a worker asks for a shard when its iteration is `predownload` samples before the shard's first sample, or
+  earlier, once it reaches the shard `PREPARED_AHEAD_PER_THREAD * PREPARE_THREADS` places before it in its order
+  of first use (its prefetch keeps its threads busy past `predownload`), and a worker runs `prefetch_factor`
+  batches ahead of training (PyTorch's default 2);
 * a node's downloads share its link: the active downloads split `bandwidth` equally (at most
   `threads * workers` at once, in order of request), each after a fixed `latency`;
 * a step waits for every shard its batches need on every node (that wait is a stall).
@@ -30,7 +32,7 @@ import numpy as np
 
 from streaming.dataset.batching import PlanInputs, default_predownload, generate_work
 from streaming.dataset.partition import default_num_canonical_nodes
-from streaming.dataset.shard_cache import PREPARE_THREADS
+from streaming.dataset.shard_cache import PREPARE_THREADS, PREPARED_AHEAD_PER_THREAD
 from streaming.dataset.shuffle import default_shuffle_block_size
 from streaming.dataset.weighting import StreamWeight, resolve_weights
 from streaming.dataset.world import World
@@ -232,6 +234,7 @@ def simulate(
     offsets = np.concatenate([[0], np.cumsum(shards.samples)[:-1]])
     shard_of = np.where(work >= 0, np.searchsorted(offsets, np.maximum(work, 0), "right") - 1, -1)
     predownload = default_predownload(settings.batch_size) if settings.predownload is None else settings.predownload
+    most_ahead = PREPARED_AHEAD_PER_THREAD * PREPARE_THREADS
     steps = workers * batches
     # requests[node][gate step] -> (position in its worker's list, worker, shard) first asked for then, in the
     # order the workers ask; needs[node][step] -> shards that step reads
@@ -245,8 +248,14 @@ def simulate(
                 flat = shard_of[node, rank, worker].reshape(-1)
                 valid = np.flatnonzero(flat >= 0)
                 ids, first = np.unique(flat[valid], return_index=True)
-                for shard, position in zip(ids.tolist(), valid[first].tolist()):
-                    batch_at = max(position - predownload, 0) // batch
+                in_order = sorted(zip(valid[first].tolist(), ids.tolist()))
+                for number, (position, shard) in enumerate(in_order):
+                    asked_at = max(position - predownload, 0)
+                    if number >= most_ahead:
+                        asked_at = min(asked_at, in_order[number - most_ahead][0])
+                    else:
+                        asked_at = 0
+                    batch_at = asked_at // batch
                     gate = max(batch_at - settings.prefetch_factor, 0) * workers + worker
                     asked[shard] = min(asked.get(shard, (gate, position, worker)), (gate, position, worker))
                 for number in range(batches):

@@ -33,7 +33,7 @@ from streaming.dataset.coordination import InstanceState
 from streaming.dataset.coordination.local_claims import LocalDirClaims
 from streaming.dataset.partition import default_num_canonical_nodes
 from streaming.dataset.reader_pool import ReaderPool
-from streaming.dataset.shard_cache import ShardCache
+from streaming.dataset.shard_cache import PREPARED_AHEAD_PER_THREAD, ShardCache
 from streaming.dataset.shuffle import default_shuffle_block_size
 from streaming.dataset.stream import Stream
 from streaming.dataset.weighting import resolve_weights
@@ -416,7 +416,7 @@ class StreamingDataset(Array, IterableDataset):
         queue = deque(missing)
         lookahead = max(self.predownload, 1)
         threads = cache.prepare_threads()
-        most_ahead = 2 * threads
+        most_ahead = PREPARED_AHEAD_PER_THREAD * threads
         pending: dict[int, Future] = {}
         submitted = 0
         finished: list[None] = []  # one entry per completed preparation (appended by the pool's threads)

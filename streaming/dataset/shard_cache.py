@@ -26,6 +26,9 @@ from streaming.format.reader import Reader
 from streaming.format.table import ShardTable
 
 PREPARE_THREADS = 4
+#: Beyond ``predownload``, iteration keeps one shard per prepare thread downloading, and at most this many shards
+#: per thread prepared and not yet read (the disk it may take ahead of the reader).
+PREPARED_AHEAD_PER_THREAD = 2
 _CACHE_RETRY_SECONDS = 0.02
 
 
