@@ -350,14 +350,7 @@ def measure_reads(
                     result = runner.run(sides["ours"], dict(job, connections=connections))
                     label = f"fetch x{connections}"
                 else:
-                    job = {
-                        "kind": "read",
-                        "remote": DATASET,
-                        "local": str(caches[side]),
-                        "samples": samples,
-                        "workers": setup.workers,
-                        "cache_limit": limit,
-                    }
+                    job = _read_job(DATASET, caches[side], samples, setup.workers, limit)
                     result = runner.run(sides[side], job)
                     label = side
                 results.setdefault(f"{setup.name}/cold/{side}", []).append(result)
@@ -366,23 +359,29 @@ def measure_reads(
                 for side in order:
                     if side in ("raw", "fetch"):
                         continue
-                    job = {
-                        "kind": "read",
-                        "remote": DATASET,
-                        "local": str(caches[side]),
-                        "samples": samples,
-                        "workers": setup.workers,
-                    }
-                    result = runner.run(sides[side], job)
+                    result = runner.run(sides[side], _read_job(DATASET, caches[side], samples, setup.workers))
                     results.setdefault(f"{setup.name}/warm/{side}", []).append(result)
                     _say_read(number, setup.name, "warm", side, result)
-                job = {"kind": "read", "remote": None, "local": str(caches["ours"]), "samples": samples, "workers": 2}
-                result = runner.run(sides["ours"], job)
+                result = runner.run(sides["ours"], _read_job(None, caches["ours"], samples, 2))
                 results.setdefault(f"{setup.name}/local/ours", []).append(result)
                 _say_read(number, setup.name, "local", "ours", result)
             for cache in caches.values():
                 shutil.rmtree(cache, ignore_errors=True)
     return results
+
+
+def _read_job(
+    remote: str | None, local: Path, samples: int, workers: int, cache_limit: int | None = None
+) -> dict[str, Any]:
+    """A child job reading one epoch (`read_epoch`)."""
+    return {
+        "kind": "read",
+        "remote": remote,
+        "local": str(local),
+        "samples": samples,
+        "workers": workers,
+        "cache_limit": cache_limit,
+    }
 
 
 def _say_read(number: int, setup: str, phase: str, label: str, result: dict[str, Any]) -> None:

@@ -119,28 +119,19 @@ def _formats(scale: float) -> list[Scenario]:
                 physical_label=MMAP_ITER,
             )
         )
-        found.append(
-            Scenario(
-                f"local-random-{schema}",
-                "formats",
-                (Step("local_random", read),),
-                (Metric("p50_us", "ds[i] p50 us", "lower"), Metric("p99_us", "ds[i] p99 us", "lower")),
-                prep=prep,
-                physical=Step("limit_random", read),
-                physical_label="mmap lookup: shard search, 2 offsets, decode",
+        # ds[i] on LocalDataset and on StreamingDataset, against the same bare lookup.
+        for name, phase in (("local-random", "local_random"), ("sd-random", "sd_random")):
+            found.append(
+                Scenario(
+                    f"{name}-{schema}",
+                    "formats",
+                    (Step(phase, read),),
+                    (Metric("p50_us", "ds[i] p50 us", "lower"), Metric("p99_us", "ds[i] p99 us", "lower")),
+                    prep=prep,
+                    physical=Step("limit_random", read),
+                    physical_label="mmap lookup: shard search, 2 offsets, decode",
+                )
             )
-        )
-        found.append(
-            Scenario(
-                f"sd-random-{schema}",
-                "formats",
-                (Step("sd_random", read),),
-                (Metric("p50_us", "ds[i] p50 us", "lower"), Metric("p99_us", "ds[i] p99 us", "lower")),
-                prep=prep,
-                physical=Step("limit_random", read),
-                physical_label="mmap lookup: shard search, 2 offsets, decode",
-            )
-        )
         found.append(
             Scenario(
                 f"sd-iter-{schema}",

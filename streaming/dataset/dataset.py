@@ -417,23 +417,20 @@ class StreamingDataset(Array, IterableDataset):
         lookahead = max(self.predownload, 1)
         threads = cache.prepare_threads()
         most_ahead = PREPARED_AHEAD_PER_THREAD * threads
-        pending: dict[int, Future] = {}
-        submitted = 0
-        finished: list[None] = []  # one entry per completed preparation (appended by the pool's threads)
+        pending: dict[int, Future] = {}  # submitted and not yet read
+        running: set[Future] = set()  # submitted and not yet finished (each discards itself when done)
 
         def refill(position: int) -> None:
             # Every shard starting within `predownload` samples; beyond that, one shard per idle thread, up to
             # `most_ahead` prepared and not yet read: a window of a shard or two would leave connections idle.
-            nonlocal submitted
             while queue and (
-                queue[0][0] < position + lookahead
-                or (submitted - len(finished) < threads and len(pending) < most_ahead)
+                queue[0][0] < position + lookahead or (len(running) < threads and len(pending) < most_ahead)
             ):
                 upcoming = queue.popleft()[1]
                 future = pool.submit(self._prefetch_shard, upcoming)
-                future.add_done_callback(lambda _: finished.append(None))
+                running.add(future)
+                future.add_done_callback(running.discard)  # at once if it is already done
                 pending[upcoming] = future
-                submitted += 1
 
         with ThreadPoolExecutor(threads, thread_name_prefix="shard-prepare") as pool:
             try:
@@ -444,10 +441,7 @@ class StreamingDataset(Array, IterableDataset):
                         if future is not None:
                             # Waiting for this shard, start the next one whenever another preparation ends.
                             while not future.done():
-                                wait(
-                                    [future, *(f for f in pending.values() if not f.done())],
-                                    return_when=FIRST_COMPLETED,
-                                )
+                                wait([future, *running], return_when=FIRST_COMPLETED)
                                 refill(position)
                             try:
                                 future.result()

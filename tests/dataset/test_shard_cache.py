@@ -15,6 +15,7 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Callable
 
 import pytest
 
@@ -167,29 +168,42 @@ def test_local_only_shards_are_never_evicted(tmp_path, remote):
 # ---------------------------------------------------------------------- prepare_shard(blocking=...)
 
 
+@contextlib.contextmanager
+def _held_by_another(local: str, shards: int, shard: int, release: Callable[[], bool], then: Callable[[], None]):
+    """Hold ``shard``'s node-wide lock in another thread, as another process preparing it would (same directory,
+    same lock file), until ``release()`` is true (or 10 s passed); then run ``then()`` still holding it."""
+    held = threading.Event()
+
+    def holder() -> None:
+        with ShardLocks(local, shards).hold(shard):
+            held.set()
+            deadline = time.monotonic() + 10
+            while not release() and time.monotonic() < deadline:
+                time.sleep(0.01)
+            then()
+
+    thread = threading.Thread(target=holder)
+    thread.start()
+    try:
+        assert held.wait(10)
+        yield
+    finally:
+        thread.join()
+
+
 def test_prepare_shard_without_blocking_leaves_a_busy_shard_to_its_preparer(tmp_path, remote):
     local = str(tmp_path / "cache")
     ds = StreamingDataset(remote=remote, local=local, batch_size=4)
-    held, release = threading.Event(), threading.Event()
-
-    def preparer_of_shard_2() -> None:
-        # Another process preparing shard 2 holds its node-wide lock: same directory, same lock file.
-        with ShardLocks(local, len(_shards(remote))).hold(2):
-            held.set()
-            release.wait(10)
-
-    other = threading.Thread(target=preparer_of_shard_2)
-    other.start()
-    try:
-        assert held.wait(10)
-        began = time.monotonic()
-        ds.prepare_shard(2, blocking=False)
-        assert time.monotonic() - began < 1 and _present(local) == [], "returned at once, downloading nothing"
-        ds.prepare_shard(1, blocking=False)
-        assert _present(local) == [1], "a shard nobody else prepares is prepared"
-    finally:
-        release.set()
-        other.join()
+    release = threading.Event()
+    with _held_by_another(local, len(_shards(remote)), 2, release.is_set, lambda: None):
+        try:
+            began = time.monotonic()
+            ds.prepare_shard(2, blocking=False)
+            assert time.monotonic() - began < 1 and _present(local) == [], "returned at once, downloading nothing"
+            ds.prepare_shard(1, blocking=False)
+            assert _present(local) == [1], "a shard nobody else prepares is prepared"
+        finally:
+            release.set()
     ds.prepare_shard(2)
     assert _present(local) == [1, 2]
 
@@ -373,27 +387,17 @@ def test_prefetch_moves_past_a_shard_another_process_is_preparing(tmp_path, remo
     monkeypatch.setattr(ShardCache, "prepare_threads", lambda self: 1)
     local = str(tmp_path / "cache")
     other = StreamingDataset(remote=remote, local=local, batch_size=4)
-    held, seen_next = threading.Event(), threading.Event()
+    seen_next = threading.Event()
 
-    def preparer_of_shard_2() -> None:
-        # The other process holds shard 2 until this one has prepared shard 3 (or 10 s passed), then fetches it.
-        with ShardLocks(local, len(_shards(remote))).hold(2):
-            held.set()
-            deadline = time.monotonic() + 10
-            while 3 not in _present(local) and time.monotonic() < deadline:
-                time.sleep(0.01)
-            if 3 in _present(local):
-                seen_next.set()
-            other.prepare_shard(2)
+    def fetch_shard_2() -> None:
+        # The other process held shard 2 until this one prepared shard 3 (or 10 s passed); now it fetches it.
+        if 3 in _present(local):
+            seen_next.set()
+        other.prepare_shard(2)
 
-    holder = threading.Thread(target=preparer_of_shard_2)
-    holder.start()
-    try:
-        assert held.wait(10)
+    with _held_by_another(local, len(_shards(remote)), 2, lambda: 3 in _present(local), fetch_shard_2):
         ds = StreamingDataset(remote=remote, local=local, batch_size=4, shuffle=False)
         assert [int(s["id"]) for s in ds] == list(range(SAMPLES))
-    finally:
-        holder.join()
     assert seen_next.is_set(), "shard 3 was prepared while shard 2 was another's"
 
 
