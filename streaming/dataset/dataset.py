@@ -416,7 +416,11 @@ class StreamingDataset(Array, IterableDataset):
         queue = deque(missing)
         lookahead = max(self.predownload, 1)
         threads = cache.prepare_threads()
-        most_ahead = PREPARED_AHEAD_PER_THREAD * threads
+        # Under `cache_limit` only the `predownload` window, waiting for busy shards: shards fetched further ahead
+        # would be evicted for each other before they are read.
+        limited = cache.limit is not None
+        most_ahead = 0 if limited else PREPARED_AHEAD_PER_THREAD * threads
+        prefetch = self.prepare_shard if limited else self._prefetch_shard
         pending: dict[int, Future] = {}  # submitted and not yet read
         running: set[Future] = set()  # submitted and not yet finished (each discards itself when done)
 
@@ -427,7 +431,7 @@ class StreamingDataset(Array, IterableDataset):
                 queue[0][0] < position + lookahead or (len(running) < threads and len(pending) < most_ahead)
             ):
                 upcoming = queue.popleft()[1]
-                future = pool.submit(self._prefetch_shard, upcoming)
+                future = pool.submit(prefetch, upcoming)
                 running.add(future)
                 future.add_done_callback(running.discard)  # at once if it is already done
                 pending[upcoming] = future

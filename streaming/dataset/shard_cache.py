@@ -27,7 +27,7 @@ from streaming.format.table import ShardTable
 
 PREPARE_THREADS = 4
 #: Beyond ``predownload``, iteration keeps one shard per prepare thread downloading, and at most this many shards
-#: per thread prepared and not yet read (the disk it may take ahead of the reader).
+#: per thread prepared and not yet read (the disk it may take ahead of the reader); not under a cache limit.
 PREPARED_AHEAD_PER_THREAD = 2
 _CACHE_RETRY_SECONDS = 0.02
 
