@@ -422,18 +422,19 @@ class StreamingDataset(Array, IterableDataset):
         most_ahead = 0 if limited else PREPARED_AHEAD_PER_THREAD * threads
         prefetch = self.prepare_shard if limited else self._prefetch_shard
         pending: dict[int, Future] = {}  # submitted and not yet read
-        running: set[Future] = set()  # submitted and not yet finished (each discards itself when done)
+        running: set[Future] = set()  # submitted and, when last looked at, not finished
 
         def refill(position: int) -> None:
             # Every shard starting within `predownload` samples; beyond that, one shard per idle thread, up to
             # `most_ahead` prepared and not yet read: a window of a shard or two would leave connections idle.
+            # Finished futures are found by looking: a done-callback runs only after `wait` has woken the reader.
+            running.difference_update([future for future in running if future.done()])
             while queue and (
                 queue[0][0] < position + lookahead or (len(running) < threads and len(pending) < most_ahead)
             ):
                 upcoming = queue.popleft()[1]
                 future = pool.submit(prefetch, upcoming)
                 running.add(future)
-                future.add_done_callback(running.discard)  # at once if it is already done
                 pending[upcoming] = future
 
         with ThreadPoolExecutor(threads, thread_name_prefix="shard-prepare") as pool:
