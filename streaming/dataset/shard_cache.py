@@ -13,6 +13,7 @@ next needed, and its accounting is dropped whole, so a cleaned cache never looks
 from __future__ import annotations
 
 import os
+import threading
 import time
 from collections.abc import Callable
 from typing import Any
@@ -30,6 +31,17 @@ PREPARE_THREADS = 4
 #: per thread prepared and not yet read (the disk it may take ahead of the reader); not under a cache limit.
 PREPARED_AHEAD_PER_THREAD = 2
 _CACHE_RETRY_SECONDS = 0.02
+
+
+def _new_opening_lock() -> None:
+    global _opening
+    _opening = threading.Lock()
+
+
+#: Serialises this process's first opening of node-wide state (made anew in a forked child, as a thread of the
+#: parent may have held it at the fork).
+_opening = threading.Lock()
+os.register_at_fork(after_in_child=_new_opening_lock)
 
 
 class ShardCache:
@@ -161,9 +173,11 @@ class ShardCache:
 
     def _shard_locks(self, stream_id: int) -> ShardLocks:
         if self._locks is None:
-            self._locks = [
-                ShardLocks(os.path.join(s.local, s.split), len(t)) for s, t in zip(self.streams, self.tables)
-            ]
+            with _opening:
+                if self._locks is None:
+                    self._locks = [
+                        ShardLocks(os.path.join(s.local, s.split), len(t)) for s, t in zip(self.streams, self.tables)
+                    ]
         return self._locks[stream_id]
 
     def _accounting_in_use(self) -> CacheState | None:
@@ -172,10 +186,14 @@ class ShardCache:
 
     def _cache_state(self) -> CacheState:
         if self._accounting is None:
-            self._accounting = CacheState(
-                [os.path.join(s.local, s.split) for s in self.streams], self.num_shards, self._scan
-            )
-            self._accounting.merge_access_times(self._last_read)
+            # Prepare threads all get here first thing; one opens the accounting, the others wait for it.
+            with _opening:
+                if self._accounting is None:
+                    accounting = CacheState(
+                        [os.path.join(s.local, s.split) for s in self.streams], self.num_shards, self._scan
+                    )
+                    accounting.merge_access_times(self._last_read)
+                    self._accounting = accounting
         return self._accounting
 
     def _scan(self) -> tuple[np.ndarray, int]:

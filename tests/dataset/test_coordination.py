@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import gc
 import multiprocessing as mp
 import os
 import pickle
+import queue
 import signal
 import stat
 import subprocess
@@ -428,6 +430,66 @@ def test_killed_preparer_does_not_block_others(state_dir, tmp_path):
     assert cache.usage() == 100 + 55 + 20
     cache.mark_present(4, 12)
     assert cache.usage() == 100 + 55 + 12 and cache.is_present(4)
+
+
+def _report_live_preparation(scan, shard, results) -> None:
+    """Another process's view: whether shard ``shard``'s preparer is alive (its reservation is kept)."""
+    cache = CacheState(["/data"], 8, scan)
+    results.put((cache.mark_preparing(shard, 1), cache.usage()))
+
+
+@pytest.mark.parametrize("dropped", ["a second opening", "a pickled copy", "an opening in another thread"])
+def test_dropping_another_copy_keeps_this_process_preparation_alive(state_dir, tmp_path, dropped):
+    """Closing a mapping closes its descriptor, which drops the process's POSIX locks on the file: a second
+    CacheState of the same directories, garbage-collected, once freed the first one's claims, and another
+    process then took a live download for a dead one (seen as a cache above its limit)."""
+    scan = DirScan(str(tmp_path / "scan"), 8)
+    cache = CacheState(["/data"], 8, scan)
+    assert cache.mark_preparing(3, 1000)
+    if dropped == "a second opening":
+        CacheState(["/data"], 8, scan).usage()
+    elif dropped == "a pickled copy":
+        pickle.loads(pickle.dumps(cache)).usage()
+    else:
+        opener = threading.Thread(target=lambda: CacheState(["/data"], 8, scan).usage())
+        opener.start()
+        opener.join()
+    gc.collect()
+    results = FORK.Queue()
+    proc = FORK.Process(target=_report_live_preparation, args=(scan, 3, results))
+    proc.start()
+    assert results.get(timeout=30) == (False, 1100), "the other process must see shard 3 as being prepared"
+    proc.join(10)
+    cache.mark_present(3, 10)
+    assert cache.usage() == 110
+
+
+def _next_iteration(state_bytes, results) -> None:
+    results.put(pickle.loads(state_bytes).next_iteration(0))
+
+
+def test_dropping_a_copy_of_an_instance_state_keeps_its_locks(state_dir):
+    """The same for the per-instance state: while this process holds worker 0's counter lock, a copy of the
+    state attached and dropped here must leave it held, so another process's increment waits."""
+    state = InstanceState()
+    state_bytes = pickle.dumps(state)
+    lock_file, _ = state._state()
+    lock_file.acquire(0)  # worker 0's counter lock, as next_iteration(0) holds it
+    try:
+        copy = pickle.loads(state_bytes)
+        copy.next_iteration(1)  # attaches: opens and maps the lock file a second time in this process
+        del copy
+        gc.collect()
+        results = FORK.Queue()
+        proc = FORK.Process(target=_next_iteration, args=(state_bytes, results))
+        proc.start()
+        with pytest.raises(queue.Empty):
+            results.get(timeout=1.5)  # it waits for the lock this process still holds
+    finally:
+        lock_file.release(0)
+    assert results.get(timeout=30) == 0
+    proc.join(10)
+    assert state.next_iteration(0) == 1
 
 
 def test_abandoned_reservation_is_released_by_usage(state_dir, tmp_path):

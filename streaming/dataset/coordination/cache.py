@@ -20,7 +20,6 @@ changed while nobody was watching.
 from __future__ import annotations
 
 import contextlib
-import mmap
 import os
 import time
 import weakref
@@ -87,9 +86,7 @@ class CacheState:
         lock_file.acquire(_HEADER_LOCK)
         try:
             first = opened_here and lock_file.sole_user()
-            if os.fstat(lock_file.fd).st_size < size:
-                os.ftruncate(lock_file.fd, size)
-            self._map = mmap.mmap(lock_file.fd, size)
+            self._map = lock_file.mapping(size)
             self._header = np.frombuffer(self._map, np.int64, len(_HEADER_FIELDS), len(_MAGIC))
             self._states = np.frombuffer(self._map, np.uint8, n, states_at)
             self._nbytes = np.frombuffer(self._map, np.int64, n, nbytes_at)

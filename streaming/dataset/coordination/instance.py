@@ -47,13 +47,13 @@ _KEY = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._=+-]{0,199}$")
 _swept_roots: set[str] = set()
 
 
-def _close_instance(lock_file: lockfile.LockFile, state_map: mmap.mmap, path: str | None, owner_pid: int) -> None:
-    """Finaliser: the owner deletes the instance's files; every process unmaps and drops its use of the lock."""
+def _close_instance(lock_file: lockfile.LockFile, path: str | None, owner_pid: int) -> None:
+    """Finaliser: the owner deletes the instance's files; every process drops its use of the lock file (whose last
+    use unmaps it)."""
     if path is not None and os.getpid() != owner_pid:
         return
     if path is not None:
         shutil.rmtree(path, ignore_errors=True)
-    state_map.close()
     lockfile.close_shared(lock_file, unlink=path is not None)
 
 
@@ -73,8 +73,7 @@ class InstanceState:
             clean_stale_state()
         lock_file = lockfile.create_unique(root, "inst")
         try:
-            os.ftruncate(lock_file.fd, _FILE_SIZE)
-            state_map = mmap.mmap(lock_file.fd, _FILE_SIZE)
+            state_map = lock_file.mapping(_FILE_SIZE)
             state_map[: len(_MAGIC)] = _MAGIC
             self.path = lock_file.path[: -len(".lock")]
             os.mkdir(self.path, 0o700)
@@ -86,7 +85,7 @@ class InstanceState:
         self._owner_pid: int | None = os.getpid()
         # The finaliser, not __del__, closes the state: it runs at exit too, and holds no reference to self.
         self._finalizer: weakref.finalize | None = weakref.finalize(
-            self, _close_instance, lock_file, state_map, self.path, self._owner_pid
+            self, _close_instance, lock_file, self.path, self._owner_pid
         )
 
     def __getstate__(self) -> dict[str, Any]:
@@ -108,14 +107,13 @@ class InstanceState:
                 raise FileNotFoundError(
                     f"Instance state {self.path} is gone: the process that created the dataset closed it or exited."
                 ) from None
-            state_map = mmap.mmap(lock_file.fd, _FILE_SIZE)
+            state_map = lock_file.mapping(_FILE_SIZE)
             if state_map[: len(_MAGIC)] != _MAGIC:
-                state_map.close()
                 lockfile.close_shared(lock_file)
                 raise RuntimeError(f"Instance state file {self.path}.lock is not a valid state file.")
             self._file, self._map = lock_file, state_map
             # path None: a copy only unmaps and drops its shared lock; the owner alone deletes the files.
-            self._finalizer = weakref.finalize(self, _close_instance, lock_file, state_map, None, 0)
+            self._finalizer = weakref.finalize(self, _close_instance, lock_file, None, 0)
             return lock_file, state_map
         return self._file, self._map
 

@@ -14,12 +14,19 @@ Deleting a lock file races with someone opening it; openers therefore lock first
 still names the inode they locked (else they retry), and deleters only unlink while holding an exclusive lock.
 After ``fork`` the child keeps the inherited descriptors (so locks held through them stay shared) but starts with
 fresh thread bookkeeping, since POSIX locks are not inherited.
+
+A lock file may also hold shared state, mapped with :meth:`LockFile.mapping`. Python's ``mmap`` keeps its own
+duplicate of the descriptor and closes it when the mapping goes, which drops every POSIX lock of the process on
+the file just like any other close: a second mapping of the file, garbage-collected while another thread held
+a lock or a claim, silently freed them (another process then took a live download for a dead one). So each file
+is mapped once per process, and its mapping is closed only once the file is no longer open here.
 """
 
 from __future__ import annotations
 
 import errno
 import fcntl
+import mmap
 import os
 import shutil
 import threading
@@ -75,7 +82,34 @@ class LockFile:
         self.path = path
         self.fd = fd
         self.users = 1
+        on_disk = os.fstat(fd)
+        self.inode = (on_disk.st_dev, on_disk.st_ino)
+        self._map: mmap.mmap | None = None
         self._reset_threads()
+
+    def mapping(self, size: int) -> mmap.mmap:
+        """This process's one shared mapping of the file's first ``size`` bytes (the file is grown to hold them).
+
+        Never close it, nor map the file another way: closing a mapping drops this process's locks on the file.
+        """
+        with self._cond:
+            if self._map is None:
+                self._map = _idle_maps.pop(self.inode, None)
+                if self._map is None:
+                    if os.fstat(self.fd).st_size < size:
+                        os.ftruncate(self.fd, size)
+                    self._map = mmap.mmap(self.fd, size)
+            if len(self._map) < size:
+                raise ValueError(f"{self.path} is mapped with {len(self._map)} bytes; {size} were asked for.")
+            return self._map
+
+    def _close(self) -> None:
+        """Close the descriptor once its last use ended; its mapping is closed when nothing can lose a lock by it."""
+        os.close(self.fd)
+        if self._map is not None:
+            _idle_maps[self.inode] = self._map
+            self._map = None
+            _close_idle_maps()
 
     def _reset_threads(self) -> None:
         self._cond = threading.Condition(threading.Lock())
@@ -173,6 +207,26 @@ class LockFile:
 
 
 _registry: dict[str, LockFile] = {}
+#: (device, inode) -> a mapping of a lock file this process no longer has open, kept until it can be closed.
+_idle_maps: dict[tuple[int, int], mmap.mmap] = {}
+
+
+def _close_idle_maps() -> None:
+    """Close the idle mappings nothing uses any more (registry lock held).
+
+    A mapping's views may outlive its file's last use (a finaliser runs before its object's attributes go). Left
+    to itself, the mapping would close when they go, at any moment, perhaps while this process holds locks on the
+    file again; so it is closed here, once no view is left and the file is not open here.
+    """
+    open_now = {lock_file.inode for lock_file in _registry.values()}
+    for inode, mapping in list(_idle_maps.items()):
+        if inode in open_now:
+            continue
+        try:
+            mapping.close()
+        except BufferError:
+            continue  # views of it are still alive
+        del _idle_maps[inode]
 _registry_lock = threading.Lock()
 _registry_owner: int | None = None
 _deferred_releases: list[tuple[LockFile, bool]] = []
@@ -190,6 +244,7 @@ class _RegistryGuard:
         global _registry_owner
         _registry_lock.acquire()
         _registry_owner = threading.get_ident()
+        _close_idle_maps()
 
     def __exit__(self, *exc: object) -> None:
         global _registry_owner
@@ -285,7 +340,7 @@ def close_shared(lock_file: LockFile, unlink: bool = False) -> None:
             return
         if _registry.get(lock_file.path) is lock_file:
             del _registry[lock_file.path]
-        os.close(lock_file.fd)
+        lock_file._close()
 
 
 def remove_if_unused(path: str, companion_dir: str | None = None) -> bool:
