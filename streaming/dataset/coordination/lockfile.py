@@ -227,6 +227,8 @@ def _close_idle_maps() -> None:
         except BufferError:
             continue  # views of it are still alive
         del _idle_maps[inode]
+
+
 _registry_lock = threading.Lock()
 _registry_owner: int | None = None
 _deferred_releases: list[tuple[LockFile, bool]] = []
