@@ -72,13 +72,16 @@ class Storage(ABC):
         """
         directory = os.path.dirname(os.path.abspath(local_path))
         os.makedirs(directory, exist_ok=True)
+        timeout = DEFAULT_TIMEOUT if timeout is None else timeout
+        if not durable and self._get_natively(url, local_path, timeout, max_bytes):
+            return
         handle, temp_path = tempfile.mkstemp(dir=directory, prefix=f".{os.path.basename(local_path)}.", suffix=".part")
         try:
             with os.fdopen(handle, "wb") as file:
                 # `_LimitedSink` offers the few file methods the backends call (write, flush, fileno).
                 sink = file if max_bytes is None else cast(BinaryIO, _LimitedSink(file, max_bytes, url))
                 with self._errors(url):
-                    written = self._download(url, sink, DEFAULT_TIMEOUT if timeout is None else timeout)
+                    written = self._download(url, sink, timeout)
                 sink.flush()
                 if durable:
                     _sync(sink.fileno())
@@ -152,6 +155,11 @@ class Storage(ABC):
     @abstractmethod
     def _download(self, url: str, sink: BinaryIO, timeout: float) -> int | None:
         """Write the object's bytes to `sink`; return the object's size if known (checked against the bytes)."""
+
+    def _get_natively(self, url: str, local_path: str, timeout: float, max_bytes: int | None) -> bool:
+        """Download `url` to `local_path` atomically outside the interpreter, if this backend can; False to have
+        `_download` do it (the default). Never raises for the object itself: `_download` then reports it."""
+        return False
 
     @abstractmethod
     def _upload(self, local_path: str, url: str) -> None:

@@ -1,4 +1,5 @@
-"""`s3://bucket/key` through boto3 (also serves `gs://` when GCS HMAC keys are set).
+"""`s3://bucket/key` through boto3 (also serves `gs://` when GCS HMAC keys are set); shard downloads in DataLoader
+workers through awscrt when it is installed (`streaming/storage/s3_native.py`).
 
 boto3 was chosen over s3fs by measurement (`tests/storage/bench_s3_get.py`, 100 x 1 MB objects from a
 loopback SeaweedFS, streamed into files): on 8 threads boto3 `get_object` fetched 1.4-1.5x more objects per
@@ -15,6 +16,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterator
+from dataclasses import dataclass
 from typing import Any, BinaryIO, TypedDict
 from urllib.parse import urlsplit
 
@@ -80,6 +82,14 @@ class _Extra(TypedDict, total=False):
     ContinuationToken: str
 
 
+@dataclass
+class _NativeState:
+    pid: int
+    credentials: Any  # botocore credentials, or None when none were found
+    locations: dict[str, Any]  # bucket -> s3_native.ObjectLocation
+    signing: dict[str, Any]  # region -> awscrt signing config of `credentials`
+
+
 class S3Storage(Storage):
     """An S3 API endpoint; one client per (process, timeout), shared by threads."""
 
@@ -125,6 +135,7 @@ class S3Storage(Storage):
         self._endpoint_hint = endpoint_hint
         self._anonymous = False
         self._clients = ClientPool(self._build_client)
+        self._native: _NativeState | None = None
 
     @classmethod
     def from_url(cls, url: str) -> S3Storage:
@@ -190,6 +201,48 @@ class S3Storage(Storage):
         finally:
             body.close()
         return response.get("ContentLength")
+
+    def _get_natively(self, url: str, local_path: str, timeout: float, max_bytes: int | None) -> bool:
+        from streaming.storage import s3_native
+
+        if not s3_native.enabled():
+            return False
+        bucket, key = self._locate(url)
+        try:
+            native = self._native_state()
+            location = native.locations.get(bucket)
+            if location is None:
+                client = self._clients.get(timeout, self._anonymous)
+                location = native.locations[bucket] = s3_native.ObjectLocation(client, bucket)
+            signing = None
+            if native.credentials is not None and not self._anonymous:
+                signing = native.signing.get(location.region)
+                if signing is None:
+                    signing = native.signing[location.region] = s3_native.signing_config(
+                        native.credentials, location.region
+                    )
+            return s3_native.get(
+                location,
+                key,
+                local_path,
+                signing=signing,
+                requester_pays=bucket in self._requester_pays,
+                timeout=timeout,
+                max_bytes=max_bytes,
+            )
+        except Exception:  # noqa: BLE001 - any failure: boto3's path meets it again and reports it
+            return False  # boto3's path then meets the same problem and reports it as itself
+
+    def _native_state(self) -> _NativeState:
+        """This process's credentials and bucket locations for native downloads (made again after a fork)."""
+        native = self._native
+        if native is None or native.pid != os.getpid():
+            boto3 = import_extra("boto3", self._extra)
+            session = boto3.session.Session(
+                aws_access_key_id=self._key, aws_secret_access_key=self._secret, botocore_session=_botocore_session()
+            )
+            native = self._native = _NativeState(os.getpid(), session.get_credentials(), {}, {})
+        return native
 
     def _upload(self, local_path: str, url: str) -> None:
         from boto3.s3.transfer import TransferConfig
