@@ -38,6 +38,14 @@ class FixedSizeError(ValueError, KeyError):
     __str__ = ValueError.__str__
 
 
+class ScalarShapeError(TypeError, KeyError):
+    """A list or array given to a one-number column (a TypeError, and the KeyError upstream raised when the numbers
+    did not fill the column's fixed size)."""
+
+    # KeyError would show the message quoted, as a key.
+    __str__ = TypeError.__str__
+
+
 class ShardCorruptError(ValueError):
     """A shard file that is truncated, resized or fails its recorded hash."""
 

@@ -181,3 +181,10 @@ def test_numpy_scalars_in_ndarray_columns_fail_alike(reference):
         ("ndarray", np.int64(7)),
     ):
         check_bad_case(reference, {**_mds({"0": encoding}, [{"0": value}]), "mutation": "numpy-scalar"})
+
+
+def test_lists_in_number_columns_fail_alike(reference):
+    """Found by the differential suite: a list of two for a uint8 column failed with a TypeError here and the
+    reference's KeyError (its encoded size check); ours is now both."""
+    for encoding, value in (("uint8", [1, 2]), ("int32", [1, 2, 3]), ("float64", np.zeros(2))):
+        check_bad_case(reference, {**_mds({"0": encoding}, [{"0": value}]), "mutation": "value"})

@@ -55,7 +55,7 @@ from typing import Any, Protocol, TypeGuard
 
 import numpy as np
 
-from streaming.format.errors import EncodingTypeError, EncodingValueError, MalformedEncodingError
+from streaming.format.errors import EncodingTypeError, EncodingValueError, MalformedEncodingError, ScalarShapeError
 
 __all__ = [
     "JPEG",
@@ -272,7 +272,7 @@ class Scalar(Encoding):
             wrong = EncodingValueError if isinstance(err, ValueError) else TypeError
             raise wrong(f"{self._name} expects a number, got {_describe(obj)} {obj!r:.80} ({err})") from None
         if value.ndim:
-            raise TypeError(f"{self._name} expects a single number, got {_describe(obj)} of shape {value.shape}")
+            raise ScalarShapeError(f"{self._name} expects a single number, got {_describe(obj)} of shape {value.shape}")
         return value.tobytes()
 
     def decode(self, data: bytes | memoryview) -> Any:
