@@ -73,6 +73,7 @@ class Storage(ABC):
         directory = os.path.dirname(os.path.abspath(local_path))
         os.makedirs(directory, exist_ok=True)
         timeout = DEFAULT_TIMEOUT if timeout is None else timeout
+        # The native path writes without an fsync, so it only takes the downloads that need none.
         if not durable and self._get_natively(url, local_path, timeout, max_bytes):
             return
         handle, temp_path = tempfile.mkstemp(dir=directory, prefix=f".{os.path.basename(local_path)}.", suffix=".part")

@@ -167,7 +167,11 @@ class S3Storage(Storage):
             signature_version=UNSIGNED if anonymous else None,
         )
         region = self._region or session.region_name or "us-east-1"
-        return session.client("s3", endpoint_url=self._endpoint_url, region_name=region, config=config)
+        client = session.client("s3", endpoint_url=self._endpoint_url, region_name=region, config=config)
+        if self._native is None or self._native.pid != os.getpid():
+            # The credentials the client just resolved (cached by its session), for native downloads to sign with.
+            self._native = _NativeState(os.getpid(), None if anonymous else session.get_credentials(), {}, {})
+        return client
 
     def _call(self, operation: str, timeout: float = DEFAULT_TIMEOUT, **kwargs: Any) -> Any:
         """Run one client operation; with no credentials anywhere, switch to anonymous requests once."""
@@ -209,10 +213,12 @@ class S3Storage(Storage):
             return False
         bucket, key = self._locate(url)
         try:
-            native = self._native_state()
+            client = self._clients.get(timeout, self._anonymous)  # built in this process: `_native` is its own
+            native = self._native
+            if native is None or native.pid != os.getpid():
+                return False
             location = native.locations.get(bucket)
             if location is None:
-                client = self._clients.get(timeout, self._anonymous)
                 location = native.locations[bucket] = s3_native.ObjectLocation(client, bucket)
             signing = None
             if native.credentials is not None and not self._anonymous:
@@ -230,19 +236,8 @@ class S3Storage(Storage):
                 timeout=timeout,
                 max_bytes=max_bytes,
             )
-        except Exception:  # noqa: BLE001 - any failure: boto3's path meets it again and reports it
-            return False  # boto3's path then meets the same problem and reports it as itself
-
-    def _native_state(self) -> _NativeState:
-        """This process's credentials and bucket locations for native downloads (made again after a fork)."""
-        native = self._native
-        if native is None or native.pid != os.getpid():
-            boto3 = import_extra("boto3", self._extra)
-            session = boto3.session.Session(
-                aws_access_key_id=self._key, aws_secret_access_key=self._secret, botocore_session=_botocore_session()
-            )
-            native = self._native = _NativeState(os.getpid(), session.get_credentials(), {}, {})
-        return native
+        except Exception:  # noqa: BLE001 - any failure: boto3's path meets it again and reports it as itself
+            return False
 
     def _upload(self, local_path: str, url: str) -> None:
         from boto3.s3.transfer import TransferConfig
