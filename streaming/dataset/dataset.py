@@ -33,7 +33,7 @@ from streaming.dataset.coordination import InstanceState
 from streaming.dataset.coordination.local_claims import LocalDirClaims
 from streaming.dataset.partition import default_num_canonical_nodes
 from streaming.dataset.reader_pool import ReaderPool
-from streaming.dataset.shard_cache import PREPARED_AHEAD_PER_THREAD, ShardCache
+from streaming.dataset.shard_cache import ShardCache
 from streaming.dataset.shuffle import default_shuffle_block_size
 from streaming.dataset.stream import Stream
 from streaming.dataset.weighting import resolve_weights
@@ -377,7 +377,9 @@ class StreamingDataset(Array, IterableDataset):
         shard_ids = array("q", shards_of.astype(np.int64).tobytes())
         del ids, shards_of
         if self._shard_cache.prefetches:
-            yield from self._releasing_pages(shard_ids, self._iter_prefetching(shard_ids, indices))
+            yield from self._releasing_pages(
+                shard_ids, self._iter_prefetching(shard_ids, indices, unique.workers_per_node)
+            )
             return
         readers = self.shards
         for start in range(0, len(shard_ids), RELEASE_PAGES_EVERY):
@@ -394,10 +396,13 @@ class StreamingDataset(Array, IterableDataset):
             if position % RELEASE_PAGES_EVERY == 0:
                 self.shards.release_pages(set(shard_ids[position - RELEASE_PAGES_EVERY : position]))
 
-    def _iter_prefetching(self, shard_ids: Sequence[int], indices: Sequence[int]) -> Iterator[dict[str, Any]]:
+    def _iter_prefetching(
+        self, shard_ids: Sequence[int], indices: Sequence[int], readers_on_node: int
+    ) -> Iterator[dict[str, Any]]:
         """Yield samples while a few threads prepare, in order of first use, the shards not yet on local disk.
 
         Shards already present cost one ``stat`` per epoch; when all are, this is the plain read loop.
+        ``readers_on_node`` (DataLoader workers of every rank here) share the node's ``cache_limit``.
         """
         cache = self._shard_cache
         ready = cache.ready_flags()
@@ -416,11 +421,9 @@ class StreamingDataset(Array, IterableDataset):
         queue = deque(missing)
         lookahead = max(self.predownload, 1)
         threads = cache.prepare_threads()
-        # Under `cache_limit` only the `predownload` window, waiting for busy shards: shards fetched further ahead
-        # would be evicted for each other before they are read.
-        limited = cache.limit is not None
-        most_ahead = 0 if limited else PREPARED_AHEAD_PER_THREAD * threads
-        prefetch = self.prepare_shard if limited else self._prefetch_shard
+        # Under `cache_limit` a window the limit has room for (`ShardCache.shards_ahead`), waiting for busy shards.
+        most_ahead = cache.shards_ahead(readers_on_node)
+        prefetch = self.prepare_shard if cache.limit is not None else self._prefetch_shard
         pending: dict[int, Future] = {}  # submitted and not yet read
         running: set[Future] = set()  # submitted and, when last looked at, not finished
 

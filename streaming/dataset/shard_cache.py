@@ -130,6 +130,20 @@ class ShardCache:
             return PREPARE_THREADS
         return max(1, min(PREPARE_THREADS, self.limit // max(self.largest_shard, 1) // 2))
 
+    def shards_ahead(self, readers: int) -> int:
+        """How many shards each of ``readers`` readers on this node may hold prepared and not yet read when it
+        fetches beyond its ``predownload`` window.
+
+        Under a limit the readers' shards ahead take at most a quarter of what it holds: the rest is for the
+        shards being read and the ones read last, so a shard fetched ahead is never evicted for another before
+        it is read. A limit too tight for that leaves only the ``predownload`` window.
+        """
+        most = PREPARED_AHEAD_PER_THREAD * self.prepare_threads()
+        if self.limit is None:
+            return most
+        fits = self.limit // max(self.largest_shard, 1)
+        return min(most, fits // (4 * max(readers, 1)))
+
     # ------------------------------------------------------------------ what is present
 
     def ready_flags(self) -> bytearray:

@@ -381,6 +381,29 @@ def test_prefetch_keeps_every_thread_busy_beyond_a_short_predownload(tmp_path, m
     assert figures["peak"] == threads, "a window of one sample still keeps one download per thread running"
 
 
+
+@pytest.mark.parametrize(("shards_the_limit_holds", "peak"), [(64, 4), (9, 2), (5, 1)])
+def test_prefetch_under_a_cache_limit_goes_as_far_ahead_as_the_limit_has_room_for(
+    tmp_path, monkeypatch, shards_the_limit_holds, peak
+):
+    # Room for 16 times the window: every thread busy, as without a limit. Less room: at most a quarter of it
+    # prepared and not yet read (at least the shard `predownload` asks for), so shards fetched ahead cannot evict
+    # each other.
+    remote = _write_mds(str(tmp_path / "remote"), count=4 * SAMPLES)
+    largest = max(s["raw_data"]["bytes"] + s["zip_data"]["bytes"] for s in _shards(remote))
+    figures = _watch_preparations(monkeypatch, 0.05)
+    ds = StreamingDataset(
+        remote=remote,
+        local=str(tmp_path / "cache"),
+        batch_size=1,
+        predownload=1,
+        cache_limit=shards_the_limit_holds * largest + 4096,  # and the index file
+    )
+    assert sorted(int(s["id"]) for s in ds) == list(range(4 * SAMPLES))
+    assert len(_shards(remote)) > 2 * peak
+    assert figures["peak"] == peak
+
+
 def test_prefetch_moves_past_a_shard_another_process_is_preparing(tmp_path, remote, monkeypatch):
     """One prefetch thread: waiting for the other preparer's shard would stall every shard after it."""
     from streaming.dataset.shard_cache import ShardCache

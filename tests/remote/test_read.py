@@ -98,14 +98,15 @@ class DiskWatcher:
         self._thread.join()
 
 
-def test_eviction_keeps_the_cache_under_its_limit(remote, tmp_path):
+# Room for 4 shards: only the `predownload` window; for 16: each of the 2 workers also prepares 2 shards ahead.
+@pytest.mark.parametrize(("shards_held", "count"), [(4, 300), (16, 600)])
+def test_eviction_keeps_the_cache_under_its_limit(remote, tmp_path, shards_held, count):
     staging = str(tmp_path / "staging")
-    count = 300
     write_dataset((staging, remote.root), count=count, size_limit=1000, keep_local=True)
     sizes = files_below(staging)
     index = read_remote_index(remote.root, str(tmp_path))
     largest = max(shard["raw_data"]["bytes"] + shard["zip_data"]["bytes"] for shard in index["shards"])
-    limit = sizes["index.json"] + 4 * largest
+    limit = sizes["index.json"] + shards_held * largest
     total = sum(shard["raw_data"]["bytes"] for shard in index["shards"]) + sizes["index.json"]
     assert total > 1.5 * limit, "the dataset must not fit in the cache, or nothing is evicted"
 
