@@ -381,7 +381,6 @@ def test_prefetch_keeps_every_thread_busy_beyond_a_short_predownload(tmp_path, m
     assert figures["peak"] == threads, "a window of one sample still keeps one download per thread running"
 
 
-
 @pytest.mark.parametrize(("shards_the_limit_holds", "peak"), [(64, 4), (9, 2), (5, 1)])
 def test_prefetch_under_a_cache_limit_goes_as_far_ahead_as_the_limit_has_room_for(
     tmp_path, monkeypatch, shards_the_limit_holds, peak
