@@ -5,8 +5,9 @@ shards a writer produces and a reader reads) and reports the same metric keys as
 
 * `limit_iter`: one `mmap` per shard, then per sample its offsets and one `np.frombuffer` (tokens) or a slice
   (text, jpeg), and the same verification key the read phases compute: the floor of any sequential reader.
-* `limit_random`: `ds[i]` without a library: locate the shard (`searchsorted`), read two offsets from the mapped
-  table, decode, at the same random indices as `local_random`.
+* `limit_random`: `ds[i]` without a library: locate the shard (`bisect`), read two offsets from the mapped
+  table, decode into the sample dict, at the same random indices as `local_random` (the values are checked
+  outside the clock, as the library's are).
 * `limit_zstd`: zstd itself at the writer's level on all cores (`ZstdCompressor(threads=-1)`, one frame per shard)
   over the shard files: the bar of `MDSWriter(compression="zstd")`. Both samples/s and payload MB/s use the same
   payload as the write phase.
@@ -51,15 +52,23 @@ def _offsets(mapped: mmap.mmap) -> np.ndarray:
     return np.frombuffer(mapped, "<u4", count + 1, 4)
 
 
-def _key_at(schema: str, mapped: mmap.mmap, start: int, end: int) -> int:
-    """The verification key of the sample at mapped[start:end] (MDS layout: variable sizes, then columns sorted)."""
-    if schema == "tokens":  # u32 size, ndarray header, then the 2,048 int32 ids at the end
-        tokens = np.frombuffer(mapped, np.int32, inputs.SEQ_LEN, end - 4 * inputs.SEQ_LEN)
-        return inputs.key_of(schema, {"tokens": tokens})
+def _sample_at(schema: str, mapped: mmap.mmap, start: int, end: int) -> dict:
+    """The sample at mapped[start:end] as a reader returns it (MDS layout: variable sizes, then columns sorted)."""
+    if schema == "tokens":
+        # u32 size, the ndarray shape header (one byte: ndim << 2 | width code; then the length, 1-D here), then
+        # the int32 ids to the end. The length is read from the sample, as any reader of `ndarray:int32` must.
+        width = 1 << (mapped[start + 4] & 3)
+        count = int.from_bytes(mapped[start + 5 : start + 5 + width], "little")
+        return {"tokens": np.frombuffer(mapped, np.int32, count, end - 4 * count)}
     number = int.from_bytes(mapped[start + 4 : start + 12], "little", signed=True)  # u32 size, then the int column
     if schema == "text":
-        return inputs.key_of(schema, {"text": mapped[start + 12 : end].decode(), "id": number})
-    return inputs.key_of(schema, {"image": mapped[start + 12 : end], "class": number})
+        return {"text": mapped[start + 12 : end].decode(), "id": number}
+    return {"image": mapped[start + 12 : end], "class": number}
+
+
+def _key_at(schema: str, mapped: mmap.mmap, start: int, end: int) -> int:
+    """The verification key of the sample at mapped[start:end]."""
+    return inputs.key_of(schema, _sample_at(schema, mapped, start, end))
 
 
 def limit_iter(context, schema: str, n: int, dataset: str, passes: int = 3, **_: object) -> dict:
@@ -93,9 +102,10 @@ def limit_random(context, schema: str, n: int, dataset: str, **_: object) -> dic
         shard = bisect.bisect_right(starts, index) - 1
         local = index - starts[shard]
         table = tables[shard]
-        key = _key_at(schema, maps[shard], table[local], table[local + 1])
+        sample = _sample_at(schema, maps[shard], table[local], table[local + 1])
         latencies_ns.append(clock() - began)
-        ok = ok and key == expected[index]
+        # Checked outside the clock, as the library's `ds[i]` is.
+        ok = ok and inputs.key_of(schema, sample) == expected[index]
     latencies_us = np.asarray(latencies_ns[1:], dtype=np.float64) / 1e3
     return {
         "p50_us": float(np.percentile(latencies_us, 50)),

@@ -161,6 +161,16 @@ def read(folder: str, allow_unsafe_types: bool = True) -> dict[str, Any]:
         shutil.rmtree(scratch, ignore_errors=True)
 
 
+def decode_value(encoding: str, data: bytes) -> dict[str, Any]:
+    """``mds_decode(encoding, data)`` at its upstream path: ``{"value": ...}`` or the error."""
+    from streaming.base.format.mds.encodings import mds_decode
+
+    try:
+        return {"value": canonical(mds_decode(encoding, data))}
+    except Exception as err:
+        return error_result(err)
+
+
 def order_function(function: str, args: list[Any]) -> dict[str, Any]:
     """Call ``get_partitions``/``get_shuffle``/``get_sampling`` at their upstream import paths."""
     from streaming.base.partition import get_partitions
@@ -224,4 +234,10 @@ def epoch_plan(
     return {"work": np.asarray(work).tolist()}
 
 
-OPERATIONS = {"write": write, "read": read, "order_function": order_function, "epoch_plan": epoch_plan}
+OPERATIONS = {
+    "write": write,
+    "read": read,
+    "decode_value": decode_value,
+    "order_function": order_function,
+    "epoch_plan": epoch_plan,
+}

@@ -188,3 +188,19 @@ def test_lists_in_number_columns_fail_alike(reference):
     reference's KeyError (its encoded size check); ours is now both."""
     for encoding, value in (("uint8", [1, 2]), ("int32", [1, 2, 3]), ("float64", np.zeros(2))):
         check_bad_case(reference, {**_mds({"0": encoding}, [{"0": value}]), "mutation": "value"})
+
+
+def test_ndarray_values_of_the_wrong_size_fail_alike(reference):
+    """A stored ndarray whose bytes do not fill its shape exactly, short or long: both raise ValueError (ours
+    used to take the first bytes of a long one, and raised numpy's TypeError for a short one)."""
+    from streaming.base.format.mds.encodings import mds_encode
+
+    for encoding, array in (
+        ("ndarray:int32", np.arange(5, dtype=np.int32)),
+        ("ndarray", np.arange(6, dtype=np.int16).reshape(2, 3)),
+    ):
+        value = mds_encode(encoding, array)
+        for data in (value, value + bytes(4), value + bytes(2), value[:-4], value[:-1]):
+            ours = operations.decode_value(encoding, data)
+            theirs = reference.call("decode_value", encoding=encoding, data=data)
+            assert result_difference(ours, theirs) is None, (encoding, len(value), len(data), ours, theirs)

@@ -42,6 +42,7 @@ PIL is imported only by the image encodings; torch and pyspark never.
 from __future__ import annotations
 
 import json
+import math
 import os
 import pickle
 import struct
@@ -705,6 +706,22 @@ def _shape_width_code(largest: int) -> int:
     return 3
 
 
+def _read_only_view(
+    buffer: bytes | memoryview, offset: int, stop: int, shape: tuple[int, ...], dtype: np.dtype
+) -> np.ndarray:
+    """The array of ``shape`` and ``dtype`` that must fill ``buffer[offset:stop]`` exactly, as a read-only view."""
+    size = math.prod(shape) * dtype.itemsize
+    if offset + size != stop:
+        # ValueError, as upstream's reshape of the wrong number of values raises.
+        raise ValueError(
+            f"ndarray of shape {shape} and dtype {dtype} takes {size} bytes but its value holds {stop - offset}"
+        )
+    array = np.ndarray(shape, dtype, buffer, offset)
+    if array.flags.writeable:  # a writable buffer: the value must not be a way to change it
+        array.flags.writeable = False
+    return array
+
+
 class NDArray(Encoding):
     """``ndarray[:dtype[:shape]]``: a numpy array; the dtype and the shape are stored unless configured.
 
@@ -831,8 +848,24 @@ class NDArray(Encoding):
             layout = _SHAPE_LAYOUTS[data[offset]]
             shape = layout.unpack_from(data, offset + 1)
             offset += 1 + layout.size
-        array = np.ndarray(shape, dtype, data, offset)
-        if type(data) is not bytes and not getattr(data, "readonly", False):
+        return _read_only_view(data, offset, memoryview(data).nbytes, shape, dtype)
+
+    def decode_at(self, buffer: memoryview, start: int, stop: int) -> np.ndarray:
+        """``decode(buffer[start:stop])`` without the slice: the array is a view of ``buffer`` itself."""
+        dtype = self._dtype
+        if dtype is None or self.shape is not None:
+            return self.decode(buffer[start:stop])
+        # `_read_only_view` inlined: this runs once per sample of every token dataset.
+        layout = _SHAPE_LAYOUTS[buffer[start]]
+        shape = layout.unpack_from(buffer, start + 1)
+        offset = start + 1 + layout.size
+        size = (shape[0] if len(shape) == 1 else math.prod(shape)) * dtype.itemsize
+        if offset + size != stop:
+            raise ValueError(
+                f"ndarray of shape {shape} and dtype {dtype} takes {size} bytes but its value holds {stop - offset}"
+            )
+        array = np.ndarray(shape, dtype, buffer, offset)
+        if not buffer.readonly:  # the value must not be a way to change the buffer
             array.flags.writeable = False
         return array
 

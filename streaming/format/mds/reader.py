@@ -9,7 +9,15 @@ from itertools import repeat
 from typing import Any, NamedTuple
 
 from streaming.format.errors import ShardCorruptError
-from streaming.format.mds.encodings import Bytes, Int, Str, decodes_views, get_mds_coder, is_mds_encoding_safe
+from streaming.format.mds.encodings import (
+    Bytes,
+    Int,
+    NDArray,
+    Str,
+    decodes_views,
+    get_mds_coder,
+    is_mds_encoding_safe,
+)
 from streaming.format.mds.nulls import fold_nulls, masked_columns
 from streaming.format.reader import JointReader, _map_file, _release_mapping, read_offsets
 
@@ -29,21 +37,31 @@ class _MappedShard(NamedTuple):
     decode: Decoder
 
 
-def _column_decoder(encoding: str) -> Callable[[memoryview], Any]:
+#: Decodes one column value stored at ``buffer[start:stop]``.
+ColumnDecoder = Callable[[memoryview, int, int], Any]
+
+_unpack_int64 = struct.Struct("<q").unpack_from
+
+
+def _column_decoder(encoding: str) -> ColumnDecoder:
     coder = get_mds_coder(encoding)
-    # Every column value reaches its decoder as a slice of the shard's mmap: no copy unless a decoder makes one.
+    # Every column value is decoded from the shard's mmap where it lies: no copy unless a decoder makes one.
     # Inlined only for the built-in classes themselves: a subclass registered in their place keeps its decode.
     if type(coder) is Str:
-        return lambda view: str(view, "utf-8")
+        return lambda buffer, start, stop: str(buffer[start:stop], "utf-8")
     if type(coder) is Bytes:
-        return bytes
+        return lambda buffer, start, stop: bytes(buffer[start:stop])
     if type(coder) is Int:
-        return lambda view: int.from_bytes(view, "little", signed=True)
+        # Fixed at 8 bytes: the sample's layout check has already placed `stop` at `start + 8`.
+        return lambda buffer, start, stop: _unpack_int64(buffer, start)[0]
+    if type(coder) is NDArray:
+        # A read-only array over the mmap: the shard stays mapped while it lives.
+        return coder.decode_at
     if decodes_views(coder):
-        # The value may alias the mmap (ndarray is a read-only view over it): the shard stays mapped while it lives.
-        return coder.decode
+        decode = coder.decode
+        return lambda buffer, start, stop: decode(buffer[start:stop])
     # Third-party coders were written for bytes (upstream's contract): give them a private copy.
-    return lambda view: coder.decode(bytes(view))
+    return lambda buffer, start, stop: coder.decode(bytes(buffer[start:stop]))
 
 
 def build_decoder(names: tuple[str, ...], encodings: tuple[str, ...], sizes: tuple[int | None, ...]) -> Decoder:
@@ -66,7 +84,7 @@ def _build_decoder(
     num_variable = sum(size is None for size in sizes)
     unpack_sizes = struct.Struct(f"<{num_variable}I").unpack_from
     # Per column: (name, decoder, fixed size or 0, index of its length in the sample header or -1 when fixed).
-    plan: list[tuple[str, Callable[[memoryview], Any], int, int]] = []
+    plan: list[tuple[str, ColumnDecoder, int, int]] = []
     variable_index = 0
     for name, encoding, size in zip(names, encodings, sizes):
         plan.append((name, _column_decoder(encoding), size or 0, -1 if size is not None else variable_index))
@@ -81,14 +99,14 @@ def _build_decoder(
                 (length,) = unpack_sizes(buffer, begin)
                 if begin + 4 + length != end:
                     raise _LayoutError(f"its length field says {length} bytes but it holds {end - begin - 4}")
-                return {name: decode(buffer[begin + 4 : end])}
+                return {name: decode(buffer, begin + 4, end)}
 
             return decode_single_variable
 
         def decode_single_fixed(buffer: memoryview, begin: int, end: int) -> dict[str, Any]:
             if end - begin != size:
                 raise _LayoutError(f"it holds {end - begin} bytes but its column is {size} bytes wide")
-            return {name: decode(buffer[begin:end])}
+            return {name: decode(buffer, begin, end)}
 
         return decode_single_fixed
     header = 4 * num_variable
@@ -103,7 +121,7 @@ def _build_decoder(
         sample = {}
         for name, decode, size, index in plan:
             stop = position + (size if index < 0 else lengths[index])
-            sample[name] = decode(buffer[position:stop])
+            sample[name] = decode(buffer, position, stop)
             position = stop
         return sample
 
@@ -125,7 +143,7 @@ def _first_bad_column(
         if stop > len(data):
             return name, ValueError(f"its bytes end past the sample (at {stop} of {len(data)})")
         try:
-            _column_decoder(encoding)(data[position:stop])
+            _column_decoder(encoding)(data, position, stop)
         except Exception as err:  # noqa: BLE001 - any failure of a decoder on corrupt bytes is reported
             return name, err
         position = stop
@@ -240,17 +258,18 @@ class MDSReader(JointReader):
             raise self._corrupt(None, view, err) from err
 
     def get_item(self, idx: int) -> dict[str, Any]:
-        mapped = self._mapped or self.open()
+        buffer, offsets, decode = self._mapped or self.open()
         if not 0 <= idx < self.samples:
             raise IndexError(
                 f"Sample {idx} is out of range for shard {self.raw_data.basename} of {self.samples} samples."
             )
         # Decoded straight from the mapped file: no per-sample bytes object (see `get_sample_data`).
-        begin, end = mapped.offsets[idx], mapped.offsets[idx + 1]
+        begin = offsets[idx]
+        end = offsets[idx + 1]
         try:
-            return mapped.decode(mapped.buffer, begin, end)
+            return decode(buffer, begin, end)
         except Exception as err:
-            raise self._corrupt(idx, mapped.buffer[begin:end], err) from err
+            raise self._corrupt(idx, buffer[begin:end], err) from err
 
     def __iter__(self) -> Iterator[dict[str, Any]]:
         mapped = self._mapped or self.open()
