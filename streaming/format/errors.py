@@ -46,6 +46,13 @@ class ScalarShapeError(TypeError, KeyError):
     __str__ = TypeError.__str__
 
 
+class UnknownDtypeCodeError(ValueError, KeyError):
+    """A stored ndarray whose dtype code names no dtype (a ValueError, and the KeyError of upstream's lookup)."""
+
+    # KeyError would show the message quoted, as a key.
+    __str__ = ValueError.__str__
+
+
 class ShardCorruptError(ValueError):
     """A shard file that is truncated, resized or fails its recorded hash."""
 

@@ -204,3 +204,30 @@ def test_ndarray_values_of_the_wrong_size_fail_alike(reference):
             ours = operations.decode_value(encoding, data)
             theirs = reference.call("decode_value", encoding=encoding, data=data)
             assert result_difference(ours, theirs) is None, (encoding, len(value), len(data), ours, theirs)
+
+
+def test_stored_values_of_the_wrong_size_or_text_decode_alike(reference):
+    """Found by the generated decoding cases: a scalar of too few or too many bytes (ours raised struct.error; the
+    reference reads numpy's first value or raises its ValueError/IndexError), number text that is not UTF-8 or has
+    non-ASCII digits (ours parsed the bytes), an unknown ndarray dtype code (the reference's KeyError), a cut-off
+    pil header (ours raised struct.error)."""
+    cases = [
+        ("int", b""),
+        ("int", b"\x01\x02\x03"),
+        ("int", bytes(range(16))),
+        ("uint16", b"\x01"),
+        ("float32", bytes(8)),
+        ("int8", b""),
+        ("str_int", "١٢".encode()),
+        ("str_int", b"\x0b\xd53_"),
+        ("str_float", b"\xba\xc2("),
+        ("str_decimal", "١.5".encode()),
+        ("str_decimal", b"\x02Hs\xcc\xadj4"),
+        ("ndarray", b"\xf0\x04\x01"),
+        ("pil", b""),
+        ("pil", b"\x01\x00\x00\x00\x01"),
+    ]
+    for encoding, data in cases:
+        ours = operations.decode_value(encoding, data)
+        theirs = reference.call("decode_value", encoding=encoding, data=data)
+        assert result_difference(ours, theirs) is None, (encoding, data, ours, theirs)

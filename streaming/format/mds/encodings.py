@@ -56,7 +56,13 @@ from typing import Any, Protocol, TypeGuard
 
 import numpy as np
 
-from streaming.format.errors import EncodingTypeError, EncodingValueError, MalformedEncodingError, ScalarShapeError
+from streaming.format.errors import (
+    EncodingTypeError,
+    EncodingValueError,
+    MalformedEncodingError,
+    ScalarShapeError,
+    UnknownDtypeCodeError,
+)
 
 __all__ = [
     "JPEG",
@@ -227,7 +233,11 @@ class Int(Encoding):
             raise OverflowError(f"int stores 64-bit signed integers, got {obj}") from None
 
     def decode(self, data: bytes | memoryview) -> int:
-        return _INT64.unpack(data)[0]
+        try:
+            return _INT64.unpack(data)[0]
+        except struct.error:
+            # Not 8 bytes: upstream's numpy read decides (its first value, or its error).
+            return int(np.frombuffer(data, np.int64)[0])
 
 
 # Numpy scalar kind and size -> the struct code that packs the same little-endian bytes.
@@ -279,7 +289,11 @@ class Scalar(Encoding):
     def decode(self, data: bytes | memoryview) -> Any:
         if self._fast_type is None:
             return np.frombuffer(data, self._dtype, 1)[0]
-        value = self._unpack(data)[0]
+        try:
+            value = self._unpack(data)[0]
+        except struct.error:
+            # Not one value's bytes: upstream's numpy read decides (its first value, or its error).
+            return np.frombuffer(data, self._dtype)[0]
         if self._nan_aware and value != value:
             # Decoded by numpy so that the NaN's payload bits survive.
             return np.frombuffer(data, self._dtype, 1)[0]
@@ -381,7 +395,7 @@ class StrInt(StrEncoding):
         return int.__repr__(obj).encode("ascii")
 
     def decode(self, data: bytes | memoryview) -> int:
-        return int(data)
+        return int(str(data, "utf-8"))  # as text: the digits of any script, as upstream reads them
 
 
 class StrFloat(Encoding):
@@ -398,7 +412,7 @@ class StrFloat(Encoding):
         return float.__repr__(obj).encode("ascii")
 
     def decode(self, data: bytes | memoryview) -> float:
-        return float(data)
+        return float(str(data, "utf-8"))
 
 
 class StrDecimal(Encoding):
@@ -415,7 +429,7 @@ class StrDecimal(Encoding):
         return str(obj).encode("ascii")
 
     def decode(self, data: bytes | memoryview) -> Decimal:
-        return Decimal(str(data, "ascii"))
+        return Decimal(str(data, "utf-8"))
 
 
 class Pickle(Encoding):
@@ -497,7 +511,11 @@ class PIL(Encoding):
         return b"".join((_PIL_HEADER.pack(width, height, len(mode)), mode, obj.tobytes()))
 
     def decode(self, data: bytes | memoryview) -> Any:
-        width, height, mode_size = _PIL_HEADER.unpack_from(data, 0)
+        try:
+            width, height, mode_size = _PIL_HEADER.unpack_from(data, 0)
+        except struct.error:
+            # A ValueError, as upstream's unpacking of too few header values gives.
+            raise ValueError(f"pil image header is {_PIL_HEADER.size} bytes, got {memoryview(data).nbytes}") from None
         start = _PIL_HEADER.size + mode_size
         mode = str(data[_PIL_HEADER.size : start], "utf-8")
         image = _pil()
@@ -706,6 +724,16 @@ def _shape_width_code(largest: int) -> int:
     return 3
 
 
+def _unpack_shape(layout: struct.Struct, data: bytes | memoryview, offset: int) -> tuple[int, ...]:
+    """The dimensions stored at ``data[offset:]``; a header cut off is a ValueError, as upstream's reshape gives."""
+    try:
+        return layout.unpack_from(data, offset)
+    except struct.error:
+        raise ValueError(
+            f"ndarray shape header of {layout.size} bytes is cut off at {memoryview(data).nbytes - offset}"
+        ) from None
+
+
 def _read_only_view(
     buffer: bytes | memoryview, offset: int, stop: int, shape: tuple[int, ...], dtype: np.dtype
 ) -> np.ndarray:
@@ -839,14 +867,14 @@ class NDArray(Encoding):
         if dtype is None:
             dtype = _DTYPE_OF_CODE[data[0]]
             if dtype is None:
-                raise ValueError(
+                raise UnknownDtypeCodeError(
                     f"ndarray data starts with unknown dtype code {data[0]}; known codes: {_NDARRAY_CODES}"
                 )
             offset = 1
         shape = self.shape
         if shape is None:
             layout = _SHAPE_LAYOUTS[data[offset]]
-            shape = layout.unpack_from(data, offset + 1)
+            shape = _unpack_shape(layout, data, offset + 1)
             offset += 1 + layout.size
         return _read_only_view(data, offset, memoryview(data).nbytes, shape, dtype)
 
@@ -857,8 +885,10 @@ class NDArray(Encoding):
             return self.decode(buffer[start:stop])
         # `_read_only_view` inlined: this runs once per sample of every token dataset.
         layout = _SHAPE_LAYOUTS[buffer[start]]
-        shape = layout.unpack_from(buffer, start + 1)
         offset = start + 1 + layout.size
+        if offset > stop:
+            raise ValueError(f"ndarray shape header of {layout.size} bytes is cut off at {stop - start - 1}")
+        shape = layout.unpack_from(buffer, start + 1)
         size = (shape[0] if len(shape) == 1 else math.prod(shape)) * dtype.itemsize
         if offset + size != stop:
             raise ValueError(
