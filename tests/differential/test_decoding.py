@@ -18,6 +18,11 @@ def test_stored_values_decode_alike(reference, case):
     count_case()
     encoding, data = case
     ours = operations.decode_value(encoding, data)
+    if ours.get("message", "").startswith("pil image header says"):
+        # A header claiming more pixels than its bytes hold: the reference's Pillow allocates the whole image (60,000
+        # x 60,000 RGB: 20 s and 10 GB here) before its ValueError('not enough image data'), so it is not asked.
+        assert "ValueError" in ours["mro"]
+        return
     theirs = reference.call("decode_value", encoding=encoding, data=data)
     difference = result_difference(ours, theirs)
     if difference and decoding_deviation(ours, theirs):
