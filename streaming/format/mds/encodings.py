@@ -239,6 +239,12 @@ class Int(Encoding):
             # Not 8 bytes: upstream's numpy read decides (its first value, or its error).
             return int(np.frombuffer(data, np.int64)[0])
 
+    def decode_at(self, buffer: memoryview, start: int, stop: int) -> int:
+        """``decode(buffer[start:stop])`` without the slice."""
+        if stop - start != _INT64.size:
+            return self.decode(buffer[start:stop])
+        return _INT64.unpack_from(buffer, start)[0]
+
 
 # Numpy scalar kind and size -> the struct code that packs the same little-endian bytes.
 _STRUCT_CODES = {("i", 1): "b", ("i", 2): "h", ("i", 4): "i", ("i", 8): "q", ("u", 1): "B", ("u", 2): "H"}
@@ -724,32 +730,6 @@ def _shape_width_code(largest: int) -> int:
     return 3
 
 
-def _unpack_shape(layout: struct.Struct, data: bytes | memoryview, offset: int) -> tuple[int, ...]:
-    """The dimensions stored at ``data[offset:]``; a header cut off is a ValueError, as upstream's reshape gives."""
-    try:
-        return layout.unpack_from(data, offset)
-    except struct.error:
-        raise ValueError(
-            f"ndarray shape header of {layout.size} bytes is cut off at {memoryview(data).nbytes - offset}"
-        ) from None
-
-
-def _read_only_view(
-    buffer: bytes | memoryview, offset: int, stop: int, shape: tuple[int, ...], dtype: np.dtype
-) -> np.ndarray:
-    """The array of ``shape`` and ``dtype`` that must fill ``buffer[offset:stop]`` exactly, as a read-only view."""
-    size = math.prod(shape) * dtype.itemsize
-    if offset + size != stop:
-        # ValueError, as upstream's reshape of the wrong number of values raises.
-        raise ValueError(
-            f"ndarray of shape {shape} and dtype {dtype} takes {size} bytes but its value holds {stop - offset}"
-        )
-    array = np.ndarray(shape, dtype, buffer, offset)
-    if array.flags.writeable:  # a writable buffer: the value must not be a way to change it
-        array.flags.writeable = False
-    return array
-
-
 class NDArray(Encoding):
     """``ndarray[:dtype[:shape]]``: a numpy array; the dtype and the shape are stored unless configured.
 
@@ -862,35 +842,39 @@ class NDArray(Encoding):
         return b"".join((head, shape_bytes, obj.tobytes()))
 
     def decode(self, data: bytes | memoryview) -> np.ndarray:
-        offset = 0
-        dtype = self._dtype
-        if dtype is None:
-            dtype = _DTYPE_OF_CODE[data[0]]
-            if dtype is None:
-                raise UnknownDtypeCodeError(
-                    f"ndarray data starts with unknown dtype code {data[0]}; known codes: {_NDARRAY_CODES}"
-                )
-            offset = 1
-        shape = self.shape
-        if shape is None:
-            layout = _SHAPE_LAYOUTS[data[offset]]
-            shape = _unpack_shape(layout, data, offset + 1)
-            offset += 1 + layout.size
-        return _read_only_view(data, offset, memoryview(data).nbytes, shape, dtype)
+        view = memoryview(data)
+        return self.decode_at(view, 0, view.nbytes)
 
     def decode_at(self, buffer: memoryview, start: int, stop: int) -> np.ndarray:
-        """``decode(buffer[start:stop])`` without the slice: the array is a view of ``buffer`` itself."""
+        """``decode(buffer[start:stop])`` without the slice: the array is a read-only view of ``buffer`` itself.
+
+        A malformed value fails as upstream's does: a missing header byte with IndexError, an unknown dtype code
+        with a KeyError, a shape header cut off or values that do not fill the shape with ValueError.
+        """
+        offset = start
         dtype = self._dtype
-        if dtype is None or self.shape is not None:
-            return self.decode(buffer[start:stop])
-        # `_read_only_view` inlined: this runs once per sample of every token dataset.
-        layout = _SHAPE_LAYOUTS[buffer[start]]
-        offset = start + 1 + layout.size
-        if offset > stop:
-            raise ValueError(f"ndarray shape header of {layout.size} bytes is cut off at {stop - start - 1}")
-        shape = layout.unpack_from(buffer, start + 1)
+        if dtype is None:
+            if offset >= stop:
+                raise IndexError("ndarray data is empty: its dtype code is missing")
+            dtype = _DTYPE_OF_CODE[buffer[offset]]
+            if dtype is None:
+                raise UnknownDtypeCodeError(
+                    f"ndarray data starts with unknown dtype code {buffer[offset]}; known codes: {_NDARRAY_CODES}"
+                )
+            offset += 1
+        shape = self.shape
+        if shape is None:
+            if offset >= stop:
+                raise IndexError("ndarray data ends before its shape header")
+            layout = _SHAPE_LAYOUTS[buffer[offset]]
+            offset += 1
+            if offset + layout.size > stop:
+                raise ValueError(f"ndarray shape header of {layout.size} bytes is cut off at {stop - offset}")
+            shape = layout.unpack_from(buffer, offset)
+            offset += layout.size
         size = (shape[0] if len(shape) == 1 else math.prod(shape)) * dtype.itemsize
         if offset + size != stop:
+            # ValueError, as upstream's reshape of the wrong number of values raises.
             raise ValueError(
                 f"ndarray of shape {shape} and dtype {dtype} takes {size} bytes but its value holds {stop - offset}"
             )

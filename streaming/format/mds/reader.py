@@ -40,8 +40,6 @@ class _MappedShard(NamedTuple):
 #: Decodes one column value stored at ``buffer[start:stop]``.
 ColumnDecoder = Callable[[memoryview, int, int], Any]
 
-_unpack_int64 = struct.Struct("<q").unpack_from
-
 
 def _column_decoder(encoding: str) -> ColumnDecoder:
     coder = get_mds_coder(encoding)
@@ -51,11 +49,8 @@ def _column_decoder(encoding: str) -> ColumnDecoder:
         return lambda buffer, start, stop: str(buffer[start:stop], "utf-8")
     if type(coder) is Bytes:
         return lambda buffer, start, stop: bytes(buffer[start:stop])
-    if type(coder) is Int:
-        # Fixed at 8 bytes: the sample's layout check has already placed `stop` at `start + 8`.
-        return lambda buffer, start, stop: _unpack_int64(buffer, start)[0]
-    if type(coder) is NDArray:
-        # A read-only array over the mmap: the shard stays mapped while it lives.
+    if type(coder) is Int or type(coder) is NDArray:
+        # Decoded in place (an ndarray is a read-only view of the mmap: the shard stays mapped while it lives).
         return coder.decode_at
     if decodes_views(coder):
         decode = coder.decode
