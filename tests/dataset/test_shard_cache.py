@@ -349,15 +349,17 @@ def test_a_dataset_checks_every_distinct_shard_setting(tmp_path):
 
 
 def _watch_preparations(monkeypatch, seconds: float) -> dict[str, int]:
-    """Make every shard preparation take ``seconds`` longer; returns the live and peak count of preparations."""
+    """Make every shard preparation take ``seconds`` longer; returns the live, peak and started count of
+    preparations."""
     from streaming.dataset.stream import Stream as DatasetStream
 
-    figures = {"running": 0, "peak": 0}
+    figures = {"running": 0, "peak": 0, "started": 0}
     lock = threading.Lock()
     prepare = DatasetStream.prepare_shard
 
     def slow_prepare(self, shard):
         with lock:
+            figures["started"] += 1
             figures["running"] += 1
             figures["peak"] = max(figures["peak"], figures["running"])
         try:
@@ -379,6 +381,27 @@ def test_prefetch_keeps_every_thread_busy_beyond_a_short_predownload(tmp_path, m
     threads = ds._shard_cache.prepare_threads()
     assert len(_shards(remote)) > 2 * threads
     assert figures["peak"] == threads, "a window of one sample still keeps one download per thread running"
+
+
+def test_prefetch_goes_on_while_the_reader_is_busy_between_samples(tmp_path, monkeypatch):
+    # A DataLoader worker spends much of its time between samples (collating, handing a batch over). Threads that
+    # waited for the reader to come back before starting the next shard left connections idle all that time.
+    from streaming.dataset.shard_cache import PREPARED_AHEAD_PER_THREAD
+
+    remote = _write_mds(str(tmp_path / "remote"), count=8 * SAMPLES)
+    figures = _watch_preparations(monkeypatch, 0.05)
+    ds = StreamingDataset(remote=remote, local=str(tmp_path / "cache"), batch_size=1, predownload=1, shuffle=False)
+    threads = ds._shard_cache.prepare_threads()
+    window = 1 + PREPARED_AHEAD_PER_THREAD * threads  # the shard being read and the ones prepared ahead
+    assert len(_shards(remote)) > 2 * window
+    samples = iter(ds)
+    assert int(next(samples)["id"]) == 0
+    deadline = time.monotonic() + 10
+    while figures["started"] < window and time.monotonic() < deadline:
+        time.sleep(0.01)
+    time.sleep(0.2)  # what is started beyond the window would have started by now
+    assert figures["started"] == window, "prepared ahead while the reader held its first sample"
+    assert [int(s["id"]) for s in samples] == list(range(1, 8 * SAMPLES))
 
 
 @pytest.mark.parametrize(("shards_the_limit_holds", "peak"), [(64, 4), (9, 2), (5, 1)])
