@@ -463,16 +463,17 @@ class StreamingDataset(Array, IterableDataset):
                     if queue and queue[0][0] < position + lookahead:
                         with lock:
                             submit_more()
-                    if not ready[shard_id]:
-                        future = pending.get(shard_id)
-                        if future is not None:
-                            try:
-                                future.result()
-                            except FileNotFoundError:
-                                pass  # its files vanished while it was prepared (someone cleaned the disk): read again
-                            with lock:
-                                del pending[shard_id]
-                                submit_more()  # its place in the window is free
+                    # Whether or not its preparation has ended (then this process has seen it present), a shard
+                    # the reader reaches leaves the window of shards prepared ahead.
+                    future = pending.get(shard_id)
+                    if future is not None:
+                        try:
+                            future.result()
+                        except FileNotFoundError:
+                            pass  # its files vanished while it was prepared (someone cleaned the disk): read again
+                        with lock:
+                            del pending[shard_id]
+                            submit_more()  # its place in the window is free
                     yield self._read(shard_id, index)
             finally:
                 with lock:

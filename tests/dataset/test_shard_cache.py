@@ -404,6 +404,40 @@ def test_prefetch_goes_on_while_the_reader_is_busy_between_samples(tmp_path, mon
     assert [int(s["id"]) for s in samples] == list(range(1, 8 * SAMPLES))
 
 
+def test_prefetch_keeps_its_window_full_when_shards_are_ready_before_the_reader_reaches_them(tmp_path, monkeypatch):
+    # A shard whose preparation ended before the reader reached it must leave the window all the same: counted
+    # forever as "prepared ahead", such shards had shrunk the window to the `predownload` samples.
+    from streaming.dataset.shard_cache import PREPARED_AHEAD_PER_THREAD
+
+    remote = _write_mds(str(tmp_path / "remote"), count=8 * SAMPLES)
+    sizes = [int(s["samples"]) for s in _shards(remote)]
+    figures = _watch_preparations(monkeypatch, 0.0)
+    ds = StreamingDataset(remote=remote, local=str(tmp_path / "cache"), batch_size=1, predownload=1, shuffle=False)
+    window = PREPARED_AHEAD_PER_THREAD * ds._shard_cache.prepare_threads()
+    reached = 10
+    assert len(sizes) > reached + window
+
+    def quiet() -> None:
+        # Until no preparation runs and none started for 50 ms.
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline:
+            started = figures["started"]
+            time.sleep(0.05)
+            if figures["running"] == 0 and figures["started"] == started:
+                return
+        raise AssertionError("preparations went on for 10 s")
+
+    samples = iter(ds)
+    for shard, size in enumerate(sizes[:reached]):
+        quiet()  # every shard started is ready before the reader reaches it
+        assert [int(next(samples)["id"]) for _ in range(size)] == list(
+            range(sum(sizes[:shard]), sum(sizes[: shard + 1]))
+        )
+    quiet()
+    assert figures["started"] == reached + window, "the shards reached, and a full window beyond them"
+    assert [int(s["id"]) for s in samples] == list(range(sum(sizes[:reached]), 8 * SAMPLES))
+
+
 @pytest.mark.parametrize(("shards_the_limit_holds", "peak"), [(64, 4), (9, 2), (5, 1)])
 def test_prefetch_under_a_cache_limit_goes_as_far_ahead_as_the_limit_has_room_for(
     tmp_path, monkeypatch, shards_the_limit_holds, peak
