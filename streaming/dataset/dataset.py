@@ -422,9 +422,8 @@ class StreamingDataset(Array, IterableDataset):
         queue = deque(missing)
         lookahead = max(self.predownload, 1)
         threads = cache.prepare_threads()
-        # Under `cache_limit` a window the limit has room for (`ShardCache.shards_ahead`), waiting for busy shards.
+        # Under `cache_limit` a window the limit has room for (`ShardCache.shards_ahead`).
         most_ahead = cache.shards_ahead(readers_on_node)
-        prefetch = self.prepare_shard if cache.limit is not None else self._prefetch_shard
         # A preparing thread starts the next shard itself as it finishes one. Left to the reader, that waited
         # while the reader was busy between samples (collating, handing a batch over): a DataLoader worker reading
         # from a loopback S3 server waited for shards 30 % of its epoch with one connection in four idle.
@@ -450,7 +449,7 @@ class StreamingDataset(Array, IterableDataset):
         def prepare_then_submit_more(shard_id: int) -> None:
             nonlocal running
             try:
-                prefetch(shard_id)
+                self._prefetch_shard(shard_id)
             finally:
                 with lock:
                     running -= 1

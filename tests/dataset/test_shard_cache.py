@@ -460,8 +460,10 @@ def test_prefetch_under_a_cache_limit_goes_as_far_ahead_as_the_limit_has_room_fo
     assert figures["peak"] == peak
 
 
-def test_prefetch_moves_past_a_shard_another_process_is_preparing(tmp_path, remote, monkeypatch):
-    """One prefetch thread: waiting for the other preparer's shard would stall every shard after it."""
+@pytest.mark.parametrize("limited", [False, True], ids=["no-limit", "cache-limit"])
+def test_prefetch_moves_past_a_shard_another_process_is_preparing(tmp_path, remote, monkeypatch, limited):
+    """One prefetch thread: waiting for the other preparer's shard would stall every shard after it, with or
+    without a cache limit (two DataLoader workers of one rank want the same shards at about the same time)."""
     from streaming.dataset.shard_cache import ShardCache
 
     monkeypatch.setattr(ShardCache, "prepare_threads", lambda self: 1)
@@ -470,7 +472,8 @@ def test_prefetch_moves_past_a_shard_another_process_is_preparing(tmp_path, remo
     invoke_callbacks = Future._invoke_callbacks
     monkeypatch.setattr(Future, "_invoke_callbacks", lambda self: (time.sleep(0.05), invoke_callbacks(self)))
     local = str(tmp_path / "cache")
-    other = StreamingDataset(remote=remote, local=local, batch_size=4)
+    limit = _limit(remote) if limited else None
+    other = StreamingDataset(remote=remote, local=local, batch_size=4, cache_limit=limit)
     seen_next = threading.Event()
 
     def fetch_shard_2() -> None:
@@ -480,7 +483,7 @@ def test_prefetch_moves_past_a_shard_another_process_is_preparing(tmp_path, remo
         other.prepare_shard(2)
 
     with _held_by_another(local, len(_shards(remote)), 2, lambda: 3 in _present(local), fetch_shard_2):
-        ds = StreamingDataset(remote=remote, local=local, batch_size=4, shuffle=False)
+        ds = StreamingDataset(remote=remote, local=local, batch_size=4, shuffle=False, cache_limit=limit)
         assert [int(s["id"]) for s in ds] == list(range(SAMPLES))
     assert seen_next.is_set(), "shard 3 was prepared while shard 2 was another's"
 
