@@ -319,7 +319,8 @@ class BatchEncoder:
         if dtype_code is not None:
             out[starts] = dtype_code
         out[starts + lead] = (1 << 2) | width_code
-        for code in np.unique(width_code):
+        # With `return_index`, `np.unique` skips its masked-array check, which imports numpy.ma (0.1 s) on first use.
+        for code in np.unique(width_code, return_index=True)[0]:
             chosen = np.flatnonzero(width_code == code)
             width = 1 << int(code)
             dims = lengths[chosen].astype(f"<u{width}").view(np.uint8).reshape(-1, width)

@@ -90,3 +90,21 @@ def test_distributed_helpers_read_the_torchrun_environment(monkeypatch):
     monkeypatch.setenv("WORLD_SIZE", "8")
     monkeypatch.setenv("LOCAL_WORLD_SIZE", "4")
     assert (get_rank(), get_world_size(), get_local_world_size()) == (3, 8, 4)
+
+
+def test_a_shuffled_evicting_epoch_does_not_import_numpy_masked_arrays(tmp_path):
+    # numpy 2's `np.unique` imports numpy.ma on first use (0.1 s), which every DataLoader worker paid before its
+    # first shuffled batch, and every process evicting its first shard.
+    remote, local = str(tmp_path / "remote"), str(tmp_path / "local")
+    script = (
+        "import sys\n"
+        "from streaming import MDSWriter, StreamingDataset\n"
+        f"with MDSWriter(out={remote!r}, columns={{'x': 'int', 'pad': 'bytes'}}, size_limit=1 << 12) as w:\n"
+        "    for i in range(400): w.write({'x': i, 'pad': bytes(100)})\n"
+        f"ds = StreamingDataset(remote={remote!r}, local={local!r}, shuffle=True, batch_size=4, cache_limit=40000)\n"
+        "assert sorted(s['x'] for s in ds) == list(range(400))\n"
+        "assert ds._shard_cache.usage <= 40000\n"
+        "print('numpy.ma' in sys.modules)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "False"
