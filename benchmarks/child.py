@@ -44,6 +44,8 @@ PHASES = {
     "limit_random": "phase_limits:limit_random",
     "limit_zstd": "phase_limits:limit_zstd",
     "limit_write": "phase_limits:limit_write",
+    "memory": "phase_memory:memory",
+    "limit_memory": "phase_memory:limit_memory",
 }
 EXIT_GRACE_S = 20.0
 

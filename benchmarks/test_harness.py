@@ -254,3 +254,24 @@ def test_physical_phases_read_the_same_values_from_a_written_dataset(tmp_path, s
         os.path.getsize(tmp_path / "ds" / name) for name in os.listdir(tmp_path / "ds") if name != "index.json"
     )
     assert written["out_mb"] == shards / 1e6
+
+
+def test_memory_phases_measure_every_process_of_one_epoch(tmp_path):
+    import phase_memory
+    from child import Context
+
+    from streaming import MDSWriter
+
+    n = 300
+    rows, _ = inputs.samples(str(tmp_path / "inputs"), "tokens", n)
+    with MDSWriter(out=str(tmp_path / "ds"), columns=inputs.COLUMNS["tokens"], size_limit=1 << 18) as writer:
+        for row in rows:
+            writer.write(row)
+    context = Context(str(tmp_path), str(tmp_path / "inputs"), "ours")
+    for phase in (phase_memory.memory, phase_memory.limit_memory):
+        figures = phase(context, n, "ds")
+        assert figures["values_ok"], phase.__name__
+        assert len(figures["split"]["workers"]) == phase_memory.WORKERS
+        for process in ("main", "worker"):
+            uss, pss, rss = (figures[f"{process}_{kind}_mb"] for kind in ("uss", "pss", "rss"))
+            assert 0 < figures[f"{process}_heap_uss_mb"] <= uss <= pss <= rss, (phase.__name__, process)
