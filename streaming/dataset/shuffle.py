@@ -24,6 +24,8 @@ from collections.abc import Callable, Sequence
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
+from streaming.format.distinct import distinct
+
 ShuffleFn = Callable[[ArrayLike, int, int, int, int], NDArray[np.int64]]
 
 DEFAULT_BLOCK_SIZE = 1 << 18
@@ -75,9 +77,7 @@ def _split_into_parts(
     ends = np.cumsum(sizes)
     starts = ends - sizes
     bounds = total * np.arange(1, num_parts + 1, dtype=np.int64) // num_parts
-    # `bounds` never decreases, so its distinct values are those unlike their predecessor. (`np.unique` would
-    # import numpy.ma on first use: 0.1 s at the start of every DataLoader worker's first shuffled epoch.)
-    cuts = bounds[np.diff(bounds, prepend=-1) != 0]
+    cuts = distinct(bounds)
     # A unit is cut by every boundary strictly inside it: those between first_cut and end_cut. Its pieces are
     # one more than its cuts; the rest enumerates pieces with np.repeat instead of a loop over units.
     first_cut = np.searchsorted(cuts, starts, side="right")

@@ -18,6 +18,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from streaming.format.distinct import distinct
 from streaming.format.mds.encodings import NDArray, get_mds_coder
 from streaming.spark.json_values import json_payloads
 
@@ -319,8 +320,7 @@ class BatchEncoder:
         if dtype_code is not None:
             out[starts] = dtype_code
         out[starts + lead] = (1 << 2) | width_code
-        # With `return_index`, `np.unique` skips its masked-array check, which imports numpy.ma (0.1 s) on first use.
-        for code in np.unique(width_code, return_index=True)[0]:
+        for code in distinct(width_code):
             chosen = np.flatnonzero(width_code == code)
             width = 1 << int(code)
             dims = lengths[chosen].astype(f"<u{width}").view(np.uint8).reshape(-1, width)

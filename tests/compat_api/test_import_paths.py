@@ -68,6 +68,11 @@ def test_upstream_names_import(module):
         assert hasattr(loaded, name), f"{module}.{name}"
 
 
+def _run_fresh(script: str) -> str:
+    """What ``script`` prints in a fresh interpreter, stripped (it must exit 0)."""
+    return subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True).stdout.strip()
+
+
 def test_writing_and_reading_import_no_heavy_dependency(tmp_path):
     script = (
         "import sys\n"
@@ -79,8 +84,7 @@ def test_writing_and_reading_import_no_heavy_dependency(tmp_path):
         " 'pyarrow') if m in sys.modules]\n"
         "print(heavy)\n"
     )
-    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True).stdout
-    assert out.strip() == "[]"
+    assert _run_fresh(script) == "[]"
 
 
 def test_distributed_helpers_read_the_torchrun_environment(monkeypatch):
@@ -106,5 +110,4 @@ def test_a_shuffled_evicting_epoch_does_not_import_numpy_masked_arrays(tmp_path)
         "assert ds._shard_cache.usage <= 40000\n"
         "print('numpy.ma' in sys.modules)\n"
     )
-    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True).stdout
-    assert out.strip() == "False"
+    assert _run_fresh(script) == "False"

@@ -31,6 +31,7 @@ import numpy as np
 from streaming.dataset.coordination import lockfile
 from streaming.dataset.coordination.root import state_root
 from streaming.dataset.coordination.shard_locks import dir_key
+from streaming.format.distinct import distinct
 
 _MAGIC = b"MDSCACH1"
 _HEADER_FIELDS = ("num_shards", "initialised", "dirty", "usage", "index_bytes", "num_preparing")
@@ -311,8 +312,7 @@ class CacheState:
     def coldest(self, candidates: np.ndarray) -> list[int]:
         """The shards among ``candidates`` that are marked local, least recently accessed first."""
         atimes = self._ensure()
-        # With `return_index`, `np.unique` skips its masked-array check, which imports numpy.ma (0.1 s) on first use.
-        shards = np.unique(np.asarray(candidates, dtype=np.int64).reshape(-1), return_index=True)[0]
+        shards = distinct(np.asarray(candidates, dtype=np.int64).reshape(-1))
         if shards.size:
             self._check(int(shards[0]))
             self._check(int(shards[-1]))
