@@ -275,3 +275,14 @@ def test_memory_phases_measure_every_process_of_one_epoch(tmp_path):
         for process in ("main", "worker"):
             uss, pss, rss = (figures[f"{process}_{kind}_mb"] for kind in ("uss", "pss", "rss"))
             assert 0 < figures[f"{process}_heap_uss_mb"] <= uss <= pss <= rss, (phase.__name__, process)
+
+
+def test_memory_split_sums_to_what_psutil_reads():
+    # psutil reads /proc/<pid>/smaps_rollup where the kernel has it: the kernel's own totals, not our parse.
+    import memory_split
+    import psutil
+
+    ours = memory_split.memory(os.getpid())
+    theirs = psutil.Process().memory_full_info()
+    for key, field in (("rss", "rss"), ("pss", "pss"), ("uss", "uss")):
+        assert abs(ours[key] - getattr(theirs, field) / (1 << 20)) < 2.0, key
