@@ -50,7 +50,7 @@ if importlib.util.find_spec("streaming.spark") is None:
         f"`streaming` at {streaming.__file__} is MosaicML Streaming, not mds-streaming: run the %pip "
         f"cell above (it shadows the copy Databricks Runtime ML ships) and restart Python."
     )
-print(f"mds-streaming {streaming.__version__} from {os.path.dirname(streaming.__file__)}")
+print(f"mds-streaming {streaming.__mds_version__} from {os.path.dirname(streaming.__file__)}")
 
 
 def default_location(name: str) -> str:

@@ -1,7 +1,9 @@
 """Stream MDS, JSON and CSV/TSV/XSV shards from Spark, object stores and local disk into PyTorch.
 
 `import streaming` stays cheap: the public names below are resolved on first use, so writing or
-reading shards never imports torch, pyspark or a cloud SDK it does not need.
+reading shards never imports torch, pyspark or a cloud SDK it does not need. The registries are the exception,
+as upstream's are: they and their built-in entries exist once `import streaming` returns, so code that saves and
+restores `catalogue.REGISTRY` around its own work (llm-foundry's tests do) keeps the ``stream`` entry.
 """
 
 from __future__ import annotations
@@ -9,7 +11,9 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
+from streaming._version import DISTRIBUTION_VERSION as __mds_version__
 from streaming._version import __version__
+from streaming.dataset import registry as _registry  # noqa: F401 - registers the built-in stream class now
 
 _EXPORTS = {
     "MDSWriter": "streaming.format",
@@ -24,7 +28,7 @@ _EXPORTS = {
     "vacuum": "streaming.format.vacuum",
 }
 
-__all__ = ["__version__", *_EXPORTS]
+__all__ = ["__mds_version__", "__version__", *_EXPORTS]
 
 
 def __getattr__(name: str) -> Any:

@@ -13,7 +13,7 @@ import importlib
 import sys
 from collections.abc import Sequence
 
-from streaming._version import __version__
+from streaming._version import DISTRIBUTION_VERSION
 from streaming.cli.output import PROBLEMS, USAGE, UsageError
 
 COMMANDS = ("convert", "inspect", "verify", "rebuild_index", "merge_index", "cp", "vacuum", "simulate")
@@ -45,7 +45,7 @@ def build_parser() -> argparse.ArgumentParser:
         epilog=EXAMPLES,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    parser.add_argument("--version", action="version", version=f"mds-streaming {__version__}")
+    parser.add_argument("--version", action="version", version=f"mds-streaming {DISTRIBUTION_VERSION}")
     commands = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     for name in COMMANDS:
         importlib.import_module(f"streaming.cli.{name}").add_parser(commands, common)

@@ -258,7 +258,7 @@ def convert_with_arrow(
     """Convert `src` to MDS at `out` with pyarrow; returns the summary that `convert --json` prints."""
     import pyarrow as pa
 
-    from streaming import __version__
+    from streaming._version import DISTRIBUTION_VERSION
     from streaming.cli.location import normalize_root
     from streaming.cli.sources import detect, read_schema
     from streaming.spark import commit
@@ -351,7 +351,7 @@ def convert_with_arrow(
         "shards": shards,
         "samples": samples,
         "bytes": size,
-        "writer": f"mds-streaming {__version__} (command line)",
+        "writer": f"mds-streaming {DISTRIBUTION_VERSION} (command line)",
     }
     commit.publish(destination, run_id, attempts, mode, metadata=metadata, base=base)
     if args is not None:

@@ -14,10 +14,11 @@ import math
 import os
 import threading
 import warnings
+import weakref
 from array import array
 from bisect import bisect_right
 from collections import deque
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
 
@@ -29,23 +30,20 @@ import numpy.random
 from torch.utils.data import IterableDataset, get_worker_info
 
 from streaming.dataset.array import Array
-from streaming.dataset.batching import PlanInputs, default_predownload, generate_work
+from streaming.dataset.batching import PlanInputs, batching_methods, default_predownload, generate_work
 from streaming.dataset.coordination import InstanceState
 from streaming.dataset.coordination.local_claims import LocalDirClaims
-from streaming.dataset.partition import default_num_canonical_nodes
+from streaming.dataset.errors import UnknownAlgorithmError
+from streaming.dataset.partition import default_num_canonical_nodes, partition_algos
 from streaming.dataset.reader_pool import ReaderPool
 from streaming.dataset.shard_cache import ShardCache
-from streaming.dataset.shuffle import default_shuffle_block_size
+from streaming.dataset.shuffle import default_shuffle_block_size, shuffle_algos
 from streaming.dataset.stream import Stream
-from streaming.dataset.weighting import resolve_weights
+from streaming.dataset.weighting import SAMPLING_METHODS, resolve_weights
 from streaming.dataset.world import World
 from streaming.format.errors import ShardCorruptError
 from streaming.util import bytes_to_int, number_abbrev_to_int
 
-SHUFFLE_ALGOS = ("naive", "py1b", "py1br", "py1e", "py1s", "py2s")
-BATCHING_METHODS = ("random", "stratified", "per_stream", "device_per_stream")
-PARTITION_ALGOS = ("orig", "relaxed")
-SAMPLING_METHODS = ("balanced", "fixed")
 # Iteration unmaps the shard pages it has read every this many samples (`Reader.release_pages`): a process, and
 # each DataLoader worker, then holds a few MiB of shard mappings instead of every byte read in the epoch.
 RELEASE_PAGES_EVERY = 256
@@ -67,6 +65,20 @@ def _share_batches_by_name() -> None:
 
     if torch.multiprocessing.get_sharing_strategy() != "file_system":
         torch.multiprocessing.set_sharing_strategy("file_system")
+
+
+def _overrides_item_access(cls: type[StreamingDataset]) -> bool:
+    """Whether a dataset class reads samples its own way: it overrides ``__getitem__`` or ``get_item``."""
+    overrides = _ITEM_ACCESS_OVERRIDDEN.get(cls)
+    if overrides is None:
+        overrides = _ITEM_ACCESS_OVERRIDDEN[cls] = (
+            cls.__getitem__ is not StreamingDataset.__getitem__ or cls.get_item is not StreamingDataset.get_item
+        )
+    return overrides
+
+
+#: `_overrides_item_access` per class, decided once per class rather than once per epoch.
+_ITEM_ACCESS_OVERRIDDEN: weakref.WeakKeyDictionary[type, bool] = weakref.WeakKeyDictionary()
 
 
 class StreamingDataset(Array, IterableDataset):
@@ -112,11 +124,16 @@ class StreamingDataset(Array, IterableDataset):
             raise ValueError(f"Invalid sampling method: {sampling_method}. Must be one of `balanced` or `fixed`.")
         if sampling_granularity <= 0:
             raise ValueError(f"`sampling_granularity` must be a positive integer, but got: {sampling_granularity}.")
-        if partition_algo not in PARTITION_ALGOS:
-            raise ValueError(f"Invalid partition_algo {partition_algo!r}; choose one of {list(PARTITION_ALGOS)}.")
-        if shuffle_algo not in SHUFFLE_ALGOS:
-            raise ValueError(f"Invalid shuffle_algo {shuffle_algo!r}; choose one of {list(SHUFFLE_ALGOS)}.")
-        if batching_method not in BATCHING_METHODS:
+        # Refused here rather than at the first epoch as upstream does, with upstream's KeyError type as well.
+        if partition_algo not in partition_algos:
+            raise UnknownAlgorithmError(
+                f"Invalid partition_algo {partition_algo!r}; choose one of {sorted(partition_algos)}."
+            )
+        if shuffle_algo not in shuffle_algos:
+            raise UnknownAlgorithmError(
+                f"Invalid shuffle_algo {shuffle_algo!r}; choose one of {sorted(shuffle_algos)}."
+            )
+        if batching_method not in batching_methods:
             raise ValueError(
                 f"Invalid batching method: {batching_method}. Must be one of `random`, `stratified`, `per_stream`, "
                 f"or `device_per_stream`."
@@ -363,7 +380,19 @@ class StreamingDataset(Array, IterableDataset):
         node_work = np.load(self._state.shared_file(key, build), mmap_mode="r")
         return np.array(node_work[world.rank_of_node, world.worker_of_rank]).reshape(-1)
 
-    def __iter__(self) -> Iterator[dict[str, Any]]:
+    def __iter__(self) -> Iterator[Any]:
+        """This worker's samples of the next epoch, each as ``self[sample_id]`` returns it (upstream's contract).
+
+        Upstream's extension point is that override: its text, vision and WebVid datasets, llm-foundry's and
+        most users' subclasses turn the stored sample into what the model takes in ``__getitem__`` or
+        ``get_item``. Without an override the samples are read from the shard readers directly, which is the
+        same result without two calls per sample.
+        """
+        return self._iter_epoch(through_getitem=_overrides_item_access(type(self)))
+
+    def _iter_epoch(self, through_getitem: bool) -> Iterator[Any]:
+        """The next epoch's samples of this worker: ``self[sample_id]`` when ``through_getitem``, else the stored
+        samples straight from the shard readers."""
         unique = self._unique_world.detect_workers()
         parallel = unique.replicate(self.replication) if self.replication else unique
         iteration, epoch, sample_in_epoch = self._begin_epoch(unique)
@@ -377,10 +406,14 @@ class StreamingDataset(Array, IterableDataset):
         indices = array("q", (ids - self.sample_offset_per_shard[shards_of]).astype(np.int64).tobytes())
         shard_ids = array("q", shards_of.astype(np.int64).tobytes())
         del ids, shards_of
+        read = self._read_through_getitem if through_getitem else self._read
         if self._shard_cache.prefetches:
             yield from self._releasing_pages(
-                shard_ids, self._iter_prefetching(shard_ids, indices, unique.workers_per_node)
+                shard_ids, self._iter_prefetching(shard_ids, indices, unique.workers_per_node, read)
             )
+            return
+        if through_getitem:
+            yield from self._releasing_pages(shard_ids, map(read, shard_ids, indices))
             return
         readers = self.shards
         for start in range(0, len(shard_ids), RELEASE_PAGES_EVERY):
@@ -389,7 +422,10 @@ class StreamingDataset(Array, IterableDataset):
                 yield readers[shard_id].get_item(index)
             readers.release_pages(set(chunk))
 
-    def _releasing_pages(self, shard_ids: Sequence[int], samples: Iterator[dict[str, Any]]) -> Iterator[dict[str, Any]]:
+    def _read_through_getitem(self, shard_id: int, index: int) -> Any:
+        return self[self._shard_starts[shard_id] + index]
+
+    def _releasing_pages(self, shard_ids: Sequence[int], samples: Iterator[Any]) -> Iterator[Any]:
         """Pass ``samples`` (read from ``shard_ids`` in order) through, releasing their shards' pages as the plain
         read loop does."""
         for position, sample in enumerate(samples, 1):
@@ -398,12 +434,17 @@ class StreamingDataset(Array, IterableDataset):
                 self.shards.release_pages(set(shard_ids[position - RELEASE_PAGES_EVERY : position]))
 
     def _iter_prefetching(
-        self, shard_ids: Sequence[int], indices: Sequence[int], readers_on_node: int
-    ) -> Iterator[dict[str, Any]]:
+        self,
+        shard_ids: Sequence[int],
+        indices: Sequence[int],
+        readers_on_node: int,
+        read: Callable[[int, int], Any],
+    ) -> Iterator[Any]:
         """Yield samples while a few threads prepare, in order of first use, the shards not yet on local disk.
 
         Shards already present cost one ``stat`` per epoch; when all are, this is the plain read loop.
-        ``readers_on_node`` (DataLoader workers of every rank here) share the node's ``cache_limit``.
+        ``readers_on_node`` (DataLoader workers of every rank here) share the node's ``cache_limit``; ``read``
+        turns a shard and an index in it into the sample to yield.
         """
         cache = self._shard_cache
         ready = cache.ready_flags()
@@ -416,7 +457,7 @@ class StreamingDataset(Array, IterableDataset):
         ]
         if not missing:
             for shard_id, index in zip(shard_ids, indices):
-                yield self._read(shard_id, index)
+                yield read(shard_id, index)
             return
         missing.sort()
         queue = deque(missing)
@@ -473,7 +514,7 @@ class StreamingDataset(Array, IterableDataset):
                         with lock:
                             del pending[shard_id]
                             submit_more()  # its place in the window is free
-                    yield self._read(shard_id, index)
+                    yield read(shard_id, index)
             finally:
                 with lock:
                     closed = True
@@ -534,7 +575,7 @@ class StreamingDataset(Array, IterableDataset):
         )
         raise RuntimeError(f"Could not read sample {index} of shard {shard_id} after {retry + 1} attempts.{hint}")
 
-    def get_item(self, sample_id: int, retry: int = 7) -> dict[str, Any]:
+    def get_item(self, sample_id: int, retry: int = 7) -> Any:
         """Read one sample by global index, downloading its shard if needed."""
         starts = self._shard_starts
         shard_id = bisect_right(starts, sample_id) - 1

@@ -17,6 +17,8 @@ from collections.abc import Callable
 import numpy as np
 from numpy.typing import NDArray
 
+from streaming.dataset.errors import UnknownAlgorithmError
+
 logger = logging.getLogger(__name__)
 
 PartitionFn = Callable[..., NDArray[np.int64]]
@@ -240,7 +242,7 @@ def get_partitions(
     """
     partition = partition_algos.get(algo)
     if partition is None:
-        raise ValueError(f"Unknown partition_algo {algo!r}; choose one of {sorted(partition_algos)}.")
+        raise UnknownAlgorithmError(f"Unknown partition_algo {algo!r}; choose one of {sorted(partition_algos)}.")
     world_size = ranks_per_node * num_physical_nodes
     repeated = world_size - num_samples % world_size
     if num_samples + repeated < drop_first:

@@ -24,6 +24,7 @@ from collections.abc import Callable, Sequence
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
+from streaming.dataset.errors import UnknownAlgorithmError
 from streaming.format.distinct import distinct
 
 ShuffleFn = Callable[[ArrayLike, int, int, int, int], NDArray[np.int64]]
@@ -295,5 +296,5 @@ def get_shuffle(
     """
     shuffle = shuffle_algos.get(algo)
     if shuffle is None:
-        raise ValueError(f"Unknown shuffle_algo {algo!r}; choose one of {sorted(shuffle_algos)}.")
+        raise UnknownAlgorithmError(f"Unknown shuffle_algo {algo!r}; choose one of {sorted(shuffle_algos)}.")
     return shuffle(shard_sizes, num_canonical_nodes, seed, epoch, block_size)

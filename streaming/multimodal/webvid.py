@@ -15,7 +15,6 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
 
 from streaming.dataset.dataset import StreamingDataset
-from streaming.dataset.mapped import MappedStreamingDataset
 from streaming.storage.download import download_file
 from streaming.storage.url import join_url
 
@@ -24,11 +23,15 @@ __all__ = ["StreamingInsideWebVid", "StreamingOutsideDTWebVid", "StreamingOutsid
 _FETCH_THREADS = 4
 
 
-class StreamingInsideWebVid(MappedStreamingDataset):
+class StreamingInsideWebVid(StreamingDataset):
     """WebVid with each video inside its sample; items are the stored samples."""
 
+    def get_item(self, idx: int, retry: int = 7) -> dict[str, Any]:
+        """The stored sample (upstream's signature, which names the index ``idx``)."""
+        return super().get_item(idx, retry)
 
-class _OutsideWebVid(MappedStreamingDataset):
+
+class _OutsideWebVid(StreamingDataset):
     """WebVid with videos as separate files under ``extra_remote``, cached in ``extra_local``.
 
     Args:
@@ -98,7 +101,11 @@ class _OutsideWebVid(MappedStreamingDataset):
             )
         return local
 
-    def map_sample(self, sample: dict[str, Any]) -> dict[str, Any]:
+    def get_item(self, idx: int, retry: int = 7) -> dict[str, Any]:
+        return self._with_content(super().get_item(idx, retry))
+
+    def _with_content(self, sample: dict[str, Any]) -> dict[str, Any]:
+        """The stored sample with its video's bytes as ``content`` (fetched first if not local yet)."""
         local = self._fetch_content(sample)
         if local is not None:
             with open(local, "rb") as file:
@@ -117,7 +124,9 @@ class StreamingOutsideDTWebVid(_OutsideWebVid):
         window: deque[tuple[dict[str, Any], Future]] = deque()
         lookahead = max(1, self.predownload)
         with ThreadPoolExecutor(_FETCH_THREADS, thread_name_prefix="webvid-fetch") as pool:
-            for sample in StreamingDataset.__iter__(self):
+            # The stored samples, each completed by `_finish` once its video is fetched (not through `get_item`,
+            # which would fetch it again, on this thread).
+            for sample in self._iter_epoch(through_getitem=False):
                 window.append((sample, pool.submit(self._fetch_content, sample)))
                 if len(window) > lookahead:
                     yield self._finish(*window.popleft())
@@ -126,4 +135,4 @@ class StreamingOutsideDTWebVid(_OutsideWebVid):
 
     def _finish(self, sample: dict[str, Any], fetched: Future) -> dict[str, Any]:
         fetched.result()  # raises the download's error, if any
-        return self.map_sample(sample)
+        return self._with_content(sample)

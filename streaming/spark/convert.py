@@ -16,7 +16,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from streaming._version import __version__
+from streaming._version import DISTRIBUTION_VERSION
 from streaming.format.compression import check_compression
 from streaming.format.hashing import check_hashes
 from streaming.format.mds.encodings import get_mds_encodings, is_mds_encoding
@@ -186,7 +186,7 @@ def dataframe_to_mds(
         "shards": shard_count,
         "samples": samples,
         "bytes": size,
-        "writer": f"mds-streaming {__version__}",
+        "writer": f"mds-streaming {DISTRIBUTION_VERSION}",
     }
     if merge_index:
         commit.publish(destination, run, attempts, mode, metadata=record, base=base)

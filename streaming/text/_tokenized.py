@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from streaming._extras import require
-from streaming.dataset.mapped import MappedStreamingDataset
+from streaming.dataset.dataset import StreamingDataset
 
 _GROUP_METHODS = ("truncate",)
 
@@ -16,7 +16,7 @@ def check_group_method(group_method: str) -> None:
         raise ValueError(f"group_method='{group_method}' must be one of {set(_GROUP_METHODS)}.")
 
 
-class TokenizedTextDataset(MappedStreamingDataset):
+class TokenizedTextDataset(StreamingDataset):
     """Samples ``{"text": str, ...}`` tokenized with a Hugging Face tokenizer into its ``BatchEncoding``.
 
     ``group_method="truncate"``: every sample is truncated and padded to ``max_seq_len`` tokens. The tokenizer is
@@ -36,5 +36,6 @@ class TokenizedTextDataset(MappedStreamingDataset):
     def _tokenize(self, text_sample: dict[str, Any]) -> Any:
         return self.tokenizer(text_sample["text"], truncation=True, padding="max_length", max_length=self.max_seq_len)
 
-    def map_sample(self, sample: dict[str, Any]) -> Any:
+    def get_item(self, idx: int, retry: int = 7) -> Any:
+        sample = super().get_item(idx, retry)
         return self._tokenize(sample)

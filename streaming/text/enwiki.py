@@ -6,7 +6,7 @@ from typing import Any
 
 import numpy as np
 
-from streaming.dataset.mapped import MappedStreamingDataset
+from streaming.dataset.dataset import StreamingDataset
 
 __all__ = ["StreamingEnWiki"]
 
@@ -25,7 +25,7 @@ FIELD_DTYPES = {
 }
 
 
-class StreamingEnWiki(MappedStreamingDataset):
+class StreamingEnWiki(StreamingDataset):
     """English Wikipedia for BERT-style pretraining.
 
     Each item is ``{"input_ids", "token_type_ids", "attention_mask", "labels"}``: the stored ``input_ids``,
@@ -78,7 +78,8 @@ class StreamingEnWiki(MappedStreamingDataset):
         )
         self.field_dtypes = dict(FIELD_DTYPES)
 
-    def map_sample(self, sample: dict[str, Any]) -> dict[str, Any]:
+    def get_item(self, idx: int, retry: int = 7) -> dict[str, Any]:
+        sample = super().get_item(idx, retry)
         arrays = {key: np.frombuffer(value, self.field_dtypes[key]) for key, value in sample.items()}
         labels = np.full((len(arrays["input_ids"]),), -100)
         labels[arrays["masked_lm_positions"]] = arrays["masked_lm_ids"]

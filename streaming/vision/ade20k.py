@@ -5,12 +5,12 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from streaming.dataset.mapped import MappedStreamingDataset
+from streaming.dataset.dataset import StreamingDataset
 
 __all__ = ["StreamingADE20K"]
 
 
-class StreamingADE20K(MappedStreamingDataset):
+class StreamingADE20K(StreamingDataset):
     """ADE20K, streamed; each item is ``(x, y)`` after the transforms, in upstream's order.
 
     Args:
@@ -67,7 +67,8 @@ class StreamingADE20K(MappedStreamingDataset):
         self.transform = transform
         self.target_transform = target_transform
 
-    def map_sample(self, sample: dict[str, Any]) -> tuple[Any, Any]:
+    def get_item(self, idx: int, retry: int = 7) -> tuple[Any, Any]:
+        sample = super().get_item(idx, retry)
         x, y = sample["x"], sample["y"]
         if self.joint_transform:
             x, y = self.joint_transform((x, y))

@@ -6,7 +6,7 @@ from collections.abc import Callable
 from typing import Any
 
 from streaming._extras import require
-from streaming.dataset.mapped import MappedStreamingDataset
+from streaming.dataset.dataset import StreamingDataset
 
 __all__ = ["StandardTransform", "StreamingVisionDataset"]
 
@@ -39,7 +39,7 @@ class StandardTransform:
         return x, y
 
 
-class StreamingVisionDataset(MappedStreamingDataset):
+class StreamingVisionDataset(StreamingDataset):
     """An image dataset whose samples are ``{"x": image, "y": target}``; each item is ``transforms(x, y)``.
 
     Upstream also derives from ``torchvision.datasets.VisionDataset`` (for its ``repr`` only); this class does
@@ -104,5 +104,6 @@ class StreamingVisionDataset(MappedStreamingDataset):
         self.target_transform = target_transform
         self.transforms = transforms if transforms is not None else StandardTransform(transform, target_transform)
 
-    def map_sample(self, sample: dict[str, Any]) -> Any:
+    def get_item(self, idx: int, retry: int = 7) -> Any:
+        sample = super().get_item(idx, retry)
         return self.transforms(sample["x"], sample["y"])

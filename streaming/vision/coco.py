@@ -9,12 +9,12 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from streaming.dataset.mapped import MappedStreamingDataset
+from streaming.dataset.dataset import StreamingDataset
 
 __all__ = ["StreamingCOCO"]
 
 
-class StreamingCOCO(MappedStreamingDataset):
+class StreamingCOCO(StreamingDataset):
     """COCO, streamed; each item is ``(img, img_id, (htot, wtot), bbox_sizes, bbox_labels)``, the image in RGB.
 
     Args:
@@ -65,7 +65,8 @@ class StreamingCOCO(MappedStreamingDataset):
         )
         self.transform = transform
 
-    def map_sample(self, sample: dict[str, Any]) -> tuple[Any, ...]:
+    def get_item(self, idx: int, retry: int = 7) -> tuple[Any, ...]:
+        sample = super().get_item(idx, retry)
         img = sample["img"].convert("RGB")
         size = sample["htot"], sample["wtot"]
         bbox_sizes, bbox_labels = sample["bbox_sizes"], sample["bbox_labels"]

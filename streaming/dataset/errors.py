@@ -1,0 +1,9 @@
+"""Errors of the dataset layer whose types must be upstream's as well as ours."""
+
+
+class UnknownAlgorithmError(ValueError, KeyError):
+    """An unknown ``shuffle_algo`` or ``partition_algo``: a ValueError, and the KeyError of upstream's table lookup
+    (which code written against upstream catches)."""
+
+    # KeyError would show the message quoted, as a key.
+    __str__ = ValueError.__str__
