@@ -1,6 +1,6 @@
 """Upstream path `streaming.base.constant`: re-exports."""
 
-from streaming.dataset.coordination.constant import (
+from streaming.compat.constants import (
     BARRIER,
     BARRIER_FILELOCK,
     CACHE_FILELOCK,

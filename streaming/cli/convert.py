@@ -18,7 +18,7 @@ import time
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from typing import Any
 
-from streaming.cli.output import OK, UsageError, emit, human_bytes, note, progress
+from streaming.cli.console import OK, UsageError, emit, human_bytes, note, progress
 
 EXAMPLES = """\
 examples:
@@ -259,13 +259,13 @@ def convert_with_arrow(
     import pyarrow as pa
 
     from streaming._version import DISTRIBUTION_VERSION
-    from streaming.cli.location import normalize_root
     from streaming.cli.sources import detect, read_schema
     from streaming.spark import commit
     from streaming.spark.arrow_schema import normalize_batch, resolve_columns
     from streaming.spark.null_plan import check_policy
     from streaming.spark.task import TaskConfig
-    from streaming.storage.destination import Destination
+    from streaming.storage.dataset_root import DatasetRoot
+    from streaming.storage.out_argument import normalize_root
 
     check_policy(nulls)
     source = detect(src, kind, workers, split)
@@ -273,7 +273,7 @@ def convert_with_arrow(
     values = resolve_columns(schema, columns)
     empty = pa.RecordBatch.from_pylist([], schema=schema)
     target = normalize_batch(empty, values).schema
-    destination = Destination(normalize_root(out))
+    destination = DatasetRoot(normalize_root(out))
     base = commit.check_destination(destination, mode)
     explicit = [name for name, encoding in (columns or {}).items() if encoding is not None]
     null_plan = plan_arrow_nulls(source, schema, values, explicit, nulls, base.shards if mode == "append" else [])
@@ -427,7 +427,7 @@ def _parquet_footer_null_counts(source: Any, names: list[str]) -> dict[str, int]
     """NULL counts of top-level primitive columns from local Parquet footers, where every row group has them."""
     import pyarrow.parquet as pq
 
-    from streaming.cli.location import normalize_root
+    from streaming.storage.out_argument import normalize_root
     from streaming.storage.url import is_remote
 
     if source.kind != "parquet" or not names or any(is_remote(task.url) for task in source.tasks):

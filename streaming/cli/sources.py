@@ -20,9 +20,10 @@ from dataclasses import dataclass
 
 import pyarrow as pa
 
-from streaming.cli.location import DatasetLocation, normalize_root
-from streaming.cli.output import UsageError
-from streaming.storage.base import storage_for
+from streaming.cli.console import UsageError
+from streaming.storage.dataset_root import DatasetRoot
+from streaming.storage.out_argument import normalize_root
+from streaming.storage.registry import storage_for
 from streaming.storage.url import is_remote
 
 KINDS = ("parquet", "jsonl", "csv", "hf", "delta")
@@ -82,7 +83,7 @@ def detect(src: str, requested: str | None, workers: int, split: str | None = No
         files = [root]
         folder_files: list[str] = []
     else:
-        folder_files = DatasetLocation(root).files()
+        folder_files = DatasetRoot(root).list_relative()
         if not folder_files:
             raise FileNotFoundError(f"No input at {src}: neither a file nor a folder with files. Check the path.")
         files = []
@@ -96,9 +97,7 @@ def detect(src: str, requested: str | None, workers: int, split: str | None = No
         chosen = files
     else:
         chosen = [
-            DatasetLocation(root).url(name)
-            for name in folder_files
-            if not _hidden(name) and _kind_of_file(name) == kind
+            DatasetRoot(root).child(name) for name in folder_files if not _hidden(name) and _kind_of_file(name) == kind
         ]
         if not chosen:
             raise FileNotFoundError(f"No {kind} files in {src}.")
@@ -144,7 +143,7 @@ def _parquet_tasks(urls: list[str], workers: int) -> Iterator[Task]:
 
 
 def _hf_source(root: str, names: set[str], split: str | None) -> Source:
-    location = DatasetLocation(root)
+    location = DatasetRoot(root)
     if "dataset_dict.json" in names:
         splits = json.loads(location.read_bytes("dataset_dict.json")).get("splits", [])
         if split is None:
@@ -154,7 +153,7 @@ def _hf_source(root: str, names: set[str], split: str | None) -> Source:
             )
         if split not in splits:
             raise UsageError(f"No split {split!r} in {root}; its splits are {splits}.")
-        return _hf_source(location.url(split), {n.split("/", 1)[1] for n in names if n.startswith(split + "/")}, None)
+        return _hf_source(location.child(split), {n.split("/", 1)[1] for n in names if n.startswith(split + "/")}, None)
     if "state.json" not in names:
         raise FileNotFoundError(
             f"{root} has no state.json: save the dataset with datasets' save_to_disk (not to_parquet), or pass "
@@ -164,7 +163,7 @@ def _hf_source(root: str, names: set[str], split: str | None) -> Source:
     files = [entry["filename"] for entry in state.get("_data_files", [])]
     if not files:
         raise FileNotFoundError(f"{root}/state.json lists no data files.")
-    return Source("hf", root, tuple(Task("hf", location.url(name)) for name in files))
+    return Source("hf", root, tuple(Task("hf", location.child(name)) for name in files))
 
 
 def _delta_source(root: str) -> Source:

@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from streaming.format.index import INDEX_BASENAME, METADATA_BASENAME, dumps_index, parse_index, shard_files
-from streaming.storage.destination import Destination
+from streaming.storage.dataset_root import DatasetRoot
 
 LOG_FOLDER = "_mds_log"
 
@@ -68,13 +68,13 @@ def commit_path(version: int) -> str:
     return f"{LOG_FOLDER}/{version:020d}.json"
 
 
-def commit_versions(destination: Destination) -> list[int]:
+def commit_versions(destination: DatasetRoot) -> list[int]:
     """The versions of every commit file, ascending."""
     names = (posixpath.basename(path) for path in destination.list_relative(LOG_FOLDER))
     return sorted(int(match.group(1)) for name in names if (match := _COMMIT_NAME.match(name)))
 
 
-def read_snapshot(destination: Destination) -> Snapshot:
+def read_snapshot(destination: DatasetRoot) -> Snapshot:
     """The newest committed state; for a dataset without a log, its ``index.json`` (version 0)."""
     versions = commit_versions(destination)
     if versions:
@@ -85,7 +85,7 @@ def read_snapshot(destination: Destination) -> Snapshot:
 
 
 def commit(
-    destination: Destination,
+    destination: DatasetRoot,
     operation: str,
     added: list[dict[str, Any]],
     *,
@@ -134,7 +134,7 @@ def commit(
     )
 
 
-def publish_checkpoint(destination: Destination, state: Snapshot) -> Snapshot:
+def publish_checkpoint(destination: DatasetRoot, state: Snapshot) -> Snapshot:
     """Write ``state`` as ``index.json`` (and ``mds_conversion.json``), then converge on the newest commit.
 
     Each writer rewrites the checkpoint after its own commit and then re-reads the newest commit; if a newer
@@ -151,7 +151,7 @@ def publish_checkpoint(destination: Destination, state: Snapshot) -> Snapshot:
         state = _read_commit(destination, newest[-1])
 
 
-def referenced_files(destination: Destination, since: float) -> set[str]:
+def referenced_files(destination: DatasetRoot, since: float) -> set[str]:
     """Root-relative paths vacuum must keep: every commit file, the files the newest commit names, and
     those of commits made after ``since`` (POSIX seconds; Delta keeps the versions inside the retention)."""
     versions = commit_versions(destination)
@@ -190,12 +190,12 @@ def _file_names(shards: list[dict[str, Any]]) -> list[str]:
     return [info["basename"] for entry in shards for _, info in shard_files(entry)]
 
 
-def _read_commit(destination: Destination, version: int) -> Snapshot:
+def _read_commit(destination: DatasetRoot, version: int) -> Snapshot:
     body = _read_body(destination, version)
     return Snapshot(version, list(body["shards"]), body.get("metadata"), logged=True)
 
 
-def _read_body(destination: Destination, version: int) -> dict[str, Any]:
+def _read_body(destination: DatasetRoot, version: int) -> dict[str, Any]:
     relative = commit_path(version)
     deadline = time.monotonic() + TORN_COMMIT_WAIT
     while True:
@@ -212,7 +212,7 @@ def _read_body(destination: Destination, version: int) -> dict[str, Any]:
             time.sleep(0.05)
 
 
-def _legacy_metadata(destination: Destination) -> dict[str, Any] | None:
+def _legacy_metadata(destination: DatasetRoot) -> dict[str, Any] | None:
     text = destination.read_text(METADATA_BASENAME)
     try:
         metadata = json.loads(text) if text else None

@@ -19,7 +19,7 @@ from typing import Any
 from streaming.format import commit_log
 from streaming.format.commit_log import Snapshot
 from streaming.format.index import INDEX_BASENAME, parse_index, rebase
-from streaming.storage.destination import Destination
+from streaming.storage.dataset_root import DatasetRoot
 
 MODES = ("error", "overwrite", "append")
 #: A run's own folder (``convert.new_run_id``) or an incremental run's: a crashed run's leftovers lie there.
@@ -39,7 +39,7 @@ class Attempt:
     peak_local_bytes: int
 
 
-def check_destination(destination: Destination, mode: str) -> Snapshot:
+def check_destination(destination: DatasetRoot, mode: str) -> Snapshot:
     """Apply ``mode`` before any work; return the committed state the run starts from.
 
     With ``mode="error"`` only committed content (a commit, an index) or files that are no run's leftovers
@@ -60,7 +60,7 @@ def check_destination(destination: Destination, mode: str) -> Snapshot:
     return state
 
 
-def read_index(destination: Destination) -> list[dict[str, Any]]:
+def read_index(destination: DatasetRoot) -> list[dict[str, Any]]:
     """The shard entries of the published index, or ``[]`` when there is none."""
     text = destination.read_text(INDEX_BASENAME)
     return [] if text is None else parse_index(text, destination.child(INDEX_BASENAME))
@@ -100,7 +100,7 @@ def committed_shards(attempts: list[Attempt]) -> list[dict[str, Any]]:
 
 
 def publish(
-    destination: Destination,
+    destination: DatasetRoot,
     run: str,
     attempts: list[Attempt],
     mode: str,
@@ -144,7 +144,7 @@ def _check_rebase(newer: Snapshot, added: list[dict[str, Any]]) -> None:
         check_append_columns(newer.shards, columns, "the dataset as another writer just committed it")
 
 
-def delete_leftovers(destination: Destination, run: str, kept: set[str], *, everything_else: bool) -> int:
+def delete_leftovers(destination: DatasetRoot, run: str, kept: set[str], *, everything_else: bool) -> int:
     """Delete this run's files outside the ``kept`` attempt folders (and top-level files); with
     ``everything_else``, every other file below the root too. Returns how many files were deleted."""
     listing = destination.list_relative() if everything_else else destination.list_relative(run)
@@ -158,7 +158,7 @@ def _attempt_of(relative: str) -> str:
     return "/".join(relative.split("/", 2)[:2])
 
 
-def discard_run(destination: Destination, run: str) -> None:
+def discard_run(destination: DatasetRoot, run: str) -> None:
     """After a failed job: remove whatever the run wrote (the published dataset is untouched)."""
     with contextlib.suppress(Exception):
         destination.delete(destination.list_relative(run))

@@ -30,7 +30,7 @@ from streaming.spark.progress import Progress
 from streaming.spark.schema import resolve_columns, select_expressions
 from streaming.spark.source import resolve
 from streaming.spark.task import RESULT_SCHEMA, PartitionWriter, TaskConfig
-from streaming.storage.destination import Destination
+from streaming.storage.dataset_root import DatasetRoot
 
 logger = logging.getLogger(__name__)
 
@@ -137,7 +137,7 @@ def dataframe_to_mds(
         frame = frame.selectExpr(*select_expressions(frame.schema, plan))
     else:
         plan = _checked_user_columns(columns)
-    destination = Destination(out)
+    destination = DatasetRoot(out)
     check_executor_access(destination.url, executor_env)
     base = commit.check_destination(destination, mode)
     joined = [*(base.shards if mode == "append" else ()), *join_shards]

@@ -50,7 +50,7 @@ from streaming.spark.source import (
     resolve,
     sql_identifier,
 )
-from streaming.storage.destination import Destination
+from streaming.storage.dataset_root import DatasetRoot
 
 logger = logging.getLogger(__name__)
 
@@ -129,7 +129,7 @@ def incremental_to_mds(
     if not isinstance(table, str) or not table:
         raise TypeError(f"`table` must be a Delta table name or path, got {table!r}.")
     session = active_session(spark)
-    destination = Destination(out)
+    destination = DatasetRoot(out)
     check_executor_access(destination.url, executor_env)
     base = commit_log.read_snapshot(destination)
     existing = base.shards
@@ -204,7 +204,7 @@ def increment_folder(version: int, run: str) -> str:
     return f"{INCREMENTS}/v{version:08d}-{run}"
 
 
-def held_version(destination: Destination, table: str, state: commit_log.Snapshot) -> int | None:
+def held_version(destination: DatasetRoot, table: str, state: commit_log.Snapshot) -> int | None:
     """The version of ``table`` the committed state holds, or None for an empty dataset.
 
     Raises ValueError when the dataset has shards but no record of coming from ``table``.
@@ -255,7 +255,7 @@ def _converted_version(table: str, state: commit_log.Snapshot) -> int | None:
     return None
 
 
-def _empty_increment_recorded(destination: Destination, held: int, target: int) -> bool:
+def _empty_increment_recorded(destination: DatasetRoot, held: int, target: int) -> bool:
     """Whether an earlier run found no new rows between ``held`` and ``target`` (and so published nothing)."""
     prefix = f"{INCREMENTS}/v{target:08d}"
     for relative in destination.list_relative(INCREMENTS):
@@ -422,13 +422,13 @@ def _change_feed_deltalake(session: Any, table: str, source: Source, held: int) 
     return frame_from_arrow(session, inserts), int(unapplied)
 
 
-def _publish(destination: Destination, table: str, held: int | None, folder: str, base: commit_log.Snapshot) -> None:
+def _publish(destination: DatasetRoot, table: str, held: int | None, folder: str, base: commit_log.Snapshot) -> None:
     """The commit: append the staged shards on top of ``base``, unless another run moved the dataset.
 
     The commit log's create-only commit decides between concurrent runs: a run that finds a newer commit
     than the one it started from checks which version that commit holds, and fails if it is not ``held``.
     """
-    staged = commit.read_index(Destination(destination.child(folder)))
+    staged = commit.read_index(DatasetRoot(destination.child(folder)))
     added = [rebase(shard, folder) for shard in staged]
 
     def still_held(newer: commit_log.Snapshot) -> None:

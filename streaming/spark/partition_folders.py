@@ -15,7 +15,7 @@ from __future__ import annotations
 import contextlib
 
 from streaming.spark.commit import Attempt, first_per_partition
-from streaming.storage.destination import Destination
+from streaming.storage.dataset_root import DatasetRoot
 
 
 def _top_folder(relative: str) -> str:
@@ -26,7 +26,7 @@ def _of_run(relative: str, run: str) -> bool:
     return "/" in relative and _top_folder(relative).startswith(f"{run}-part-")
 
 
-def publish_partitions(destination: Destination, run: str, attempts: list[Attempt], mode: str) -> None:
+def publish_partitions(destination: DatasetRoot, run: str, attempts: list[Attempt], mode: str) -> None:
     """Keep the successful attempts' folders; delete the run's others (and, for an overwrite, all else)."""
     kept = {attempt.directory for attempt in first_per_partition(attempts) if attempt.directory}
     doomed = [
@@ -37,7 +37,7 @@ def publish_partitions(destination: Destination, run: str, attempts: list[Attemp
     destination.delete(doomed)
 
 
-def discard_partitions(destination: Destination, run: str) -> None:
+def discard_partitions(destination: DatasetRoot, run: str) -> None:
     """After a failed job: delete every folder the run wrote (quietly: the job's own error is what matters)."""
     with contextlib.suppress(Exception):
         destination.delete([relative for relative in destination.list_relative() if _of_run(relative, run)])

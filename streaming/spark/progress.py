@@ -18,7 +18,7 @@ from typing import Any
 from tqdm.auto import tqdm
 
 from streaming.format.index import INDEX_BASENAME, stored_file
-from streaming.storage.destination import Destination
+from streaming.storage.dataset_root import DatasetRoot
 
 
 def _human(size: float) -> str:
@@ -39,7 +39,7 @@ class Progress:
         enabled: False to show nothing.
     """
 
-    def __init__(self, destination: Destination, run: str, total: int | None, enabled: bool = True) -> None:
+    def __init__(self, destination: DatasetRoot, run: str, total: int | None, enabled: bool = True) -> None:
         self.destination = destination
         self.run = run
         self.enabled = enabled

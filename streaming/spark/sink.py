@@ -13,7 +13,7 @@ from __future__ import annotations
 import contextlib
 import os
 
-from streaming.storage.base import storage_for
+from streaming.storage.registry import storage_for
 from streaming.storage.scratch import remove_scratch
 from streaming.storage.url import join_url
 

@@ -26,8 +26,8 @@ from streaming.format.index import stored_file
 from streaming.format.mds.writer import MDSWriter
 from streaming.spark.arrow_encoder import BatchEncoder
 from streaming.spark.sink import StreamingSink
-from streaming.storage.base import storage_for
 from streaming.storage.local import local_path
+from streaming.storage.registry import storage_for
 from streaming.storage.scratch import make_scratch
 from streaming.storage.url import join_url
 

@@ -17,6 +17,7 @@ import os
 from collections.abc import Iterator
 from typing import Any, BinaryIO
 
+from streaming._extras import require
 from streaming.storage.base import CHUNK_SIZE, DEFAULT_TIMEOUT, ClientPool, Storage
 from streaming.storage.errors import (
     CredentialsError,
@@ -26,7 +27,6 @@ from streaming.storage.errors import (
     RequestRejectedError,
     StorageError,
     StoragePermissionError,
-    import_extra,
 )
 from streaming.storage.url import split_url
 
@@ -60,7 +60,7 @@ class _DatabricksStorage(Storage):
 
     @staticmethod
     def _build_client(timeout: float) -> Any:
-        sdk = import_extra("databricks.sdk", "databricks")
+        sdk = require("databricks.sdk", "databricks", "Databricks storage")
         from databricks.sdk.core import Config
 
         seconds = max(1, int(timeout))

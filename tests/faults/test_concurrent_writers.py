@@ -21,7 +21,7 @@ from streaming.format.commit_log import ConcurrentCommitError, commit_path, comm
 from streaming.format.index import INDEX_BASENAME, parse_index, shard_files
 from streaming.format.mds.writer import MDSWriter
 from streaming.spark.commit import Attempt, publish
-from streaming.storage.destination import Destination
+from streaming.storage.dataset_root import DatasetRoot
 from tests.remotes import Remote
 
 #: "fuse" is `/Volumes/...` on the FUSE mount with a volume's limits (no `link()`: the commit files are created with
@@ -41,7 +41,7 @@ def _shard(run: str, value: int, scratch: str) -> tuple[str, dict[str, Any]]:
     return os.path.join(folder, entry["raw_data"]["basename"]), entry
 
 
-def _run(destination: Destination, run: str, mode: str, value: int, scratch: str, start: threading.Barrier) -> Any:
+def _run(destination: DatasetRoot, run: str, mode: str, value: int, scratch: str, start: threading.Barrier) -> Any:
     base = read_snapshot(destination)  # what dataframe_to_mds's check_destination reads before the job
     local, entry = _shard(run, value, scratch)
     directory = f"{run}/part-00000-attempt-0"
@@ -58,7 +58,7 @@ def _names(shards: list[dict[str, Any]]) -> list[str]:
     return [info["basename"] for entry in shards for _, info in shard_files(entry)]
 
 
-def _check_history(destination: Destination, succeeded: dict[str, str]) -> list[dict[str, Any]]:
+def _check_history(destination: DatasetRoot, succeeded: dict[str, str]) -> list[dict[str, Any]]:
     """Replay the log: each commit applies its run to the previous state; return the final shards."""
     state: list[dict[str, Any]] = []
     committed = []
@@ -79,7 +79,7 @@ def test_four_appends_and_an_overwrite_at_once(scheme: str, remote_factory: Call
     remote = remote_factory(scheme)
     outcomes = {"append": 0, "overwrite": 0, "lost": 0}
     for round_number in range(ROUNDS):
-        destination = Destination(remote.url(f"round{round_number}"))
+        destination = DatasetRoot(remote.url(f"round{round_number}"))
         with tempfile.TemporaryDirectory() as scratch:
             seed = threading.Barrier(1)
             assert _run(destination, "seed", "error", -1, scratch, seed) is None

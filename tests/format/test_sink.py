@@ -13,12 +13,12 @@ import os
 import pytest
 
 from streaming import LocalDataset, MDSWriter
+from streaming.compat.cloud_uploaders import CloudUploader, LocalUploader
 from streaming.format import JSONWriter, XSVWriter
 from streaming.format.index import INDEX_BASENAME
 from streaming.format.sink import ShardSink
 from streaming.storage import ShardUploader
 from streaming.storage.errors import StorageError
-from streaming.storage.uploaders import CloudUploader, LocalUploader
 
 COLUMNS = {"id": "int", "blob": "bytes"}
 SAMPLES = [{"id": i, "blob": bytes([i]) * 900} for i in range(7)]  # two samples per shard: shards 0..3

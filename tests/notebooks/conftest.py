@@ -24,7 +24,7 @@ from types import ModuleType
 
 import pytest
 
-from streaming.storage.base import volume_mount
+from streaming.storage.registry import volume_mount
 from tests.services import Service
 from tests.spark.conftest import local_session
 from tests.volume_fuse import FuseVolume

@@ -12,7 +12,7 @@ import pyspark.sql.types
 import pytest
 
 from streaming.spark import dataframe_to_mds
-from streaming.storage.destination import Destination
+from streaming.storage.dataset_root import DatasetRoot
 from tests.helpers import assert_same_value
 from tests.spark.helpers import MDS_SHARD_KEYS, assert_no_orphans, commit_files, files_under, load_index, read_samples
 
@@ -282,7 +282,7 @@ def test_a_speculative_copy_that_lost_is_deleted(session, tmp_path, monkeypatch)
 
 
 def test_streamed_upload_keeps_executor_disk_small(session, tmp_path, monkeypatch):
-    monkeypatch.setattr(Destination, "is_local", property(lambda self: False))
+    monkeypatch.setattr(DatasetRoot, "is_local", property(lambda self: False))
     frame = session.range(0, 4000, 1, 2).selectExpr("id", "sha2(CAST(id AS STRING), 256) AS s")
     result = dataframe_to_mds(frame, str(tmp_path / "out"), size_limit="16kb", compression=None, progress=False)
     assert result.shards > 10

@@ -14,7 +14,7 @@ from collections.abc import Iterator
 import pytest
 
 from streaming.spark import dataframe_to_mds
-from streaming.storage.base import storage_for
+from streaming.storage.registry import storage_for
 from streaming.storage.url import relative_to
 from tests.remotes import CREDENTIAL_PREFIXES
 

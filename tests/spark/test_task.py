@@ -94,13 +94,13 @@ def test_a_failed_upload_in_a_spark_job_reaches_the_driver_as_the_storage_error(
     """End to end: executors stream through ``StreamingSink`` (as for an object store) into a destination where
     a file occupies the run's folder; the job fails with the storage error naming the URL, not a later one."""
     from streaming.spark import dataframe_to_mds
-    from streaming.storage.destination import Destination
+    from streaming.storage.dataset_root import DatasetRoot
 
     out = tmp_path / "out"
     out.mkdir()
     (out / "run-fixed").write_text("in the way")
     monkeypatch.setattr("streaming.spark.convert.new_run_id", lambda: "run-fixed")
-    monkeypatch.setattr(Destination, "is_local", property(lambda self: False))
+    monkeypatch.setattr(DatasetRoot, "is_local", property(lambda self: False))
     with pytest.raises(Exception) as raised:  # Spark wraps the task's error in its own type
         dataframe_to_mds(spark.range(0, 100, 1, 2), str(out), mode="overwrite", progress=False)
     text = str(raised.value)

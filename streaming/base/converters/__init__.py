@@ -1,4 +1,4 @@
-"""Upstream's import path for the Spark converter: `streaming.base.converters` (see `streaming.spark.upstream_api`).
+"""Upstream's import path for the Spark converter: `streaming.base.converters` (see `streaming.compat.spark_converter`).
 
 Importing it needs pyspark; without it the ImportError says to ``pip install "mds-streaming[spark]"``.
 """
@@ -7,7 +7,7 @@ from streaming.spark._requires import require_pyspark
 
 require_pyspark()
 
-from streaming.spark.upstream_api import (  # noqa: E402 - after the check, so a missing pyspark is explained
+from streaming.compat.spark_converter import (  # noqa: E402 - after the check, so a missing pyspark is explained
     SPARK_TO_MDS,
     dataframe_to_mds,
     dataframeToMDS,

@@ -28,8 +28,8 @@ from pyspark.sql import types as T
 
 from streaming.format.index import INDEX_BASENAME
 from streaming.spark.convert import dataframe_to_mds as spark_dataframe_to_mds
-from streaming.storage.destination import Destination
-from streaming.storage.output import parse_out
+from streaming.storage.dataset_root import DatasetRoot
+from streaming.storage.out_argument import parse_out
 
 logger = logging.getLogger(__name__)
 
@@ -172,7 +172,7 @@ def dataframe_to_mds(
         udf_kwargs=udf_kwargs,
     )
     if remote and merge_index:
-        text = Destination(remote).read_text(INDEX_BASENAME)
+        text = DatasetRoot(remote).read_text(INDEX_BASENAME)
         os.makedirs(local, exist_ok=True)
         with open(os.path.join(local, INDEX_BASENAME), "w", encoding="utf-8") as file:
             file.write(text or "")

@@ -10,7 +10,7 @@ from __future__ import annotations
 import os
 from abc import ABC
 
-from streaming.storage.base import storage_for
+from streaming.storage.registry import storage_for
 from streaming.storage.url import split_url
 
 __all__ = [

@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import uuid
 
-from streaming.storage.base import storage_for
 from streaming.storage.errors import ObjectNotFoundError
+from streaming.storage.registry import storage_for
 from streaming.storage.url import join_url, split_url
 
 

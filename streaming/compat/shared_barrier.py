@@ -14,9 +14,9 @@ from typing import Any
 
 import numpy as np
 
+from streaming.compat.constants import TICK
+from streaming.compat.shared_memory import SharedArray
 from streaming.dataset.coordination import lockfile
-from streaming.dataset.coordination.constant import TICK
-from streaming.dataset.coordination.named_memory import SharedArray
 
 _LOCK_OFFSET = 0
 

@@ -15,9 +15,9 @@ import threading
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import TYPE_CHECKING
 
-from streaming.storage.base import storage_for
 from streaming.storage.download import PERMANENT
-from streaming.storage.output import local_directory, parse_out
+from streaming.storage.out_argument import local_directory, parse_out
+from streaming.storage.registry import storage_for
 from streaming.storage.retry import call_with_retry
 from streaming.storage.url import join_url
 

@@ -14,8 +14,8 @@ from collections import Counter
 from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
-from streaming.dataset.coordination.constant import LOCALS, TICK
-from streaming.dataset.coordination.named_memory import SharedMemory
+from streaming.compat.constants import LOCALS, TICK
+from streaming.compat.shared_memory import SharedMemory
 
 if TYPE_CHECKING:
     from streaming.dataset.world import World

@@ -12,10 +12,10 @@ import os
 import shutil
 from enum import Enum
 
-from streaming.storage import checks
-from streaming.storage.base import refuse_unsupported, storage_for
+from streaming.compat import destination_checks as checks
 from streaming.storage.download import PERMANENT
-from streaming.storage.output import local_directory, parse_out
+from streaming.storage.out_argument import local_directory, parse_out
+from streaming.storage.registry import refuse_unsupported, storage_for
 from streaming.storage.retry import call_with_retry
 from streaming.storage.url import join_url, split_url
 

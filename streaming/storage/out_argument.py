@@ -12,7 +12,7 @@ import shutil
 import tempfile
 from typing import Any, NamedTuple
 
-from streaming.storage.base import volumes_via_api
+from streaming.storage.registry import volumes_via_api
 from streaming.storage.url import is_remote, split_url
 
 
