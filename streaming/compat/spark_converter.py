@@ -27,7 +27,7 @@ from typing import Any
 from pyspark.sql import types as T
 
 from streaming.format.index import INDEX_BASENAME
-from streaming.spark.convert import dataframe_to_mds as spark_dataframe_to_mds
+from streaming.spark import dataframe_to_mds as spark_dataframe_to_mds
 from streaming.storage.dataset_root import DatasetRoot
 from streaming.storage.out_argument import parse_out
 

@@ -10,7 +10,7 @@ uploaded, or the index itself), the writer calls ``sink.abort(error)`` with that
 what the caller sees.
 
 Implementations: `streaming.storage.shard_uploader.ShardUploader` (background uploads, the default),
-`streaming.spark.sink.StreamingSink` (one Spark task attempt: upload and delete each shard at once) and
+`streaming.convert.upload_sink.UploadingSink` (one conversion task attempt: upload and delete each shard at once) and
 the upstream uploaders of `streaming.compat.cloud_uploaders` (`CloudUploader` and its subclasses).
 """
 

@@ -166,12 +166,14 @@ def test_convert_usage_errors_say_what_to_do(tmp_path):
     assert not os.path.exists(tmp_path / "a") or DatasetRoot(str(tmp_path / "a")).size("index.json") is None
 
 
-def test_arrow_rules_match_the_spark_rules():
-    """Every Spark type, as the Arrow type Spark hands over, gets the encoding and choices schema.py gives it."""
+def test_the_spark_face_of_the_rules_matches_pysparks_own_arrow_mapping():
+    """Every Spark type gets the encoding and choices that the one set of rules gives the Arrow type pyspark itself
+    hands a task for it (pyspark's ``to_arrow_type`` is the oracle of `streaming.spark.schema.arrow_type`)."""
     from pyspark.sql import types as T
     from pyspark.sql.pandas.types import to_arrow_type
 
-    from streaming.spark import arrow_schema, schema
+    from streaming.convert import type_rules as arrow_schema
+    from streaming.spark import schema
 
     spark_types = [
         T.ByteType(),
@@ -199,6 +201,9 @@ def test_arrow_rules_match_the_spark_rules():
         arrow_type = to_arrow_type(spark_type, timezone="UTC")
         assert arrow_schema.default_encoding(arrow_type, "c") == schema.default_encoding(spark_type, "c"), spark_type
         assert arrow_schema.allowed_encodings(arrow_type, "c") == schema.allowed_encodings(spark_type, "c"), spark_type
+        assert schema.arrow_type(spark_type).equals(arrow_type, check_metadata=False) or (
+            str(schema.arrow_type(spark_type)) == str(arrow_type)
+        ), spark_type
 
 
 def test_convert_stays_within_a_memory_limit_half_the_input(tmp_path):

@@ -1,6 +1,6 @@
 """Concurrent writers on every store: 4 appends and 1 overwrite commit at once, repeated.
 
-Each run uploads its own shard, then commits through `streaming.spark.commit.publish` (the driver's commit
+Each run uploads its own shard, then commits through `streaming.convert.commit.publish` (the driver's commit
 of `dataframe_to_mds`) from the state it read before it started. Afterwards the commit log must be a
 serial history of exactly the runs that reported success, the index must be its newest state, every file
 it names must exist, and a run that lost must have failed with a clear error and left no file behind.
@@ -17,10 +17,11 @@ from typing import Any
 
 import pytest
 
+from streaming.convert.attempt import Attempt
+from streaming.convert.commit import publish
 from streaming.format.commit_log import ConcurrentCommitError, commit_path, commit_versions, read_snapshot
 from streaming.format.index import INDEX_BASENAME, parse_index, shard_files
 from streaming.format.mds.writer import MDSWriter
-from streaming.spark.commit import Attempt, publish
 from streaming.storage.dataset_root import DatasetRoot
 from tests.remotes import Remote
 

@@ -16,8 +16,9 @@ import sys
 import time
 
 from streaming import vacuum
+from streaming.convert.attempt import Attempt
+from streaming.convert.commit import check_destination, publish
 from streaming.format.commit_log import read_snapshot
-from streaming.spark.commit import Attempt, check_destination, publish
 from streaming.storage.dataset_root import DatasetRoot
 
 
@@ -85,7 +86,8 @@ def test_a_stale_checkpoint_is_repaired_by_the_next_commit_with_its_metadata(tmp
 
 _KILLED_WRITER = """
 import sys, time
-from streaming.spark.commit import Attempt, publish
+from streaming.convert.attempt import Attempt
+from streaming.convert.commit import publish
 from streaming.storage.dataset_root import DatasetRoot
 from streaming.format.mds.writer import MDSWriter
 import json, os

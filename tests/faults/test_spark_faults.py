@@ -36,9 +36,9 @@ from typing import Any
 import pytest
 
 from streaming import StreamingDataset, vacuum
+from streaming.convert.attempt import TaskConfig, write_attempt
 from streaming.format.commit_log import ConcurrentCommitError, commit_path, commit_versions
 from streaming.spark import dataframe_to_mds
-from streaming.spark.task import TaskConfig, write_attempt
 from streaming.storage.dataset_root import DatasetRoot
 from tests.remotes import CREDENTIAL_PREFIXES, Remote
 from tests.spark.helpers import assert_no_orphans, files_under, read_samples

@@ -7,8 +7,8 @@ import os
 
 import pytest
 
-from streaming.spark.commit import (
-    Attempt,
+from streaming.convert.attempt import Attempt
+from streaming.convert.commit import (
     check_append_columns,
     check_destination,
     committed_shards,

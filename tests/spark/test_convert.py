@@ -250,10 +250,10 @@ def test_task_failures_are_retried_and_leave_no_trace(session, tmp_path):
 def test_a_speculative_copy_that_lost_is_deleted(session, tmp_path, monkeypatch):
     from pyspark import TaskContext
 
-    from streaming.spark.task import TaskConfig, write_attempt
+    from streaming.convert.attempt import TaskConfig, write_attempt
 
     out = str(tmp_path / "spec")
-    monkeypatch.setattr("streaming.spark.convert.new_run_id", lambda: "run-fixed")
+    monkeypatch.setattr("streaming.convert.driver.new_run_id", lambda: "run-fixed")
     loser = TaskConfig(
         destination=out,
         run="run-fixed",

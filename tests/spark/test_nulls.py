@@ -22,10 +22,10 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
+from streaming.convert.null_plan import _delta_null_counts
+from streaming.convert.source import Source
 from streaming.dataset.local import LocalDataset
 from streaming.spark import dataframe_to_mds
-from streaming.spark.null_plan import _delta_null_counts
-from streaming.spark.source import Source
 
 UTC = datetime.timezone.utc
 ROWS = 4

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from streaming.spark.commit import Attempt
-from streaming.spark.partition_folders import discard_partitions, publish_partitions
-from streaming.spark.task import partition_folder
+from streaming.convert.attempt import Attempt
+from streaming.convert.partition_folders import discard_partitions, publish_partitions
+from streaming.convert.runs import partition_folder
 from streaming.storage.dataset_root import DatasetRoot
 from tests.spark.helpers import files_under
 from tests.spark.test_commit import shard, touch, write_attempt_files

@@ -1,7 +1,7 @@
 """The driver's side of the commit protocol: check the destination, commit the run, remove the rest.
 
 Readers only follow ``<out>/index.json``. A run commits through the dataset's commit log
-(`streaming.format.commit_log`): one create-only commit file names the shards of the attempts Spark
+(`streaming.format.commit_log`): one create-only commit file names the shards of the attempts the engine
 reported as successful (basenames relative to the dataset root) and the conversion metadata, and
 ``index.json`` is then rewritten from it. Concurrent appends are rebased and all land; an overwrite (or a
 ``mode="error"`` write) that loses the race fails and removes its own files. Afterwards the run's other
@@ -12,31 +12,16 @@ dataset it replaced, never files it does not know (a concurrent append's shards 
 from __future__ import annotations
 
 import contextlib
-import re
-from dataclasses import dataclass
 from typing import Any
 
+from streaming.convert.attempt import Attempt
+from streaming.convert.runs import in_run_folder
 from streaming.format import commit_log
 from streaming.format.commit_log import Snapshot
-from streaming.format.index import INDEX_BASENAME, parse_index, rebase
+from streaming.format.index import INDEX_BASENAME, rebase
 from streaming.storage.dataset_root import DatasetRoot
 
 MODES = ("error", "overwrite", "append")
-#: A run's own folder (``convert.new_run_id``) or an incremental run's: a crashed run's leftovers lie there.
-_RUN_FOLDER = re.compile(r"^(?:\d{8}T\d{6}Z-[0-9a-f]{6}(?:-part-[^/]+)?|increments/v\d+-[0-9A-Za-z]+)/")
-
-
-@dataclass(frozen=True)
-class Attempt:
-    """One successful task attempt as reported back to the driver."""
-
-    partition: int
-    attempt: int
-    directory: str
-    shards: list[dict[str, Any]]
-    samples: int
-    bytes: int
-    peak_local_bytes: int
 
 
 def check_destination(destination: DatasetRoot, mode: str) -> Snapshot:
@@ -49,7 +34,7 @@ def check_destination(destination: DatasetRoot, mode: str) -> Snapshot:
         raise ValueError(f"mode must be one of {', '.join(map(repr, MODES))}, got {mode!r}.")
     state = commit_log.read_snapshot(destination)  # from the driver: bad credentials fail here, not in every task
     if mode == "error":
-        existing = [path for path in destination.list_relative() if not _RUN_FOLDER.match(path)]
+        existing = [path for path in destination.list_relative() if not in_run_folder(path)]
         if existing or not state.is_empty:
             shown = existing[0] if existing else INDEX_BASENAME
             raise FileExistsError(
@@ -58,12 +43,6 @@ def check_destination(destination: DatasetRoot, mode: str) -> Snapshot:
                 f"add to the dataset there, or another path."
             )
     return state
-
-
-def read_index(destination: DatasetRoot) -> list[dict[str, Any]]:
-    """The shard entries of the published index, or ``[]`` when there is none."""
-    text = destination.read_text(INDEX_BASENAME)
-    return [] if text is None else parse_index(text, destination.child(INDEX_BASENAME))
 
 
 def check_append_columns(existing: list[dict[str, Any]], columns: dict[str, str], where: str) -> None:

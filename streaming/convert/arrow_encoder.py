@@ -18,9 +18,9 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from streaming.convert.json_values import json_payloads
 from streaming.format.distinct import distinct
-from streaming.format.mds.encodings import NDArray, get_mds_coder
-from streaming.spark.json_values import json_payloads
+from streaming.format.mds.encodings import NDARRAY_DTYPE_CODES, NDArray, get_mds_coder
 
 _INTEGER_DTYPES = {
     "int8": "<i1",
@@ -34,19 +34,6 @@ _INTEGER_DTYPES = {
     "int": "<i8",
 }
 _FLOAT_DTYPES = {"float32": "<f4", "float64": "<f8"}
-_NDARRAY_CODES = {
-    "uint8": 8,
-    "int8": 9,
-    "uint16": 16,
-    "int16": 17,
-    "float16": 18,
-    "uint32": 32,
-    "int32": 33,
-    "float32": 34,
-    "uint64": 64,
-    "int64": 65,
-    "float64": 66,
-}
 _VERBATIM = ("bytes", "pil", "png", "jpeg", "pkl")
 _EMPTY = pa.scalar(b"", pa.large_binary())
 
@@ -289,7 +276,7 @@ class BatchEncoder:
                     f"of any length."
                 )
             return _fixed_piece(values.reshape(rows, expected), rows)
-        header, header_sizes = self._shape_headers(lengths, None if coder.dtype else _NDARRAY_CODES[dtype_name])
+        header, header_sizes = self._shape_headers(lengths, None if coder.dtype else NDARRAY_DTYPE_CODES[dtype_name])
         value_offsets = np.zeros(rows + 1, np.int64)
         np.cumsum(lengths * dtype.itemsize, out=value_offsets[1:])
         value_array = pa.Array.from_buffers(

@@ -3,18 +3,19 @@
 MosaicML Streaming writes ``<out>/<task attempt id>/`` (shards and an ``index.json``) per partition and, with
 ``merge_index=False``, nothing at the root, so users read the sub-directories as streams or merge them later
 (``merge_index(out)``). Here every task attempt writes ``<out>/<run>-part-<partition>-attempt-<id>/``
-(``task.partition_folder``; the
-run prefix keeps runs and retries apart); once the job is done the driver deletes the folders of the
-attempts Spark did not report as successful, so exactly one folder per non-empty partition is left, and
-after a failed job it deletes every folder of the run. ``mode="overwrite"`` also deletes everything else
-below the root (the previous dataset, its merged index).
+(`streaming.convert.runs.partition_folder`; the run prefix keeps runs and retries apart); once the job is
+done the driver deletes the folders of the attempts the engine did not report as successful, so exactly one
+folder per non-empty partition is left, and after a failed job it deletes every folder of the run.
+``mode="overwrite"`` also deletes everything else below the root (the previous dataset, its merged index).
 """
 
 from __future__ import annotations
 
 import contextlib
 
-from streaming.spark.commit import Attempt, first_per_partition
+from streaming.convert.attempt import Attempt
+from streaming.convert.commit import first_per_partition
+from streaming.convert.runs import partition_folder_prefix
 from streaming.storage.dataset_root import DatasetRoot
 
 
@@ -23,7 +24,7 @@ def _top_folder(relative: str) -> str:
 
 
 def _of_run(relative: str, run: str) -> bool:
-    return "/" in relative and _top_folder(relative).startswith(f"{run}-part-")
+    return "/" in relative and _top_folder(relative).startswith(partition_folder_prefix(run))
 
 
 def publish_partitions(destination: DatasetRoot, run: str, attempts: list[Attempt], mode: str) -> None:

@@ -1,4 +1,4 @@
-"""Inputs of `convert` read with pyarrow: what a source is, how it splits into tasks, and its record batches.
+"""Inputs of the pyarrow engine: what an input is, how it splits into tasks, and its record batches.
 
 Kinds: Parquet (a file or a folder of files), JSON Lines, CSV, a Hugging Face `datasets` folder saved with
 `save_to_disk` (Arrow stream files listed in `state.json`), and a Delta table path (read with `deltalake`).
@@ -20,7 +20,6 @@ from dataclasses import dataclass
 
 import pyarrow as pa
 
-from streaming.cli.console import UsageError
 from streaming.storage.dataset_root import DatasetRoot
 from streaming.storage.out_argument import normalize_root
 from streaming.storage.registry import storage_for
@@ -41,6 +40,10 @@ BATCH_BYTES = 8 << 20  # a batch is at most this many bytes (uncompressed), or B
 _GROUPS_PER_TASK_TARGET = 4
 
 
+class InputChoiceError(ValueError):
+    """The input needs a choice only the caller can make (its format, a split, a reader); the message says which."""
+
+
 @dataclass(frozen=True)
 class Task:
     """One unit of work: a file (URL or local path) of a kind, optionally restricted to some row groups."""
@@ -52,7 +55,7 @@ class Task:
 
 
 @dataclass(frozen=True)
-class Source:
+class ArrowInput:
     """A resolved input: its kind, its root, and its tasks in sample order."""
 
     kind: str
@@ -75,7 +78,7 @@ def _kind_of_file(name: str) -> str | None:
     return _EXTENSIONS.get(posixpath.splitext(name)[1].lower())
 
 
-def detect(src: str, requested: str | None, workers: int, split: str | None = None) -> Source:
+def detect(src: str, requested: str | None, workers: int, split: str | None = None) -> ArrowInput:
     """Resolve `src` (a file or folder on any store) into tasks; `requested` (a kind) overrides the detection."""
     root = normalize_root(src)
     storage = storage_for(root)
@@ -102,8 +105,8 @@ def detect(src: str, requested: str | None, workers: int, split: str | None = No
         if not chosen:
             raise FileNotFoundError(f"No {kind} files in {src}.")
     if kind == "parquet":
-        return Source(kind, root, tuple(_parquet_tasks(chosen, workers)))
-    return Source(kind, root, tuple(Task(kind, url) for url in chosen))
+        return ArrowInput(kind, root, tuple(_parquet_tasks(chosen, workers)))
+    return ArrowInput(kind, root, tuple(Task(kind, url) for url in chosen))
 
 
 def _detect_kind(src: str, files: list[str], folder_files: list[str], names: set[str]) -> str:
@@ -114,7 +117,7 @@ def _detect_kind(src: str, files: list[str], folder_files: list[str], names: set
         return "hf"
     kinds = {kind for kind in (_kind_of_file(name) for name in files or folder_files if not _hidden(name)) if kind}
     if len(kinds) != 1:
-        raise UsageError(
+        raise InputChoiceError(
             f"Cannot tell the input format of {src} (formats found: {', '.join(sorted(kinds)) or 'none'}); pass "
             f"--format with one of {', '.join(KINDS)}."
         )
@@ -142,17 +145,17 @@ def _parquet_tasks(urls: list[str], workers: int) -> Iterator[Task]:
             yield Task("parquet", url, chosen, rows)
 
 
-def _hf_source(root: str, names: set[str], split: str | None) -> Source:
+def _hf_source(root: str, names: set[str], split: str | None) -> ArrowInput:
     location = DatasetRoot(root)
     if "dataset_dict.json" in names:
         splits = json.loads(location.read_bytes("dataset_dict.json")).get("splits", [])
         if split is None:
-            raise UsageError(
+            raise InputChoiceError(
                 f"{root} is a Hugging Face DatasetDict with splits {splits}; choose one with --split NAME "
                 f"(or convert each split to its own OUT)."
             )
         if split not in splits:
-            raise UsageError(f"No split {split!r} in {root}; its splits are {splits}.")
+            raise InputChoiceError(f"No split {split!r} in {root}; its splits are {splits}.")
         return _hf_source(location.child(split), {n.split("/", 1)[1] for n in names if n.startswith(split + "/")}, None)
     if "state.json" not in names:
         raise FileNotFoundError(
@@ -163,19 +166,19 @@ def _hf_source(root: str, names: set[str], split: str | None) -> Source:
     files = [entry["filename"] for entry in state.get("_data_files", [])]
     if not files:
         raise FileNotFoundError(f"{root}/state.json lists no data files.")
-    return Source("hf", root, tuple(Task("hf", location.child(name)) for name in files))
+    return ArrowInput("hf", root, tuple(Task("hf", location.child(name)) for name in files))
 
 
-def _delta_source(root: str) -> Source:
+def _delta_source(root: str) -> ArrowInput:
     try:
         from deltalake import DeltaTable
     except ImportError as err:
-        raise UsageError(
+        raise InputChoiceError(
             "Reading a Delta table without Spark needs the `deltalake` package: pip install deltalake "
             "(or pass --spark to read it with Spark)."
         ) from err
     table = DeltaTable(root)
-    return Source("delta", root, (Task("delta", root, rows=None),), version=table.version())
+    return ArrowInput("delta", root, (Task("delta", root, rows=None),), version=table.version())
 
 
 def read_schema(task: Task) -> pa.Schema:

@@ -1,7 +1,7 @@
 """Move each finished shard file from an executor's staging folder to the destination, then delete it.
 
 ``MDSWriter`` writes a shard's file into its local folder and calls ``sink.upload(basename)`` from the
-thread that stored it (the `ShardSink` protocol of ``streaming.format.sink``). ``StreamingSink`` is the
+thread that stored it (the `ShardSink` protocol of ``streaming.format.sink``). ``UploadingSink`` is the
 sink a task attempt gives its writer for destinations that are not a local filesystem: it uploads the
 file through the storage layer right there and removes the local copy, so an executor holds at most one
 shard file per writer thread on disk however large the partition is (#970), and an upload failure fails
@@ -18,7 +18,7 @@ from streaming.storage.scratch import remove_scratch
 from streaming.storage.url import join_url
 
 
-class StreamingSink:
+class UploadingSink:
     """The `ShardSink` of one task attempt's ``MDSWriter``.
 
     Args:

@@ -12,7 +12,7 @@ NULL as ``null``) and that the input marks nullable:
 
 NULL counts come from the Delta table's per-file statistics (``nullCount``) when the input is a Delta table
 and every file has them; the engine counts whatever is left in one pass before the write (Spark: one
-aggregate job, `streaming.spark.nulls`; the command line's pyarrow converter: `streaming.cli.convert`).
+aggregate job, `streaming.spark.nulls`; the pyarrow engine: one read, `streaming.convert.arrow_engine`).
 
 A column without NULLs keeps its encoding and bytes, so converting NULL-free data is unchanged. Rows joining
 an existing dataset (``mode="append"``, every run of ``incremental_to_mds`` after the first) keep its columns:
@@ -31,8 +31,8 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from streaming.convert.source import Source
 from streaming.format.mds.nulls import MASK_ENCODING, mask_name, masked_columns
-from streaming.spark.source import Source
 
 NULL_POLICIES = ("mask", "error")
 DELTA_STATISTICS = "delta statistics"

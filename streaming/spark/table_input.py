@@ -9,9 +9,9 @@ tables are read as they are and have no version.
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
 from typing import Any
 
+from streaming.convert.source import Source
 from streaming.storage.url import is_remote
 
 # How Spark (and Databricks) say that DESCRIBE HISTORY was asked of something that is not a Delta table.
@@ -22,19 +22,6 @@ NOT_DELTA_ERRORS = (
     "is not a Delta table",
     "only supported for Delta tables",
 )
-
-
-@dataclass(frozen=True)
-class Source:
-    """Where the converted rows came from."""
-
-    kind: str
-    name: str | None = None
-    version: int | None = None
-    reader: str | None = None
-
-    def to_json(self) -> dict[str, Any]:
-        return {"kind": self.kind, "name": self.name, "version": self.version, "reader": self.reader}
 
 
 def is_dataframe(obj: Any) -> bool:
