@@ -6,6 +6,8 @@ The one owner of that install hint: the storage backends, the Spark converter an
 from __future__ import annotations
 
 import importlib
+import importlib.util
+from collections.abc import Sequence
 from types import ModuleType
 
 
@@ -27,3 +29,16 @@ def require(module: str, extra: str, needed_for: str) -> ModuleType:
             f"{needed_for} needs {module.split('.')[0]!r}, which is not installed or failed to import ({err}). "
             f"{install_hint(extra)}"
         ) from err
+
+
+def check_installed(modules: Sequence[str], extra: str, needed_for: str) -> None:
+    """Raise ImportError naming the extra to install if any of ``modules`` is missing (found without importing)."""
+    for module in modules:
+        try:
+            found = importlib.util.find_spec(module) is not None
+        except (ImportError, ValueError):
+            found = False
+        if not found:
+            raise ImportError(
+                f"{needed_for} needs {module!r}, which is not installed. {install_hint(extra)}", name=module
+            )

@@ -1,8 +1,10 @@
-"""Upstream's coordination constants (`streaming.base.constant`): block names, lock names, timing.
+"""Upstream's coordination constants (`streaming.base.constant`): block names, lock names, timing, shard states.
 
 `SharedBarrier` and `get_shm_prefix` (upstream's API, kept for user code) name their blocks with these; the
 dataset itself coordinates through the per-user lock files of this package and uses none of them.
 """
+
+from enum import IntEnum
 
 LOCALS = "locals"
 BARRIER = "barrier"
@@ -35,3 +37,13 @@ TICK = 0.007
 
 #: Seconds to wait for a file another process is producing.
 DEFAULT_TIMEOUT = 60.0
+
+
+class ShardState(IntEnum):
+    """Upstream's shard download states (``streaming.base.dataset._ShardState``), for code that imports them;
+    this package keeps no shard-state array (`streaming.dataset.coordination.cache_accounting` has its own)."""
+
+    INVALID = 0
+    REMOTE = 1
+    PREPARING = 2
+    LOCAL = 3

@@ -24,12 +24,16 @@ import tempfile
 from collections.abc import Callable
 from typing import Any
 
-from pyspark.sql import types as T
+from streaming._extras import check_installed
 
-from streaming.format.index import INDEX_BASENAME
-from streaming.spark import dataframe_to_mds as spark_dataframe_to_mds
-from streaming.storage.dataset_root import DatasetRoot
-from streaming.storage.out_argument import parse_out
+check_installed(("pyspark", "pyarrow"), "spark", "Upstream's Spark converter")
+
+from pyspark.sql import types as T  # noqa: E402 - after the check, so a missing pyspark is explained
+
+from streaming.format.index import INDEX_BASENAME  # noqa: E402
+from streaming.spark import dataframe_to_mds as spark_dataframe_to_mds  # noqa: E402
+from streaming.storage.dataset_root import DatasetRoot  # noqa: E402
+from streaming.storage.out_argument import parse_out  # noqa: E402
 
 logger = logging.getLogger(__name__)
 

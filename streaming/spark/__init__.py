@@ -20,7 +20,7 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
-from streaming.spark._requires import require_pyspark
+from streaming._extras import check_installed
 
 # Resolved on first use: `import streaming.spark` alone checks nothing and imports no pyspark.
 _EXPORTS = {
@@ -40,7 +40,7 @@ def __getattr__(name: str) -> Any:
     module = _EXPORTS.get(name)
     if module is None:
         raise AttributeError(f"module 'streaming.spark' has no attribute {name!r}")
-    require_pyspark()
+    check_installed(("pyspark", "pyarrow"), "spark", f"streaming.spark.{name}")
     value = getattr(importlib.import_module(module), name)
     globals()[name] = value
     return value
