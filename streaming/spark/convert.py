@@ -49,7 +49,9 @@ class SparkEngine:
         return aggregate_null_counts(self.frame, values, elements)
 
     def run_attempts(self, config: TaskConfig, destination: DatasetRoot) -> list[Attempt]:
-        bar = Progress(destination, config.run, _partition_count(self.frame), enabled=self.progress)
+        bar = Progress(
+            destination, config.run, _partition_count(self.frame), enabled=self.progress, flat=config.partition_folders
+        )
         try:
             rows = self.frame.mapInArrow(PartitionWriter(config), RESULT_SCHEMA).collect()
         except BaseException:
@@ -74,6 +76,7 @@ def dataframe_to_mds(
     progress: bool = True,
     executor_env: Mapping[str, str] | None = None,
     merge_index: bool = True,
+    partition_folders: bool = False,
     udf: Callable[..., Any] | None = None,
     udf_kwargs: dict[str, Any] | None = None,
     nulls: str = "mask",
@@ -101,7 +104,9 @@ def dataframe_to_mds(
             set). They travel inside the job, so prefer the cluster's own credentials for secrets.
         merge_index: publish the merged ``out/index.json``; if False, upstream's layout: one sub-directory
             per partition directly below ``out``, each with its own ``index.json``, and nothing at the root
-            (see ``streaming.convert.partition_folders``).
+            (see ``streaming.convert.commit``).
+        partition_folders: with the merged index too, put each partition's folder directly below ``out``
+            (each a dataset of its own, as upstream's converter leaves them) rather than in the run's folder.
         udf: instead of encoding the columns, call ``udf(batch_as_pandas, **udf_kwargs)`` and write the sample
             dicts it yields; ``columns`` must then be a dict of name to MDS encoding describing them.
         udf_kwargs: keyword arguments for ``udf``.
@@ -126,6 +131,7 @@ def dataframe_to_mds(
         mode=mode,
         nulls=nulls,
         merge_index=merge_index,
+        partition_folders=partition_folders,
         udf=udf,
         udf_kwargs=dict(udf_kwargs or {}),
         env=dict(executor_env or {}),

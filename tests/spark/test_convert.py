@@ -178,7 +178,12 @@ def test_zero_rows_give_a_valid_empty_dataset(session, tmp_path):
     result = dataframe_to_mds(session.range(0).selectExpr("id", "CAST(id AS STRING) AS s"), out, progress=False)
     assert (result.samples, result.shards, result.bytes) == (0, 0, 0)
     assert load_index(out) == {"shards": [], "version": 2}
-    assert files_under(out) == {"index.json", "mds_conversion.json", "_mds_log/00000000000000000001.json"}
+    assert files_under(out) == {
+        "index.json",
+        "mds_conversion.json",
+        "_mds_log/00000000000000000001.json",
+        "_mds_log/index.json",
+    }
     assert read_samples(out) == []
 
 
