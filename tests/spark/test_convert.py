@@ -202,7 +202,7 @@ def test_modes(session, tmp_path):
     assert [run["samples"] for run in runs] == [10, 5]
     replaced = dataframe_to_mds(second, out, mode="overwrite", compression=None, progress=False)
     assert_no_orphans(out)
-    top_level = {"index.json", "mds_conversion.json", *commit_files(out)}
+    top_level = {"index.json", "mds_conversion.json", "_mds_log/index.json", *commit_files(out)}
     assert all(path.startswith(replaced.run) for path in files_under(out) - top_level)
     assert sorted(int(s["id"]) for s in read_samples(out)) == list(range(100, 105))
 
