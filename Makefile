@@ -75,9 +75,9 @@ lint: $(VENV)/.installed
 	$(MAKE) docs
 
 # The site into site/ (docs/, mkdocs.yml); --strict turns a broken link or anchor, or a page left out of the
-# navigation, into a failure.
+# navigation, into a failure. Not --quiet: it hides the warnings from the count that --strict fails on.
 docs: $(VENV)/.installed
-	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict --quiet
+	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict
 
 # The suite runs in three lanes at once (`make -j3`), each a sequence of pytest runs that share nothing: most of it
 # waits on servers, subprocesses and JVM start-up rather than on the two cores. Every test runs in exactly one lane.
