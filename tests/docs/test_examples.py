@@ -69,17 +69,9 @@ def test_every_listed_block_is_still_in_its_page():
 @pytest.fixture(scope="module")
 def docs_spark(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
     """The suite's local SparkSession (reused when one is running, as the notebook tests do)."""
-    from pyspark.sql import SparkSession
+    from tests.spark.conftest import reused_session
 
-    from tests.spark.conftest import local_session
-
-    active = SparkSession.getActiveSession()
-    if active is not None:
-        yield active
-        return
-    session = local_session(str(tmp_path_factory.mktemp("warehouse")))
-    yield session
-    session.stop()
+    yield from reused_session(tmp_path_factory)
 
 
 @pytest.fixture
