@@ -81,7 +81,7 @@ _ITEM_ACCESS_OVERRIDDEN: weakref.WeakKeyDictionary[type, bool] = weakref.WeakKey
 class StreamingDataset(Array, IterableDataset):
     """Iterate (and randomly access) samples of one or more streams, the same way on every rank and worker.
 
-    Arguments, defaults and validation are MosaicML Streaming's; see the README for each. ``batch_size`` is
+    Arguments, defaults and validation are MosaicML Streaming's; docs/guide/reading.md lists them. ``batch_size`` is
     required to iterate. ``__iter__`` yields this worker's samples of the next epoch (or the resumed one after
     ``load_state_dict``); ``dataset[i]`` reads any sample, downloading its shard when needed.
     """
