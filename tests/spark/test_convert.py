@@ -219,8 +219,9 @@ def test_append_refuses_other_columns_and_a_failed_job_changes_nothing(spark, tm
     assert files_under(out) == before
 
 
-def flaky_frame(session, fail: bool):
-    """A frame whose partition 0 fails on its first attempt after some batches were already written."""
+def flaky_frame(session, failed: str | None):
+    """A frame whose partition 0 fails on its first attempt after some batches were already written (when
+    ``failed`` names a file: the failed attempt's task attempt id is written there)."""
     from pyspark import TaskContext
 
     frame = session.range(0, 600, 1, 3).selectExpr("id", "repeat(CAST(id AS STRING), 5) AS s")
@@ -229,7 +230,9 @@ def flaky_frame(session, fail: bool):
         context = TaskContext.get()
         for number, batch in enumerate(batches):
             yield batch
-            if fail and number == 1 and context.partitionId() == 0 and context.attemptNumber() == 0:
+            if failed and number == 1 and context.partitionId() == 0 and context.attemptNumber() == 0:
+                with open(failed, "w") as file:
+                    file.write(str(context.taskAttemptId()))
                 raise RuntimeError("injected failure on the first attempt")
 
     return frame.mapInArrow(passthrough, frame.schema)
@@ -237,16 +240,18 @@ def flaky_frame(session, fail: bool):
 
 def test_task_failures_are_retried_and_leave_no_trace(session, tmp_path):
     clean = dataframe_to_mds(
-        flaky_frame(session, False), str(tmp_path / "clean"), size_limit="2kb", compression=None, progress=False
+        flaky_frame(session, None), str(tmp_path / "clean"), size_limit="2kb", compression=None, progress=False
     )
+    failed = tmp_path / "failed-attempt"
     retried = dataframe_to_mds(
-        flaky_frame(session, True), str(tmp_path / "retried"), size_limit="2kb", compression=None, progress=False
+        flaky_frame(session, str(failed)), str(tmp_path / "retried"), size_limit="2kb", compression=None, progress=False
     )
     attempts = {}
     for shard in load_index(str(tmp_path / "retried"))["shards"]:
         folder = shard["raw_data"]["basename"].split("/")[1]
         attempts[int(folder[5:10])] = int(folder.rsplit("-", 1)[1])
-    assert attempts[0] > max(attempts[1], attempts[2])  # partition 0 was committed from a later (retried) attempt
+    # Partition 0 was committed from its retry, not from the attempt that failed (which left no folder behind).
+    assert attempts.keys() == {0, 1, 2} and attempts[0] != int(failed.read_text())
     assert (retried.samples, retried.shards) == (clean.samples, clean.shards) == (600, clean.shards)
     assert_no_orphans(str(tmp_path / "retried"))
     assert read_samples(str(tmp_path / "retried")) == read_samples(str(tmp_path / "clean"))
