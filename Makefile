@@ -90,8 +90,12 @@ test-lane-spark: $(VENV)/.installed $(SPARK35_VENV)/.installed
 		$(addprefix --deselect ,$(SPARK35_NOT_RUN))
 	$(MAKE) test-databricks-oldest-sdk
 
+# The real clients' venvs are built (mostly downloads and unpacking) while the differential suite runs.
 test-lane-reference: $(VENV)/.installed $(REF_VENV)/.bench-ready
-	$(TEST_ENV) PYSPARK_PYTHON=$(abspath $(PY)) $(PY) -m pytest -q --durations=10 tests/differential
+	mkdir -p $(CLIENTS_DIR)
+	$(MAKE) clients-venvs > $(CLIENTS_DIR)/build.log 2>&1 & build=$$!; \
+	$(TEST_ENV) PYSPARK_PYTHON=$(abspath $(PY)) $(PY) -m pytest -q --durations=10 tests/differential; tests=$$?; \
+	wait $$build || { tail -n 40 $(CLIENTS_DIR)/build.log; exit 1; }; exit $$tests
 	$(MAKE) test-upstream
 	$(MAKE) test-clients
 

@@ -5,10 +5,12 @@ not the checkout's, heads sys.path: the reference side must not import this chec
 
     inputs WORK           the tokenizer (a WordLevel ``tokenizers`` model in ``PreTrainedTokenizerFast``, saved to
                           a folder: no hub) and the raw inputs both sides convert, in WORK/inputs
-    run WORK SIDE PEER    first half: llm-foundry's converters, the side's own MDSWriter, every loader scenario, the
+    run WORK SIDE PEER [SDIST]
+                          first half: llm-foundry's converters, the side's own MDSWriter, every loader scenario, the
                           first half of each resumption and composer's Trainer up to its checkpoint; then, once
                           PEER (the other side, running at the same time) has finished its first half, the second
-                          halves from both sides' states and checkpoints (crossed between the packages)
+                          halves from both sides' states and checkpoints (crossed between the packages); last,
+                          the test modules of the llm-foundry sdist unpacked at SDIST
 
 Everything lands in WORK/SIDE: data/ (the datasets), cache/ (remote->local caches), dumps/NAME.pkl (one per
 scenario: the batches as numpy arrays, or the error raised). Only llm-foundry's and composer's public entry points
@@ -595,6 +597,28 @@ def main() -> None:
         time.sleep(0.5)
     resumed(work, side)
     trainer_second_half(work, side)
+    if len(sys.argv) > 5:
+        record(side, "llm-foundry-tests", lambda: shipped_tests(side, Path(sys.argv[5])))
+
+
+def shipped_tests(side: Path, sdist: Path) -> dict[str, Any]:
+    """llm-foundry's own test modules from its sdist, in a fresh pytest session of this interpreter (the clients are
+    imported already: a second interpreter would spend most of its time importing them again)."""
+    import contextlib
+    import io
+    import shutil
+
+    import pytest
+
+    folder = side / "llm-foundry-tests"
+    shutil.copytree(sdist / "tests", folder / "tests")
+    shutil.copy(sdist / "pyproject.toml", folder)  # its pytest options and warning filters
+    output = io.StringIO()
+    with contextlib.redirect_stdout(output):
+        code = pytest.main(
+            ["-q", "-p", "no:cacheprovider", "--color=no", "--rootdir", str(folder), str(folder / "tests")]
+        )
+    return {"exit_code": int(code), "output": output.getvalue()[-4000:]}
 
 
 if __name__ == "__main__":

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import subprocess
 import time
 from pathlib import Path
@@ -46,11 +45,13 @@ def work(tmp_path_factory: pytest.TempPathFactory) -> Path:
     half before resuming from each other's states)."""
     work = tmp_path_factory.mktemp("clients")
     pythons = {side: python_of(side) for side in grid.SIDES}
+    if not (LLM_FOUNDRY_SDIST / "tests").is_dir():
+        pytest.fail(f"no llm-foundry sdist at {LLM_FOUNDRY_SDIST}: run `make clients-venvs` first")
     subprocess.run([pythons["ref"], DRIVER, "inputs", work], cwd=work, check=True, timeout=300)
     running = {}
     for side, peer in zip(grid.SIDES, reversed(grid.SIDES)):
         log = open(work / f"{side}.log", "wb")
-        command = [pythons[side], DRIVER, "run", work, side, peer]
+        command = [pythons[side], DRIVER, "run", work, side, peer, LLM_FOUNDRY_SDIST]
         running[side] = (subprocess.Popen(command, cwd=work, stdout=log, stderr=subprocess.STDOUT), log)
     deadline = time.monotonic() + RUN_TIMEOUT
     try:
@@ -162,19 +163,11 @@ def test_composer_trainer_resumes_from_either_packages_checkpoint(work):
                 assert difference is None, f"{consumer} from {producer}'s checkpoint: {difference}"
 
 
-def test_llm_foundrys_shipped_tests(tmp_path):
+@pytest.mark.parametrize("side", grid.SIDES)
+def test_llm_foundrys_shipped_tests(work, side):
     """The test modules llm-foundry's PyPI sdist ships (registry, smoke test, config utilities; its data tests are
-    not in the sdist), run in both side venvs at once: all pass beside either package."""
-    if not (LLM_FOUNDRY_SDIST / "tests").is_dir():
-        pytest.fail(f"no llm-foundry sdist at {LLM_FOUNDRY_SDIST}: run `make clients-venvs` first")
-    running = {}
-    for side in grid.SIDES:
-        folder = tmp_path / side
-        shutil.copytree(LLM_FOUNDRY_SDIST / "tests", folder / "tests")
-        shutil.copy(LLM_FOUNDRY_SDIST / "pyproject.toml", folder)  # its pytest options and warning filters
-        command = [python_of(side), "-m", "pytest", "-q", "-p", "no:cacheprovider", "--color=no", "tests"]
-        running[side] = subprocess.Popen(command, cwd=folder, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
-    for side, process in running.items():
-        output = process.communicate(timeout=600)[0].decode(errors="replace")
-        assert process.returncode == 0, f"{side}:\n{output[-4000:]}"
-        assert "13 passed" in output, f"{side}:\n{output[-2000:]}"
+    not in the sdist), run by each side's driver after its scenarios: all pass beside either package."""
+    result = load(work, side, "llm-foundry-tests")
+    assert "error" not in result, result.get("traceback")
+    assert result["exit_code"] == 0, result["output"]
+    assert "13 passed" in result["output"], result["output"]
