@@ -26,7 +26,7 @@ OLDEST_DATABRICKS_SDK_DIR := .ci/databricks-sdk-$(OLDEST_DATABRICKS_SDK)
 DATABRICKS_TESTS := tests/storage tests/remote -k "dbfs or volumes or databricks"
 
 .PHONY: wheel demo test unit lint docs bench bench-loader fuse test-databricks-oldest-sdk test-upstream test-lane-core \
-	test-lane-spark test-lane-reference
+	test-lane-spark test-lane-reference test-clients clients-venvs
 
 wheel: $(WHEEL_STAMP)
 
@@ -82,7 +82,7 @@ docs: $(VENV)/.installed
 # The suite runs in three lanes at once (`make -j3`), each a sequence of pytest runs that share nothing: most of it
 # waits on servers, subprocesses and JVM start-up rather than on the two cores. Every test runs in exactly one lane.
 # The differential suite and the upstream suite share a lane: both drive streaming-community's /dev/shm blocks.
-CORE_LANE_IGNORES := tests/differential tests/spark tests/notebooks
+CORE_LANE_IGNORES := tests/differential tests/spark tests/notebooks tests/clients
 TEST_ENV := SPARK_LOCAL_IP=127.0.0.1 MDS_REFERENCE_PYTHON=$(abspath $(REF_VENV))/bin/python
 
 test: lint $(VENV)/.installed $(SPARK35_VENV)/.installed $(NODE_DIR)/.installed $(REF_VENV)/.bench-ready fuse \
@@ -92,7 +92,7 @@ test: lint $(VENV)/.installed $(SPARK35_VENV)/.installed $(NODE_DIR)/.installed 
 # The edit-test loop (under 3 minutes here): every test that needs no server, no Spark, no reference venv and no
 # FUSE mount, chosen by the markers tests/conftest.py derives from the fixtures a test uses (`services`, `spark`)
 # and by `reference` (tests that run streaming-community 0.14.2 itself). These run again in the core lane.
-UNIT_IGNORES := tests/differential tests/spark tests/notebooks tests/upstream_suite tests/volumes
+UNIT_IGNORES := tests/differential tests/spark tests/notebooks tests/upstream_suite tests/volumes tests/clients
 unit: $(VENV)/.installed
 	SPARK_LOCAL_IP=127.0.0.1 $(PY) -m pytest -q --durations=10 -m "not services and not spark and not reference" \
 		tests $(addprefix --ignore ,$(UNIT_IGNORES))
@@ -106,9 +106,43 @@ test-lane-spark: $(VENV)/.installed $(SPARK35_VENV)/.installed
 		$(addprefix --deselect ,$(SPARK35_NOT_RUN))
 	$(MAKE) test-databricks-oldest-sdk
 
+# The real clients' venvs are built (mostly downloads and unpacking) while the differential suite runs.
 test-lane-reference: $(VENV)/.installed $(REF_VENV)/.bench-ready
-	$(TEST_ENV) PYSPARK_PYTHON=$(abspath $(PY)) $(PY) -m pytest -q --durations=10 tests/differential
+	mkdir -p $(CLIENTS_DIR)
+	$(MAKE) clients-venvs > $(CLIENTS_DIR)/build.log 2>&1 & build=$$!; \
+	$(TEST_ENV) PYSPARK_PYTHON=$(abspath $(PY)) $(PY) -m pytest -q --durations=10 tests/differential; tests=$$?; \
+	wait $$build || { tail -n 40 $(CLIENTS_DIR)/build.log; exit 1; }; exit $$tests
 	$(MAKE) test-upstream
+	$(MAKE) test-clients
+
+# Real clients (tests/clients): llm-foundry and composer from PyPI, unchanged, once beside this checkout and once
+# beside streaming-community 0.14.2, each in a side virtualenv (hard-linked copies of one base venv of the clients,
+# each with its own streaming package) built here once and then reused (rebuilt when the pins change), batches
+# compared element for element. The llm-foundry sdist supplies the test modules it ships.
+CLIENTS_DIR := .ci/clients
+CLIENTS_PINS := tests/clients/requirements.txt tests/clients/constraints.txt tests/clients/setup_venv.sh \
+	benchmarks/patch_torchvision.py
+LLM_FOUNDRY_SDIST := $(CLIENTS_DIR)/llm_foundry-0.22.0
+
+$(CLIENTS_DIR)/base/.installed: $(CLIENTS_PINS)
+	bash tests/clients/setup_venv.sh base $(CLIENTS_DIR)/base
+
+$(CLIENTS_DIR)/ref/.installed: $(CLIENTS_DIR)/base/.installed
+	bash tests/clients/setup_venv.sh ref $(CLIENTS_DIR)/ref $(CLIENTS_DIR)/base
+
+$(CLIENTS_DIR)/ours/.installed: $(CLIENTS_DIR)/base/.installed pyproject.toml
+	bash tests/clients/setup_venv.sh ours $(CLIENTS_DIR)/ours $(CLIENTS_DIR)/base
+
+$(LLM_FOUNDRY_SDIST)/PKG-INFO:
+	mkdir -p $(CLIENTS_DIR)
+	python3 -m pip download -q --no-deps --no-binary :all: llm-foundry==0.22.0 --dest $(CLIENTS_DIR)
+	tar -xzf $(CLIENTS_DIR)/llm_foundry-0.22.0.tar.gz -C $(CLIENTS_DIR)
+	touch $@
+
+clients-venvs: $(CLIENTS_DIR)/ref/.installed $(CLIENTS_DIR)/ours/.installed $(LLM_FOUNDRY_SDIST)/PKG-INFO
+
+test-clients: $(VENV)/.installed clients-venvs
+	$(PY) -m pytest -q --durations=5 tests/clients
 
 # streaming-community 0.14.2's own behaviour tests against this package (tests/upstream_suite/run.py fetches the
 # sdist from PyPI once into .ci/upstream-suite/; exclusions.toml lists what is deselected or expected to fail).

@@ -31,6 +31,7 @@ GENERATED = (
     ".ci/upstream-suite",
     ".ci/node",
     ".ci/databricks-sdk-",
+    ".ci/clients",
     "dist",
     "site",
     ".bench",
