@@ -30,6 +30,7 @@ from streaming.spark.progress import Progress
 from streaming.spark.schema import resolve_columns, select_expressions
 from streaming.spark.source import resolve
 from streaming.spark.task import RESULT_SCHEMA, PartitionWriter, TaskConfig
+from streaming.spark.workspace_share import task_environment
 from streaming.storage.destination import Destination
 
 logger = logging.getLogger(__name__)
@@ -159,7 +160,7 @@ def dataframe_to_mds(
         direct=destination.is_local,
         udf=udf,
         udf_kwargs=dict(udf_kwargs or {}),
-        env=dict(executor_env or {}),
+        env=task_environment(frame, executor_env),
         nulls=null_plan.masks,
         partition_folders=not merge_index,
     )
