@@ -107,8 +107,10 @@ def dataframe_to_mds(
         spark: the SparkSession used to read a table or Delta path (default: the active one).
         progress: show a progress bar on the driver.
         executor_env: environment variables each task sets while it writes, for storage settings the
-            executors lack (e.g. ``S3_ENDPOINT_URL`` on serverless, where cluster variables cannot be
-            set). They travel inside the job, so prefer the cluster's own credentials for secrets.
+            executors lack (e.g. credentials on standard access mode, where the cluster's are hidden from
+            tasks). They travel inside the job, so prefer the cluster's own credentials for secrets. A
+            destination the executors of this compute cannot reach is refused before any task starts
+            (``streaming.spark.executor_access``).
         merge_index: publish the merged ``out/index.json``; if False, upstream's layout: one sub-directory
             per partition directly below ``out``, each with its own ``index.json``, and nothing at the root
             (see ``streaming.spark.partition_folders``).
@@ -139,7 +141,7 @@ def dataframe_to_mds(
     else:
         plan = _checked_user_columns(columns)
     destination = Destination(out)
-    check_executor_access(destination.url, executor_env)
+    check_executor_access(destination.url, executor_env, frame.sparkSession)
     base = commit.check_destination(destination, mode)
     joined = [*(base.shards if mode == "append" else ()), *join_shards]
     if udf is None:  # counted after the destination checks, so a refused destination costs no job

@@ -130,7 +130,7 @@ def incremental_to_mds(
         raise TypeError(f"`table` must be a Delta table name or path, got {table!r}.")
     session = active_session(spark)
     destination = Destination(out)
-    check_executor_access(destination.url, executor_env)
+    check_executor_access(destination.url, executor_env, session)
     base = commit_log.read_snapshot(destination)
     existing = base.shards
     held = held_version(destination, table, base)
