@@ -90,3 +90,33 @@ def test_eight_tasks_write_64_mib_shards_within_the_limits_and_through_storage_f
     for index in range(0, len(dataset), 7):
         sample = dataset[index]
         assert sample["data"] == payload(int(sample["id"])), f"sample {sample['id']} came back changed"
+
+
+class _Executors:
+    """A session whose executors run on the given hosts (Spark's status tracker, as the count reads it)."""
+
+    def __init__(self, *hosts: str) -> None:
+        infos = [type("Info", (), {"host": lambda self, h=host: h})() for host in hosts]
+        tracker = type("Tracker", (), {"getExecutorInfos": lambda self: infos})()
+        status = type("Status", (), {"_jtracker": tracker})()
+        self.sparkContext = type("Context", (), {"statusTracker": lambda self: status})()
+
+
+class _ConnectSession:
+    @property
+    def sparkContext(self) -> None:
+        raise RuntimeError("[JVM_ATTRIBUTE_NOT_SUPPORTED] sparkContext is not supported in Spark Connect")
+
+
+def test_tasks_learn_how_many_machines_share_the_workspace_budget(spark):
+    from streaming.spark.workspace_share import executor_machines, task_environment
+    from streaming.storage.workspace_budget import MACHINES_ENV
+
+    assert executor_machines(spark) == 1  # local mode: the driver's machine runs every task
+    assert task_environment(spark.range(1), None) == {}
+    assert task_environment(spark.range(1), {"S3_ENDPOINT_URL": "x"}) == {"S3_ENDPOINT_URL": "x"}
+    assert executor_machines(_Executors("driver", "worker-1", "worker-1", "worker-2")) == 3
+    assert executor_machines(_ConnectSession()) == 1
+    frame = type("Frame", (), {"sparkSession": _Executors("driver", "worker-1")})()
+    assert task_environment(frame, None) == {MACHINES_ENV: "2"}
+    assert task_environment(frame, {MACHINES_ENV: "5"}) == {MACHINES_ENV: "5"}  # executor_env wins
