@@ -9,9 +9,10 @@ from __future__ import annotations
 
 import re
 import sys
-import tomllib
 from importlib.metadata import version
 from pathlib import Path
+
+import tomllib
 
 PYPROJECT = Path(__file__).resolve().parents[1] / "pyproject.toml"
 
