@@ -19,6 +19,9 @@ SPARK35_TEST_DEPS := torch==2.13.0 pytest pytest-timeout hypothesis psutil delta
 # the Databricks-facing tests.
 FLOOR_TESTS := tests/spark tests/notebooks tests/dataset/test_handover.py tests/dataset/test_multiprocess.py \
 	tests/dataset/test_streaming.py
+# Runs on the main lane only: deltalake's DELETE writes Parquet files whose embedded Arrow schema holds string_view,
+# which pyarrow < 16 cannot open (a runtime's Spark reads Delta natively; only this machine reads it with deltalake).
+FLOOR_NOT_RUN := tests/notebooks/test_incremental.py::test_deletes_are_counted_not_applied
 WHEEL_STAMP := dist/.built
 SOURCES := pyproject.toml README.md $(shell find streaming -name '*.py')
 # The floor lane runs them on the oldest databricks-sdk we declare (pyproject.toml: databricks-sdk>=0.38). Older
@@ -103,7 +106,7 @@ test-upstream: $(VENV)/.installed
 test-floor: $(SPARK35_VENV)/.installed $(NODE_DIR)/.installed $(REF_VENV)/.bench-ready
 	$(SPARK35_PY) tests/floor_versions.py .ci/spark35-constraints.txt
 	$(TEST_ENV) PYSPARK_PYTHON=$(abspath $(SPARK35_PY)) MDS_SPARK_CLASSIC_ONLY=1 $(SPARK35_PY) -m pytest -q \
-		--durations=10 $(FLOOR_TESTS)
+		--durations=10 $(FLOOR_TESTS) $(addprefix --deselect ,$(FLOOR_NOT_RUN))
 	$(TEST_ENV) PYSPARK_PYTHON=$(abspath $(SPARK35_PY)) $(SPARK35_PY) -m pytest -q $(DATABRICKS_TESTS)
 
 # The reference side is the differential suite's $(REF_VENV) unless BENCH_REF_PYTHON names another interpreter.
