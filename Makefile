@@ -1,6 +1,7 @@
 # Entry points (see README): `make` builds the wheel, `make demo` runs the main job end to end, `make test` runs
 # the whole suite (on pyspark 4.x and the newest libraries, then the Spark, notebook, Databricks and DataLoader tests
-# again in the floor lane: the oldest pyspark, numpy, pandas, pyarrow and databricks-sdk pyproject.toml declares).
+# again in the floor lane: the oldest pyspark, numpy, pandas, pyarrow and databricks-sdk pyproject.toml declares),
+# `make unit` the fast lane for the edit-test loop, `make docs` the documentation site (CONTRIBUTING.md says more).
 VENV ?= .venv
 PY := $(VENV)/bin/python
 NODE_DIR := .ci/node
@@ -28,8 +29,8 @@ SOURCES := pyproject.toml README.md $(shell find streaming -name '*.py')
 # SDKs resend an already-read body after a throttled PUT (an empty file).
 DATABRICKS_TESTS := tests/storage tests/remote -k "dbfs or volumes or databricks"
 
-.PHONY: wheel demo test lint bench bench-loader fuse test-floor test-upstream test-lane-core test-lane-spark \
-	test-lane-reference
+.PHONY: wheel demo test unit lint docs bench bench-loader fuse test-floor test-upstream test-lane-core \
+	test-lane-spark test-lane-reference
 
 wheel: $(WHEEL_STAMP)
 
@@ -70,11 +71,18 @@ demo: $(WHEEL_STAMP)
 	SPARK_LOCAL_IP=127.0.0.1 $(PY) notebooks/run_local.py notebooks/02_train_from_volume.py --widget install=$$(ls $(abspath dist)/*.whl)
 	$(PY) notebooks/formats_demo.py
 
-# Lint and types first: any finding fails `make test` before the (much longer) test run starts.
+# Lint, types and the documentation site first: any finding fails `make test` before the (much longer) test run
+# starts. The site builds offline (mkdocs.yml: no plugin or theme feature that fetches anything).
 lint: $(VENV)/.installed
 	$(VENV)/bin/ruff format --check $(LINTED)
 	$(VENV)/bin/ruff check $(LINTED)
 	$(VENV)/bin/mypy
+	$(MAKE) docs
+
+# The site into site/ (docs/, mkdocs.yml); --strict turns a broken link or anchor, or a page left out of the
+# navigation, into a failure. Not --quiet: it hides the warnings from the count that --strict fails on.
+docs: $(VENV)/.installed
+	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict
 
 # The suite runs in three lanes at once (`make -j3`), each a sequence of pytest runs that share nothing: most of it
 # waits on servers, subprocesses and JVM start-up rather than on the two cores. Every test runs in exactly one lane.
@@ -84,6 +92,14 @@ TEST_ENV := SPARK_LOCAL_IP=127.0.0.1 MDS_REFERENCE_PYTHON=$(abspath $(REF_VENV))
 
 test: lint $(VENV)/.installed $(SPARK35_VENV)/.installed $(NODE_DIR)/.installed $(REF_VENV)/.bench-ready fuse
 	$(MAKE) -j3 --output-sync=target test-lane-core test-lane-spark test-lane-reference
+
+# The edit-test loop (under 3 minutes here): every test that needs no server, no Spark, no reference venv and no
+# FUSE mount, chosen by the markers tests/conftest.py derives from the fixtures a test uses (`services`, `spark`)
+# and by `reference` (tests that run streaming-community 0.14.2 itself). These run again in the core lane.
+UNIT_IGNORES := tests/differential tests/spark tests/notebooks tests/upstream_suite tests/volumes
+unit: $(VENV)/.installed
+	SPARK_LOCAL_IP=127.0.0.1 $(PY) -m pytest -q --durations=10 -m "not services and not spark and not reference" \
+		tests $(addprefix --ignore ,$(UNIT_IGNORES))
 
 test-lane-core: $(VENV)/.installed
 	$(TEST_ENV) PYSPARK_PYTHON=$(abspath $(PY)) $(PY) -m pytest -q --durations=15 tests $(addprefix --ignore ,$(CORE_LANE_IGNORES))

@@ -1,9 +1,19 @@
-"""Import an optional dependency on first use, or fail naming the extra that installs it."""
+"""Optional dependencies: import one on first use, or fail with the command that installs the extra providing it.
+
+The one owner of that install hint: the storage backends, the Spark converter and the dataset zoo all use it.
+"""
 
 from __future__ import annotations
 
 import importlib
+import importlib.util
+from collections.abc import Sequence
 from types import ModuleType
+
+
+def install_hint(extra: str) -> str:
+    """The sentence telling how to install an ``mds-streaming`` extra."""
+    return f'Install it with: pip install "mds-streaming[{extra}]"'
 
 
 def require(module: str, extra: str, needed_for: str) -> ModuleType:
@@ -17,5 +27,18 @@ def require(module: str, extra: str, needed_for: str) -> ModuleType:
     except ImportError as err:
         raise ImportError(
             f"{needed_for} needs {module.split('.')[0]!r}, which is not installed or failed to import ({err}). "
-            f'Install it with: pip install "mds-streaming[{extra}]"'
+            f"{install_hint(extra)}"
         ) from err
+
+
+def check_installed(modules: Sequence[str], extra: str, needed_for: str) -> None:
+    """Raise ImportError naming the extra to install if any of ``modules`` is missing (found without importing)."""
+    for module in modules:
+        try:
+            found = importlib.util.find_spec(module) is not None
+        except (ImportError, ValueError):
+            found = False
+        if not found:
+            raise ImportError(
+                f"{needed_for} needs {module!r}, which is not installed. {install_hint(extra)}", name=module
+            )

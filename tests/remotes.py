@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 
 import pytest
 
-from streaming.storage.base import clear_storage_cache
+from streaming.storage.registry import clear_storage_cache
 from tests.servers.flaky_proxy import FlakyProxy
 from tests.servers.hub_and_sftp import known_hosts_line
 from tests.services import OCI_FINGERPRINT, OCI_TENANCY, OCI_USER, Service, free_port

@@ -1,6 +1,6 @@
 """Upstream path `streaming.base.constant`: re-exports."""
 
-from streaming.dataset.coordination.constant import (
+from streaming.compat.coordination_names import (
     BARRIER,
     BARRIER_FILELOCK,
     CACHE_FILELOCK,

@@ -1,16 +1,6 @@
-"""Upstream path `streaming.base.dataset`: re-exports, and upstream's private `_ShardState` names."""
+"""Upstream path `streaming.base.dataset`: re-exports, and upstream's private `_ShardState` name."""
 
-from enum import IntEnum
-
+from streaming.compat.coordination_names import ShardState as _ShardState
 from streaming.dataset.dataset import StreamingDataset
 
-__all__ = ["StreamingDataset"]
-
-
-class _ShardState(IntEnum):
-    """Upstream's shard download states, for code that imports them; this package keeps no shard-state array."""
-
-    INVALID = 0
-    REMOTE = 1
-    PREPARING = 2
-    LOCAL = 3
+__all__ = ["StreamingDataset", "_ShardState"]

@@ -1,6 +1,6 @@
 """Upstream path `streaming.base.distributed`: re-exports."""
 
-from streaming.dataset.distributed import (
+from streaming.compat.distributed import (
     TObj,
     all_gather,
     all_gather_object,

@@ -1,5 +1,5 @@
 """Upstream path `streaming.base.spanner`: re-exports."""
 
-from streaming.dataset.spanner import Spanner
+from streaming.compat.spanner import Spanner
 
 __all__ = ["Spanner"]

@@ -14,18 +14,10 @@ _WHERE = {
     "retry": "streaming.storage.retry",
     "TCallable": "streaming.storage.retry",
     "merge_index": "streaming.format.merge",
+    "clean_stale_shared_memory": "streaming.compat.shm_cleanup",
 }
 
-__all__ = [*_WHERE, "clean_stale_shared_memory"]
-
-
-def clean_stale_shared_memory() -> None:
-    """Remove what dead processes left: this package's lock-guarded files, and upstream's /dev/shm blocks."""
-    from streaming.dataset.coordination import clean_stale_state
-    from streaming.dataset.coordination.cleanup import remove_upstream_blocks
-
-    clean_stale_state()
-    remove_upstream_blocks()
+__all__ = list(_WHERE)
 
 
 def __getattr__(name: str) -> Any:

@@ -14,7 +14,7 @@ import sys
 from collections.abc import Sequence
 
 from streaming._version import DISTRIBUTION_VERSION
-from streaming.cli.output import PROBLEMS, USAGE, UsageError
+from streaming.cli.console import PROBLEMS, USAGE, UsageError
 
 COMMANDS = ("convert", "inspect", "verify", "rebuild_index", "merge_index", "cp", "vacuum", "simulate")
 

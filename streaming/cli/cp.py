@@ -17,9 +17,9 @@ import tempfile
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-from streaming.cli.location import DatasetLocation
-from streaming.cli.output import OK, emit, human_bytes, progress
-from streaming.format.index import METADATA_BASENAME, stored_files
+from streaming.cli.console import OK, emit, human_bytes, progress
+from streaming.format.index import METADATA_BASENAME, read_index, stored_files
+from streaming.storage.dataset_root import DatasetRoot
 
 EXAMPLES = """\
 examples:
@@ -58,12 +58,12 @@ def _hashes_match(path: str, hashes: dict[str, str]) -> bool:
     return all(get_hash(algo, data) == digest for algo, digest in hashes.items())
 
 
-def copy_file(src: DatasetLocation, dst: DatasetLocation, info: dict[str, Any]) -> tuple[str, int]:
+def copy_file(src: DatasetRoot, dst: DatasetRoot, info: dict[str, Any]) -> tuple[str, int]:
     """Copy one file unless it is already there; returns `("copied" | "skipped", bytes)`."""
     name, size, hashes = info["basename"], info.get("bytes"), info.get("hashes") or {}
     present = dst.size(name)
     if present is not None and (size is None or present == size):
-        if not dst.is_local or _hashes_match(dst.url(name), hashes):
+        if not dst.is_local or _hashes_match(dst.child(name), hashes):
             return "skipped", present
     scratch = tempfile.mkdtemp(prefix="mds-cp-")
     try:
@@ -71,18 +71,18 @@ def copy_file(src: DatasetLocation, dst: DatasetLocation, info: dict[str, Any]) 
         actual = os.path.getsize(path)
         if size is not None and actual != size:
             raise ValueError(
-                f"{src.url(name)} is {actual} bytes but the source index says {size}; the source is damaged: "
-                f"check it with `mds-streaming verify {src.root}`."
+                f"{src.child(name)} is {actual} bytes but the source index says {size}; the source is damaged: "
+                f"check it with `mds-streaming verify {src.url}`."
             )
         if not _hashes_match(path, hashes):
             raise ValueError(
-                f"{src.url(name)} does not match the hashes its index records; the source is damaged: check it "
-                f"with `mds-streaming verify {src.root}`."
+                f"{src.child(name)} does not match the hashes its index records; the source is damaged: check it "
+                f"with `mds-streaming verify {src.url}`."
             )
-        dst.storage.put(path, dst.url(name))
+        dst.storage.put(path, dst.child(name))
         copied = dst.size(name)
         if copied != actual:
-            raise OSError(f"{dst.url(name)} holds {copied} bytes after the upload, expected {actual}; run cp again.")
+            raise OSError(f"{dst.child(name)} holds {copied} bytes after the upload, expected {actual}; run cp again.")
         return "copied", actual
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
@@ -91,13 +91,13 @@ def copy_file(src: DatasetLocation, dst: DatasetLocation, info: dict[str, Any]) 
 def run(args: argparse.Namespace) -> int:
     from streaming.format.index import get_index_basename
 
-    src = DatasetLocation(args.src)
-    dst = DatasetLocation(args.dst)
-    if src.root == dst.root:
-        from streaming.cli.output import UsageError
+    src = DatasetRoot(args.src)
+    dst = DatasetRoot(args.dst)
+    if src.url == dst.url:
+        from streaming.cli.console import UsageError
 
-        raise UsageError(f"SRC and DST are the same place ({src.root}); give another destination.")
-    shards = src.read_index()
+        raise UsageError(f"SRC and DST are the same place ({src.url}); give another destination.")
+    shards = read_index(src)
     files = [info for shard in shards for info in stored_files(shard)]
     metadata_size = src.size(METADATA_BASENAME)
     if metadata_size is not None:
@@ -114,12 +114,12 @@ def run(args: argparse.Namespace) -> int:
     deleted = []
     if args.delete_extra:
         wanted = {info["basename"] for info in files} | {index_name}
-        deleted = [name for name in dst.files() if name not in wanted]
+        deleted = [name for name in dst.list_relative() if name not in wanted]
         for name in deleted:
-            dst.storage.delete(dst.url(name))
+            dst.storage.delete(dst.child(name))
     document = {
-        "src": src.root,
-        "dst": dst.root,
+        "src": src.url,
+        "dst": dst.url,
         "files": len(files),
         "copied": counts["copied"],
         "skipped": counts["skipped"],
@@ -127,7 +127,7 @@ def run(args: argparse.Namespace) -> int:
         "deleted": deleted,
     }
     text = (
-        f"{src.root} -> {dst.root}: {counts['copied']} file(s) copied ({human_bytes(moved)}), "
+        f"{src.url} -> {dst.url}: {counts['copied']} file(s) copied ({human_bytes(moved)}), "
         f"{counts['skipped']} already there, index written last"
         + (f"; deleted {len(deleted)} extra file(s)" if deleted else "")
     )

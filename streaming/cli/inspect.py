@@ -9,9 +9,9 @@ import statistics
 import tempfile
 from typing import Any
 
-from streaming.cli.location import DatasetLocation
-from streaming.cli.output import OK, emit, human_bytes, table
-from streaming.format.index import RAW_DATA, RAW_META, shard_files, stored_files
+from streaming.cli.console import OK, emit, human_bytes, table
+from streaming.format.index import RAW_DATA, RAW_META, read_index, shard_files, stored_files
+from streaming.storage.dataset_root import DatasetRoot
 
 EXAMPLES = """\
 examples:
@@ -81,7 +81,7 @@ def _spread(values: list[int]) -> dict[str, float] | None:
     }
 
 
-def decoded_samples(location: DatasetLocation, shards: list[dict[str, Any]], count: int, unsafe: bool) -> list[Any]:
+def decoded_samples(location: DatasetRoot, shards: list[dict[str, Any]], count: int, unsafe: bool) -> list[Any]:
     """The first `count` samples, decoded from the first shards (downloaded to a scratch folder)."""
     from streaming.format.index import stored_files
     from streaming.format.reader_registry import reader_from_json
@@ -107,14 +107,14 @@ def decoded_samples(location: DatasetLocation, shards: list[dict[str, Any]], cou
 
 
 def run(args: argparse.Namespace) -> int:
-    location = DatasetLocation(args.url)
-    shards = location.read_index()
-    summary = {"root": location.root, **summarize(shards)}
+    location = DatasetRoot(args.url)
+    shards = read_index(location)
+    summary = {"root": location.url, **summarize(shards)}
     samples = decoded_samples(location, shards, args.samples, args.allow_unsafe_types) if args.samples else []
     summary["sample_preview"] = [{name: _short(value) for name, value in sample.items()} for sample in samples]
     columns = summary["columns"]
     lines = [
-        f"dataset  {location.root}",
+        f"dataset  {location.url}",
         f"format   {', '.join(map(str, summary['formats']))}   compression {', '.join(summary['compression'])}"
         f"   hashes {', '.join(summary['hashes']) or '-'}",
         f"shards   {summary['shards']}   samples {summary['samples']}",

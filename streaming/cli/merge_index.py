@@ -10,7 +10,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from streaming.cli.output import OK, emit
+from streaming.cli.console import OK, emit
 
 EXAMPLES = """\
 examples:
@@ -35,15 +35,17 @@ def add_parser(commands: Any, common: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from streaming.cli.location import DatasetLocation, normalize_root
+    from streaming.format.index import read_index
     from streaming.format.merge import merge_index
+    from streaming.storage.dataset_root import DatasetRoot
+    from streaming.storage.out_argument import normalize_root
 
     root = normalize_root(args.root)
     if args.indexes:
         merge_index([normalize_root(i) for i in args.indexes], root, download_timeout=args.download_timeout)
     else:
         merge_index(root, download_timeout=args.download_timeout)
-    shards = DatasetLocation(root).read_index()
+    shards = read_index(DatasetRoot(root))
     document = {"root": root, "shards": len(shards), "samples": sum(int(s["samples"]) for s in shards)}
     emit(args, document, f"wrote {root}/index.json: {document['shards']} shards, {document['samples']} samples")
     return OK

@@ -18,9 +18,9 @@ import tempfile
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-from streaming.cli.location import DatasetLocation
-from streaming.cli.output import OK, PROBLEMS, UsageError, emit, progress, table
+from streaming.cli.console import OK, PROBLEMS, UsageError, emit, progress, table
 from streaming.format.index import METADATA_BASENAME, RAW_DATA, RAW_META, ZIP_DATA, ZIP_META
+from streaming.storage.dataset_root import DatasetRoot
 
 EXAMPLES = """\
 examples:
@@ -95,7 +95,7 @@ def _columns_config(text: str) -> dict[str, Any]:
     }
 
 
-def _file_entry(location: DatasetLocation, raw: str, name: str, hashes: list[str], scratch: str) -> tuple:
+def _file_entry(location: DatasetRoot, raw: str, name: str, hashes: list[str], scratch: str) -> tuple:
     """`(raw bytes, raw info, zip info or None, compression family or None)` of one stored file."""
     from streaming.format.compression import decompress
     from streaming.format.hashing import get_hash
@@ -112,7 +112,7 @@ def _file_entry(location: DatasetLocation, raw: str, name: str, hashes: list[str
 
 
 def rebuild_shard(
-    location: DatasetLocation, found: dict[str, Any], columns: dict[str, Any] | None
+    location: DatasetRoot, found: dict[str, Any], columns: dict[str, Any] | None
 ) -> tuple[dict[str, Any] | None, str | None, list[str]]:
     """`(index entry or None, problem or None, what was inferred rather than read)` for one shard."""
     from streaming.cli.shards import parse_header
@@ -156,26 +156,26 @@ def rebuild_shard(
 def run(args: argparse.Namespace) -> int:
     from streaming.format.index import dumps_index, get_index_basename, parse_index
 
-    location = DatasetLocation(args.url)
+    location = DatasetRoot(args.url)
     columns = _columns_config(args.columns) if args.columns else None
-    listing = location.files()
+    listing = location.list_relative()
     index_name = get_index_basename()
     previous = None
     if index_name in listing:
         previous = location.read_bytes(index_name)
         try:
-            parse_index(previous, location.url(index_name))
+            parse_index(previous, location.child(index_name))
             valid = True
         except ValueError:
             valid = False
         if valid and not args.force and not args.dry_run:
             raise UsageError(
-                f"{location.url(index_name)} exists and is valid; check it with `mds-streaming verify "
-                f"{location.root}`, or pass --force to replace it (the old one is kept as {index_name}.bak)."
+                f"{location.child(index_name)} exists and is valid; check it with `mds-streaming verify "
+                f"{location.url}`, or pass --force to replace it (the old one is kept as {index_name}.bak)."
             )
     found = find_shards(listing)
     if not found:
-        raise FileNotFoundError(f"No shard files (*.mds, *.mds.<compression>, *.json + .meta, ...) in {location.root}.")
+        raise FileNotFoundError(f"No shard files (*.mds, *.mds.<compression>, *.json + .meta, ...) in {location.url}.")
     with ThreadPoolExecutor(max(1, args.jobs), thread_name_prefix="mds-rebuild") as pool:
         results = list(
             progress(
@@ -195,7 +195,7 @@ def run(args: argparse.Namespace) -> int:
             location.write_bytes(index_name + ".bak", previous)
         location.write_bytes(index_name, dumps_index(entries).encode("utf-8"))
     document = {
-        "root": location.root,
+        "root": location.url,
         "written": bool(entries) and not args.dry_run,
         "shards": len(entries),
         "samples": sum(entry["samples"] for entry in entries),
@@ -204,7 +204,7 @@ def run(args: argparse.Namespace) -> int:
         "warnings": attempts,
     }
     lines = [
-        f"{'would write' if args.dry_run else 'wrote'} {location.url(index_name)}: {len(entries)} shards, "
+        f"{'would write' if args.dry_run else 'wrote'} {location.child(index_name)}: {len(entries)} shards, "
         f"{document['samples']} samples"
     ]
     if inferred:

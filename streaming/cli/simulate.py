@@ -3,7 +3,7 @@
 Plays one epoch of the real epoch plan (`streaming.dataset.batching.generate_work`, as `StreamingDataset`
 builds it) for a dataset (its index, read from any URL) or for synthetic shards (`--shards`, `--shard-samples`,
 `--shard-bytes`), a topology, the dataset settings, a per-node bandwidth and a step time; the timing model and
-its assumptions are in `streaming.cli.simulation`. Prints a summary and, with `--out DIR`, writes
+its assumptions are in `streaming.cli.training_model`. Prints a summary and, with `--out DIR`, writes
 `summary.txt`, `summary.json`, `throughput.png`, `downloads.png`, `cache.png` and one self-contained
 `report.html` (charts need matplotlib: pip install "mds-streaming[cli]").
 """
@@ -18,7 +18,7 @@ import json
 import os
 from typing import Any
 
-from streaming.cli.output import OK, UsageError, emit, human_bytes, table
+from streaming.cli.console import OK, UsageError, emit, human_bytes, table
 
 EXAMPLES = """\
 examples:
@@ -70,22 +70,22 @@ def add_parser(commands: Any, common: argparse.ArgumentParser) -> None:
 
 
 def _shards(args: argparse.Namespace) -> Any:
-    from streaming.cli.simulation import Shards
+    from streaming.cli.training_model import Shards
     from streaming.util import bytes_to_int
 
     if args.url:
-        from streaming.cli.location import DatasetLocation
-        from streaming.format.index import INDEX_BASENAME
+        from streaming.format.index import INDEX_BASENAME, read_index
+        from streaming.storage.dataset_root import DatasetRoot
 
-        location = DatasetLocation(args.url)
-        return Shards.from_index(location.read_index(), location.size(INDEX_BASENAME) or 0)
+        location = DatasetRoot(args.url)
+        return Shards.from_index(read_index(location), location.size(INDEX_BASENAME) or 0)
     if not (args.shards and args.shard_samples and args.shard_bytes):
         raise UsageError("give a dataset URL, or --shards, --shard-samples and --shard-bytes together.")
     return Shards.uniform(args.shards, args.shard_samples, bytes_to_int(args.shard_bytes))
 
 
 def settings_from(args: argparse.Namespace) -> Any:
-    from streaming.cli.simulation import Settings
+    from streaming.cli.training_model import Settings
     from streaming.util import bytes_to_int
 
     return Settings(
@@ -196,8 +196,8 @@ def report_html(text: str, summary: dict[str, Any], images: dict[str, bytes]) ->
 
 
 def run(args: argparse.Namespace) -> int:
-    from streaming.cli.output import progress
-    from streaming.cli.simulation import epoch_plan, simulate
+    from streaming.cli.console import progress
+    from streaming.cli.training_model import epoch_plan, simulate
 
     for name in ("nodes", "devices", "workers", "batch_size"):
         if getattr(args, name) < 1:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from streaming.cli.output import OK, emit, human_bytes
+from streaming.cli.console import OK, emit, human_bytes
 
 EXAMPLES = """\
 examples:
@@ -39,7 +39,7 @@ def add_parser(commands: Any, common: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from streaming.cli.output import UsageError
+    from streaming.cli.console import UsageError
     from streaming.format.vacuum import DEFAULT_RETENTION, parse_retention, vacuum
 
     try:
@@ -51,7 +51,7 @@ def run(args: argparse.Namespace) -> int:
             f"--retention {args.retention} is shorter than 7 days: a writer still running could lose files it "
             f"has not published yet. If no writer can be running, add --no-retention-check."
         )
-    from streaming.cli.output import progress
+    from streaming.cli.console import progress
 
     with progress(args, unit="files", desc="vacuum") as bar:
         result = vacuum(

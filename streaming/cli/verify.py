@@ -16,10 +16,19 @@ import tempfile
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-from streaming.cli.location import DatasetLocation, MissingIndexError
-from streaming.cli.output import OK, PROBLEMS, emit, progress, table
+from streaming.cli.console import OK, PROBLEMS, emit, progress, table
 from streaming.format.commit_log import LOG_FOLDER
-from streaming.format.index import COMPRESSED_KEYS, INDEX_BASENAME, METADATA_BASENAME, RAW_DATA, RAW_META, shard_files
+from streaming.format.index import (
+    COMPRESSED_KEYS,
+    INDEX_BASENAME,
+    METADATA_BASENAME,
+    RAW_DATA,
+    RAW_META,
+    MissingIndexError,
+    read_index,
+    shard_files,
+)
+from streaming.storage.dataset_root import DatasetRoot
 
 EXAMPLES = """\
 examples:
@@ -53,7 +62,7 @@ def _problem(file: str, problem: str, hint: str) -> dict[str, str]:
 
 
 def check_shard(
-    location: DatasetLocation, number: int, shard: dict[str, Any], listing: set[str], unsafe: bool
+    location: DatasetRoot, number: int, shard: dict[str, Any], listing: set[str], unsafe: bool
 ) -> tuple[list[dict[str, str]], int]:
     """The problems of one shard, and how many of its samples decoded."""
     from streaming.cli.shards import header_mismatches, parse_header
@@ -62,7 +71,7 @@ def check_shard(
     from streaming.format.reader_registry import reader_from_json
 
     problems = []
-    rebuild = f"if the shard files are right, rebuild the index: mds-streaming rebuild-index {location.root}"
+    rebuild = f"if the shard files are right, rebuild the index: mds-streaming rebuild-index {location.url}"
     scratch = tempfile.mkdtemp(prefix="mds-verify-")
     try:
         contents: dict[str, bytes] = {}
@@ -149,15 +158,15 @@ def unreferenced_files(listing: set[str], shards: list[dict[str, Any]]) -> list[
 
 
 def run(args: argparse.Namespace) -> int:
-    location = DatasetLocation(args.url)
-    listing = set(location.files())
+    location = DatasetRoot(args.url)
+    listing = set(location.list_relative())
     try:
-        shards = location.read_index()
+        shards = read_index(location)
     except MissingIndexError as err:
         problem = _problem(INDEX_BASENAME, "missing", str(err).split("If the index", 1)[-1].strip() or str(err))
         return _report(args, location, [problem], 0, 0, 0, 0)
     except ValueError as err:
-        problem = _problem(INDEX_BASENAME, f"unreadable: {err}", f"mds-streaming rebuild-index {location.root} --force")
+        problem = _problem(INDEX_BASENAME, f"unreadable: {err}", f"mds-streaming rebuild-index {location.url} --force")
         return _report(args, location, [problem], 0, 0, 0, 0)
     chosen = list(range(len(shards)))
     if args.sample is not None and args.sample < len(shards):
@@ -171,7 +180,7 @@ def run(args: argparse.Namespace) -> int:
             decoded += count
     if args.sample is None or args.sample >= len(shards):
         problems += [
-            _problem(name, "not referenced by the index", f"left by a failed run? mds-streaming vacuum {location.root}")
+            _problem(name, "not referenced by the index", f"left by a failed run? mds-streaming vacuum {location.url}")
             for name in unreferenced_files(listing, shards)
         ]
     return _report(args, location, problems, len(shards), len(chosen), sum(s["samples"] for s in shards), decoded)
@@ -179,7 +188,7 @@ def run(args: argparse.Namespace) -> int:
 
 def _report(
     args: argparse.Namespace,
-    location: DatasetLocation,
+    location: DatasetRoot,
     problems: list[dict[str, str]],
     shards: int,
     checked: int,
@@ -187,7 +196,7 @@ def _report(
     decoded: int,
 ) -> int:
     document = {
-        "root": location.root,
+        "root": location.url,
         "ok": not problems,
         "shards": shards,
         "shards_checked": checked,
@@ -195,7 +204,7 @@ def _report(
         "samples_decoded": decoded,
         "problems": problems,
     }
-    head = f"{location.root}: checked {checked} of {shards} shards, decoded {decoded} samples"
+    head = f"{location.url}: checked {checked} of {shards} shards, decoded {decoded} samples"
     if problems:
         rows = [[p["file"], p["problem"], p["hint"]] for p in problems]
         text = f"{head}\n{len(problems)} problem(s):\n{table(rows, ['file', 'problem', 'what to do'])}"

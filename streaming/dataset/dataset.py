@@ -12,14 +12,11 @@ from __future__ import annotations
 
 import math
 import os
-import threading
 import warnings
 import weakref
 from array import array
 from bisect import bisect_right
-from collections import deque
 from collections.abc import Callable, Iterator, Sequence
-from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
 
 import numpy as np
@@ -38,7 +35,7 @@ from streaming.dataset.partition import default_num_canonical_nodes, partition_a
 from streaming.dataset.reader_pool import ReaderPool
 from streaming.dataset.shard_cache import ShardCache
 from streaming.dataset.shuffle import default_shuffle_block_size, shuffle_algos
-from streaming.dataset.stream import Stream
+from streaming.dataset.stream import Stream, StreamDefaults
 from streaming.dataset.weighting import SAMPLING_METHODS, resolve_weights
 from streaming.dataset.world import World
 from streaming.format.errors import ShardCorruptError
@@ -84,7 +81,7 @@ _ITEM_ACCESS_OVERRIDDEN: weakref.WeakKeyDictionary[type, bool] = weakref.WeakKey
 class StreamingDataset(Array, IterableDataset):
     """Iterate (and randomly access) samples of one or more streams, the same way on every rank and worker.
 
-    Arguments, defaults and validation are MosaicML Streaming's; see the README for each. ``batch_size`` is
+    Arguments, defaults and validation are MosaicML Streaming's; docs/guide/reading.md lists them. ``batch_size`` is
     required to iterate. ``__iter__`` yields this worker's samples of the next epoch (or the resumed one after
     ``load_state_dict``); ``dataset[i]`` reads any sample, downloading its shard when needed.
     """
@@ -183,24 +180,15 @@ class StreamingDataset(Array, IterableDataset):
         self._unique_world = world
         self._parallel_world = world.replicate(replication) if replication else world
 
-        defaults = {
-            "remote": remote,
-            "local": local,
-            "split": split,
-            "download_retry": download_retry,
-            "download_timeout": download_timeout,
-            "validate_hash": validate_hash,
-            "keep_zip": keep_zip,
-        }
+        defaults = StreamDefaults(remote, local, split, download_retry, download_timeout, validate_hash, keep_zip)
         if streams:
             self.streams = list(streams)
             for stream in self.streams:
-                stream.apply_default(defaults)
+                stream.apply_default(defaults.as_dict())  # upstream's hook, which stream subclasses may override
         else:
             from streaming.dataset.registry import streams_registry
 
-            config = dict(stream_config or {})
-            config.update(defaults)
+            config = {**(stream_config or {}), **defaults.as_dict()}
             self.streams = [streams_registry.get(stream_name)(**config)]
         self.num_streams = len(self.streams)
         for stream_id, stream in enumerate(self.streams):
@@ -233,8 +221,8 @@ class StreamingDataset(Array, IterableDataset):
                 index = os.path.join(stream.local, stream.split, "index.json")
                 raise RuntimeError(f"Stream contains no samples: {index}.")
         self._shard_starts = array("q", self.sample_offset_per_shard.tolist())
-        self.shards = ReaderPool([(s.local, s.split) for s in self.streams], tables)
-        self.shards.validate(allow_unsafe_types)
+        self.readers = ReaderPool([(s.local, s.split) for s in self.streams], tables)
+        self.readers.validate(allow_unsafe_types)
 
         weights = resolve_weights(
             [s.weight for s in self.streams], self.samples_per_stream, self.epoch_size_arg, shuffle_seed
@@ -247,7 +235,7 @@ class StreamingDataset(Array, IterableDataset):
         self.length = math.ceil(self.epoch_size / self._parallel_world.num_ranks)
 
         self.cache_limit = None if cache_limit is None else bytes_to_int(cache_limit)
-        self._shard_cache = ShardCache(self.streams, tables, self.shards, self.cache_limit)
+        self._shard_cache = ShardCache(self.streams, tables, self.readers, self.cache_limit)
         self._state = InstanceState()
 
     # ------------------------------------------------------------------ sizes and settings
@@ -260,6 +248,11 @@ class StreamingDataset(Array, IterableDataset):
     def size(self) -> int:
         """Underlying samples of all streams (what ``dataset[i]`` indexes)."""
         return self.num_samples
+
+    @property
+    def shards(self) -> ReaderPool:
+        """Upstream's ``shards``: the reader of every shard by global shard id (built when first used)."""
+        return self.readers
 
     @property
     def next_epoch(self) -> int:
@@ -415,7 +408,7 @@ class StreamingDataset(Array, IterableDataset):
         if through_getitem:
             yield from self._releasing_pages(shard_ids, map(read, shard_ids, indices))
             return
-        readers = self.shards
+        readers = self.readers
         for start in range(0, len(shard_ids), RELEASE_PAGES_EVERY):
             chunk = shard_ids[start : start + RELEASE_PAGES_EVERY]
             for shard_id, index in zip(chunk, indices[start : start + RELEASE_PAGES_EVERY]):
@@ -431,7 +424,7 @@ class StreamingDataset(Array, IterableDataset):
         for position, sample in enumerate(samples, 1):
             yield sample
             if position % RELEASE_PAGES_EVERY == 0:
-                self.shards.release_pages(set(shard_ids[position - RELEASE_PAGES_EVERY : position]))
+                self.readers.release_pages(set(shard_ids[position - RELEASE_PAGES_EVERY : position]))
 
     def _iter_prefetching(
         self,
@@ -440,95 +433,15 @@ class StreamingDataset(Array, IterableDataset):
         readers_on_node: int,
         read: Callable[[int, int], Any],
     ) -> Iterator[Any]:
-        """Yield samples while a few threads prepare, in order of first use, the shards not yet on local disk.
+        """Yield samples while the shard cache prepares, ahead of this reader, the shards it will need.
 
-        Shards already present cost one ``stat`` per epoch; when all are, this is the plain read loop.
         ``readers_on_node`` (DataLoader workers of every rank here) share the node's ``cache_limit``; ``read``
         turns a shard and an index in it into the sample to yield.
         """
-        cache = self._shard_cache
-        ready = cache.ready_flags()
-        needed = np.asarray(shard_ids, np.int64)
-        unique, first = np.unique(needed, return_index=True)
-        missing = [
-            (position, shard)
-            for position, shard in zip(first.tolist(), unique.tolist())
-            if not ready[shard] and not cache.present_on_disk(shard)
-        ]
-        if not missing:
-            for shard_id, index in zip(shard_ids, indices):
+        with self._shard_cache.prefetch(shard_ids, self.predownload, readers_on_node) as prefetch:
+            for position, (shard_id, index) in enumerate(zip(shard_ids, indices)):
+                prefetch.reached(position, shard_id)
                 yield read(shard_id, index)
-            return
-        missing.sort()
-        queue = deque(missing)
-        lookahead = max(self.predownload, 1)
-        threads = cache.prepare_threads()
-        # Under `cache_limit` a window the limit has room for (`ShardCache.shards_ahead`).
-        most_ahead = cache.shards_ahead(readers_on_node)
-        # A preparing thread starts the next shard itself as it finishes one. Left to the reader, that waited
-        # while the reader was busy between samples (collating, handing a batch over): a DataLoader worker reading
-        # from a loopback S3 server waited for shards 30 % of its epoch with one connection in four idle.
-        lock = threading.Lock()
-        pending: dict[int, Future] = {}  # submitted and not yet read
-        running = 0  # submitted and not finished
-        reader_at = 0  # the reader's position in `shard_ids`
-        closed = False
-
-        def submit_more() -> None:
-            # With `lock` held. Every shard starting within `predownload` samples of the reader; beyond that, one
-            # shard per idle thread, up to `most_ahead` prepared and not yet read.
-            nonlocal running
-            while (
-                queue
-                and not closed
-                and (queue[0][0] < reader_at + lookahead or (running < threads and len(pending) < most_ahead))
-            ):
-                upcoming = queue.popleft()[1]
-                running += 1
-                pending[upcoming] = pool.submit(prepare_then_submit_more, upcoming)
-
-        def prepare_then_submit_more(shard_id: int) -> None:
-            nonlocal running
-            try:
-                self._prefetch_shard(shard_id)
-            finally:
-                with lock:
-                    running -= 1
-                    submit_more()
-
-        with ThreadPoolExecutor(threads, thread_name_prefix="shard-prepare") as pool:
-            try:
-                for position, (shard_id, index) in enumerate(zip(shard_ids, indices)):
-                    reader_at = position
-                    if queue and queue[0][0] < position + lookahead:
-                        with lock:
-                            submit_more()
-                    # Whether or not its preparation has ended (then this process has seen it present), a shard
-                    # the reader reaches leaves the window of shards prepared ahead.
-                    future = pending.get(shard_id)
-                    if future is not None:
-                        try:
-                            future.result()
-                        except FileNotFoundError:
-                            pass  # its files vanished while it was prepared (someone cleaned the disk): read again
-                        with lock:
-                            del pending[shard_id]
-                            submit_more()  # its place in the window is free
-                    yield read(shard_id, index)
-            finally:
-                with lock:
-                    closed = True
-                    for future in pending.values():
-                        future.cancel()
-
-    def _prefetch_shard(self, shard_id: int) -> None:
-        """Prepare a shard ahead of the reader, skipping it if another thread or process is preparing it.
-
-        Prefetch threads of DataLoader workers want the same shards at about the same time; one that waited for
-        another's download would hold a connection idle. A skipped shard is found present when read, or
-        prepared then (waiting for the other preparer).
-        """
-        self._shard_cache.prepare(shard_id, blocking=False)
 
     # ------------------------------------------------------------------ shards and random access (upstream's API)
 
@@ -551,7 +464,7 @@ class StreamingDataset(Array, IterableDataset):
         refetched = False
         for _ in range(retry + 1):
             try:
-                sample = self.shards[shard_id].get_item(index)
+                sample = self.readers[shard_id].get_item(index)
             except FileNotFoundError:
                 # Its files vanished from local disk (evicted, or the directory was cleaned): fetch it again.
                 self._shard_cache.forget(shard_id)
@@ -582,7 +495,7 @@ class StreamingDataset(Array, IterableDataset):
         # The common case inline (shard mapped, files present): one call fewer per sample than through `_read`,
         # which only handles a shard whose files are missing.
         try:
-            sample = self.shards[shard_id].get_item(sample_id - starts[shard_id])
+            sample = self.readers[shard_id].get_item(sample_id - starts[shard_id])
         except (FileNotFoundError, ShardCorruptError):
             return self._read(shard_id, sample_id - starts[shard_id], retry)
         self._shard_cache.touch(shard_id)

@@ -36,8 +36,8 @@ class LocalDataset(Array):
         self.split = split or ""
         self.allow_unsafe_types = allow_unsafe_types
         table = ShardTable.from_file(os.path.join(local, self.split, get_index_basename()))
-        self.shards = ReaderPool([(local, self.split)], [table])
-        self.shards.validate(allow_unsafe_types)
+        self.readers = ReaderPool([(local, self.split)], [table])
+        self.readers.validate(allow_unsafe_types)
         self.samples_per_shard = table.samples
         self.num_samples = int(table.samples.sum())
         self._shard_starts = array("q", (table.samples.cumsum() - table.samples).tolist())
@@ -45,6 +45,11 @@ class LocalDataset(Array):
 
     def __len__(self) -> int:
         return self.num_samples
+
+    @property
+    def shards(self) -> ReaderPool:
+        """Upstream's ``shards``: the reader of every shard (built when first used)."""
+        return self.readers
 
     @property
     def size(self) -> int:
@@ -56,7 +61,7 @@ class LocalDataset(Array):
         if reader is None or not start <= sample_id < end:
             shard_id = bisect_right(self._shard_starts, sample_id) - 1
             start = self._shard_starts[shard_id]
-            reader = self.shards[shard_id]
+            reader = self.readers[shard_id]
             self._last = (start, start + reader.samples, reader)
         return reader.get_item(sample_id - start)
 
@@ -69,4 +74,4 @@ class LocalDataset(Array):
         return {**self.__dict__, "_last": (0, 0, None)}
 
     def __iter__(self) -> Iterator[dict[str, Any]]:
-        return chain.from_iterable(map(iter, map(self.shards.__getitem__, range(len(self.shards)))))
+        return chain.from_iterable(map(iter, map(self.readers.__getitem__, range(len(self.readers)))))

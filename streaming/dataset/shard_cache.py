@@ -1,4 +1,10 @@
-"""`ShardCache`: a dataset's shards on local disk: which are there, the bytes they take, fetching and evicting them.
+"""`ShardCache`: a dataset's shards on local disk: which are there, the bytes they take, preparing and evicting them.
+
+The one owner of preparing a shard. `ShardCache.prepare` takes the shard's lock, makes room under
+``cache_limit`` (evicting the coldest shards), has the stream's `ShardFetcher` download, verify and decompress
+its files, and keeps the accounting; `ShardCache.prefetch` schedules preparations ahead of a reader
+(`streaming.dataset.prefetch`). A `Stream` subclass that overrides upstream's ``prepare_shard`` hook is
+called in the fetcher's place.
 
 Every process of a node that uses the same local directories shares the accounting (`CacheState`) and the
 per-shard locks (`ShardLocks`); a process only remembers for itself which shards it has already seen present
@@ -15,13 +21,15 @@ from __future__ import annotations
 import os
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
 
 from streaming.dataset.coordination import CacheState, ShardLocks
+from streaming.dataset.prefetch import Prefetcher
 from streaming.dataset.reader_pool import ReaderPool
+from streaming.dataset.shard_fetcher import ShardFetcher
 from streaming.dataset.stream import Stream
 from streaming.format.reader import Reader
 from streaming.format.table import ShardTable
@@ -31,6 +39,7 @@ PREPARE_THREADS = 4
 #: per thread prepared and not yet read (the disk it may take ahead of the reader); not under a cache limit.
 PREPARED_AHEAD_PER_THREAD = 2
 _CACHE_RETRY_SECONDS = 0.02
+_FETCHING_PREPARE = Stream.prepare_shard
 
 
 def _new_opening_lock() -> None:
@@ -67,6 +76,9 @@ class ShardCache:
         # Only shards that can be fetched again may be deleted: for a stream without a remote, local is the data.
         self.evictable = np.repeat([s.has_remote for s in streams], shards_per_stream).astype(bool)
         self._shard_offsets = np.concatenate([[0], np.cumsum(shards_per_stream)[:-1]]).astype(np.int64)
+        self.fetchers = [ShardFetcher(stream) for stream in streams]
+        # Upstream's hook: a stream subclass with its own `prepare_shard` fetches its shards itself.
+        self._own_prepare = [type(stream).prepare_shard is not _FETCHING_PREPARE for stream in streams]
         self._locks: list[ShardLocks] | None = None
         self._accounting: CacheState | None = None
         self._ready: bytearray | None = None
@@ -231,22 +243,33 @@ class ShardCache:
         shard; the caller then finds it present later, or prepares it again.
         """
         stream_id, local_id = self.readers.locate(shard_id)
-        stream = self.streams[stream_id]
         reader = self.readers[shard_id]
         locks = self._shard_locks(stream_id)
         with locks.hold(local_id) if blocking else locks.try_hold(local_id) as held:
             if not blocking and not held:
                 return
             if self._raw_present(shard_id):
-                self._record_present(shard_id, stream, reader)
+                self._record_present(shard_id, stream_id, reader)
             elif self.limit is None:
-                stream.prepare_shard(reader)
-                self._record_present(shard_id, stream, reader)
+                self._fetch(stream_id, reader)
+                self._record_present(shard_id, stream_id, reader)
             else:
-                self._prepare_within_limit(shard_id, stream, reader, self.limit)
+                self._prepare_within_limit(shard_id, stream_id, reader, self.limit)
         self.ready_flags()[shard_id] = 1
 
-    def _record_present(self, shard_id: int, stream: Stream, reader: Reader) -> None:
+    def prefetch(self, shard_ids: Sequence[int], lookahead: int, readers_on_node: int) -> Prefetcher:
+        """A scheduler preparing, ahead of a reader that reads ``shard_ids`` in order, the shards it will need
+        (`streaming.dataset.prefetch`); ``readers_on_node`` readers share the node's ``cache_limit``."""
+        return Prefetcher(self, shard_ids, lookahead, readers_on_node)
+
+    def _fetch(self, stream_id: int, reader: Reader) -> None:
+        """Download, verify and decompress a shard's files (the caller holds its lock and made room for it)."""
+        if self._own_prepare[stream_id]:
+            self.streams[stream_id].prepare_shard(reader)
+        else:
+            self.fetchers[stream_id].fetch(reader)
+
+    def _record_present(self, shard_id: int, stream_id: int, reader: Reader) -> None:
         """Account for a shard found or made present, and record the access."""
         accounting = self._accounting_in_use()
         if accounting is None:
@@ -254,9 +277,9 @@ class ShardCache:
         if accounting.is_present(shard_id):
             accounting.touch(shard_id)
         else:
-            accounting.mark_present(shard_id, stream.present_bytes(reader))
+            accounting.mark_present(shard_id, self.fetchers[stream_id].present_bytes(reader))
 
-    def _prepare_within_limit(self, shard_id: int, stream: Stream, reader: Reader, limit: int) -> None:
+    def _prepare_within_limit(self, shard_id: int, stream_id: int, reader: Reader, limit: int) -> None:
         """Make room for the shard, reserve its size while it downloads, then record what is really on disk.
 
         The reservation dies with this process, so a download killed mid-way never inflates the usage.
@@ -264,7 +287,7 @@ class ShardCache:
         accounting = self._cache_state()
         # The peak (raw and compressed files side by side while decompressing), not what stays afterwards.
         needed = reader.get_max_size()
-        deadline = time.monotonic() + (stream.download_timeout or 60.0)
+        deadline = time.monotonic() + (self.streams[stream_id].download_timeout or 60.0)
         while True:
             with accounting.lock():
                 # Marked present but its raw files are gone: whatever was counted for it is stale.
@@ -283,11 +306,11 @@ class ShardCache:
             time.sleep(_CACHE_RETRY_SECONDS)
         # Downloaded outside the cache lock, so the other processes keep reading and preparing meanwhile.
         try:
-            stream.prepare_shard(reader)
+            self._fetch(stream_id, reader)
         except BaseException:
             accounting.mark_absent(shard_id, 0)
             raise
-        accounting.mark_present(shard_id, stream.present_bytes(reader))
+        accounting.mark_present(shard_id, self.fetchers[stream_id].present_bytes(reader))
 
     # ------------------------------------------------------------------ evicting
 
@@ -320,7 +343,7 @@ class ShardCache:
     def _evict_held(self, shard_id: int) -> None:
         """Delete a shard's files; the caller holds its shard lock."""
         stream_id, _ = self.readers.locate(shard_id)
-        self.streams[stream_id].evict(self.readers[shard_id])
+        self.fetchers[stream_id].evict(self.readers[shard_id])
         accounting = self._accounting_in_use()
         if accounting is not None:
             accounting.mark_gone(shard_id)

@@ -1,19 +1,24 @@
-"""`Stream`: one dataset directory (remote and/or local), its weighting, and how its shards get to local disk."""
+"""`Stream`: one dataset directory (remote and/or local), its settings and its mixing weight.
+
+A stream says where its shards are and how to download them (retries, timeout, hash, keep_zip); its
+`ShardCache` decides when a shard is fetched and `ShardFetcher` fetches it. Settings a stream leaves unset come
+from its dataset (`StreamDefaults`, given through upstream's ``apply_default``).
+"""
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import os
 import tempfile
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 from numpy.typing import NDArray
 
+from streaming.dataset.shard_fetcher import ShardFetcher
 from streaming.dataset.weighting import StreamWeight, resolve_weights, validate_weights
-from streaming.format.errors import ShardCorruptError
 from streaming.format.index import get_index_basename
 from streaming.format.reader import Reader
 from streaming.format.table import ShardTable
@@ -22,11 +27,25 @@ from streaming.storage.url import without_password
 if TYPE_CHECKING:
     from streaming.dataset.world import World
 
-_DEFAULTS = ("remote", "local", "split", "download_retry", "download_timeout", "validate_hash", "keep_zip")
 
+@dataclass(frozen=True)
+class StreamDefaults:
+    """The settings a dataset gives each of its streams that leaves them unset (``None``).
 
-#: The largest ``index.json`` downloaded (an index of a million shards is a few hundred MB).
-MAX_INDEX_BYTES = 1 << 30
+    Upstream passes them to ``Stream.apply_default`` as a dict with these keys (`as_dict`), which is what a
+    stream subclass overriding that hook receives.
+    """
+
+    remote: str | None = None
+    local: str | None = None
+    split: str | None = None
+    download_retry: int = 2
+    download_timeout: float = 60.0
+    validate_hash: str | None = None
+    keep_zip: bool = False
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
 
 
 def default_local_dir(remote: str | None) -> str:
@@ -133,17 +152,25 @@ class Stream:
         """Whether shards can be fetched again after eviction."""
         return self.remote is not None and os.path.abspath(str(self.remote)) != os.path.abspath(self.local)
 
-    def apply_default(self, default: dict[str, Any]) -> None:
-        """Fill every setting left at ``None`` from the dataset-level ``default``."""
-        for name in _DEFAULTS:
-            if name == "local":
-                if self._local is None and default.get("local") is not None:
-                    self._local = default["local"]
-            elif name == "split":
-                if not self.split and default.get("split"):
-                    self.split = _check_split(default["split"])
-            elif getattr(self, name) is None:
-                setattr(self, name, default.get(name))
+    def apply_default(self, default: Mapping[str, Any]) -> None:
+        """Fill every setting left at ``None`` from the dataset's defaults (`StreamDefaults.as_dict`)."""
+        defaults = StreamDefaults(
+            **{name: default[name] for name in StreamDefaults.__dataclass_fields__ if name in default}
+        )
+        if self.remote is None:
+            self.remote = defaults.remote
+        if self._local is None:
+            self._local = defaults.local
+        if not self.split and defaults.split:
+            self.split = _check_split(defaults.split)
+        if self.download_retry is None:
+            self.download_retry = defaults.download_retry
+        if self.download_timeout is None:
+            self.download_timeout = defaults.download_timeout
+        if self.validate_hash is None:
+            self.validate_hash = defaults.validate_hash
+        if self.keep_zip is None:
+            self.keep_zip = defaults.keep_zip
 
     def local_path(self, basename: str) -> str:
         return os.path.join(self.local, self.split, basename)
@@ -170,26 +197,6 @@ class Stream:
         # A local remote may be spelled as a path or a file:// URL: both name the same place.
         return location if _is_remote_path(location) else os.path.abspath(split_url(location).key)
 
-    def _download(self, basename: str, size: int | None = None) -> None:
-        """Fetch one file of the dataset; ``size`` is what the index declares (a longer object is stopped)."""
-        from streaming.storage.download import download_file
-
-        if self.remote is None:
-            raise FileNotFoundError(
-                f"{self.local_path(basename)} does not exist and the stream has no remote to download it from."
-            )
-        download_file(
-            self.remote_path(basename),
-            self.local_path(basename),
-            retry=self.download_retry or 2,
-            timeout=self.download_timeout or 60.0,
-            # A margin over the declared size, so a slightly longer file still fails as corrupt after download.
-            max_bytes=MAX_INDEX_BYTES if size is None else size + (size >> 4) + (1 << 16),
-            # Shard files skip the fsync: a copy torn by a power loss is shorter than the index says, which
-            # mapping it detects, and the dataset fetches it again. The index has no such check.
-            durable=size is None,
-        )
-
     def get_index_size(self) -> int:
         return os.stat(self.local_path(get_index_basename())).st_size
 
@@ -203,79 +210,16 @@ class Stream:
             if self.remote is None:
                 raise RuntimeError(f"No `remote` provided, but local file {path} does not exist either.")
             os.makedirs(os.path.dirname(path), exist_ok=True)
-            self._download(get_index_basename())
+            ShardFetcher(self).download(get_index_basename())
         return ShardTable.from_file(path)
-
-    def present_bytes(self, reader: Reader) -> int:
-        """Bytes of this shard's files currently on local disk."""
-        total = 0
-        for raw, zipped in reader.file_pairs:
-            for info in (raw, zipped):
-                if info is not None and os.path.exists(self.local_path(info.basename)):
-                    total += info.bytes
-        return total
 
     def prepare_shard(self, shard: Reader) -> int:
         """Make a shard's raw files present (download, verify, decompress); return the change in bytes on disk.
 
-        Every file appears under its real name only once complete (downloads and decompression go through
-        temp names and an atomic rename), so a crash never leaves a partial shard. The caller holds the shard's
-        lock (`ShardLocks`), so temp files of a missing file are a killed process's, and are removed first.
+        Upstream's hook, kept for subclasses and callers: `ShardCache` calls it only when a subclass overrides it
+        (and otherwise fetches through `ShardFetcher`, as this does).
         """
-        before = self.present_bytes(shard)
-        for raw, zipped in shard.file_pairs:
-            raw_path = shard.checked_path(raw.basename)
-            if zipped is not None:
-                shard.checked_path(zipped.basename)
-            if os.path.exists(raw_path):
-                if zipped is not None and not self.safe_keep_zip and os.path.exists(self.local_path(zipped.basename)):
-                    os.remove(self.local_path(zipped.basename))
-                continue
-            self._remove_leftover_temps(raw_path)
-            if zipped is None:
-                self._download(raw.basename, raw.bytes)
-                self._verify(raw_path, raw)
-                continue
-            zip_path = self.local_path(zipped.basename)
-            self._remove_leftover_temps(zip_path)
-            if not os.path.exists(zip_path):
-                self._download(zipped.basename, zipped.bytes)
-            self._verify(zip_path, zipped)
-        shard.ensure_raw()
-        if not self.safe_keep_zip:
-            for _, zipped in shard.file_pairs:
-                if zipped is not None and os.path.exists(self.local_path(zipped.basename)):
-                    os.remove(self.local_path(zipped.basename))
-        return self.present_bytes(shard) - before
-
-    def _verify(self, path: str, info: Any) -> None:
-        size = os.stat(path).st_size
-        if size != info.bytes:
-            os.remove(path)
-            raise ShardCorruptError(
-                f"Downloaded {path} is {size} bytes but the index says {info.bytes}; "
-                f"removed it so the next attempt downloads it again."
-            )
-        if self.validate_hash:
-            expected = info.hashes.get(self.validate_hash)
-            if expected is None:
-                raise ValueError(
-                    f"Hash algorithm `{self.validate_hash}` chosen for data validation does not match with those "
-                    f"provided during dataset creation {sorted(info.hashes)} ({path})."
-                )
-            from streaming.format.hashing import get_hash
-
-            with open(path, "rb") as f:
-                digest = get_hash(self.validate_hash, f.read())
-            if digest != expected:
-                os.remove(path)
-                raise ShardCorruptError(
-                    f"Checksum failure: {path} does not match its {self.validate_hash} hash in the index; removed it."
-                )
-
-    def evict(self, reader: Reader) -> int:
-        """Delete a shard's local files; return the bytes freed."""
-        return reader.evict()
+        return ShardFetcher(self).fetch(shard)
 
     @staticmethod
     def validate_weights(streams: Sequence[Stream]) -> tuple[bool, bool]:
@@ -319,42 +263,6 @@ class Stream:
         for shard_id, shard in enumerate(shards):
             cache_usage_per_shard[shard_id] = shard.set_up_local(listing, self.safe_keep_zip)
 
-    def _remove_leftover_temps(self, path: str) -> None:
-        """Delete what a killed process left while fetching ``path``: its temp files from before this process
-        first looked in the folder (the caller holds the shard's lock, so none of them is still being written)."""
-        folder, name = os.path.split(path)
-        # Per folder, its temp files as found on first use: one scan per folder and process, not one per shard
-        # (kept in __dict__ so that subclasses with their own __init__ need nothing).
-        by_folder: dict[str, dict[str, list[str]]] = self.__dict__.setdefault("_leftover_temps", {})
-        leftovers = by_folder.get(folder)
-        if leftovers is None:
-            leftovers = by_folder[folder] = _temps_by_target(folder)
-        for leftover in leftovers.pop(name, ()):
-            with contextlib.suppress(FileNotFoundError):
-                os.remove(leftover)
-
     def __repr__(self) -> str:
         remote = without_password(self.remote) if self.remote else self.remote  # an sftp:// URL may hold one
         return f"Stream(remote={remote!r}, local={self._local!r}, split={self.split!r})"
-
-
-def _temps_by_target(folder: str) -> dict[str, list[str]]:
-    """The partial download (``.<name>.<random>.part``) and decompression (``<name>.tmp.<random>``) files in
-    ``folder``, by the name they were for."""
-    found: dict[str, list[str]] = {}
-    try:
-        entries = os.scandir(folder)
-    except FileNotFoundError:
-        return found
-    with entries:
-        for entry in entries:
-            name = entry.name
-            if name.startswith(".") and name.endswith(".part"):
-                target = name[1 : -len(".part")].rpartition(".")[0]
-            elif ".tmp." in name:
-                target = name.rpartition(".tmp.")[0]
-            else:
-                continue
-            if target:
-                found.setdefault(target, []).append(entry.path)
-    return found

@@ -15,6 +15,11 @@ crash between a commit and its checkpoint leaves a stale ``index.json`` that the
 An append that loses the race re-reads the newest state, puts its shards on top of it and tries N+1 (so
 concurrent appends all land); an overwrite that loses fails with `ConcurrentCommitError`. A dataset without
 a log (written by MosaicML Streaming or an older version) is version 0: its ``index.json`` and metadata.
+
+The log folder also holds an empty ``index.json`` (`LOG_MARKER`), written with the first commit: tools that
+walk a dataset root treating every folder as a dataset of its own, as upstream's layout lets them (its tests,
+user code building a `Stream` per partition folder, `merge_index` of a root), read the log folder as an empty
+dataset rather than as a broken one.
 """
 
 from __future__ import annotations
@@ -29,9 +34,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from streaming.format.index import INDEX_BASENAME, METADATA_BASENAME, dumps_index, parse_index, shard_files
-from streaming.storage.destination import Destination
+from streaming.storage.dataset_root import DatasetRoot
 
 LOG_FOLDER = "_mds_log"
+#: The empty index inside the log folder (see the module docstring).
+LOG_MARKER = f"{LOG_FOLDER}/{INDEX_BASENAME}"
 
 APPEND = "append"
 OVERWRITE = "overwrite"
@@ -68,13 +75,13 @@ def commit_path(version: int) -> str:
     return f"{LOG_FOLDER}/{version:020d}.json"
 
 
-def commit_versions(destination: Destination) -> list[int]:
+def commit_versions(destination: DatasetRoot) -> list[int]:
     """The versions of every commit file, ascending."""
     names = (posixpath.basename(path) for path in destination.list_relative(LOG_FOLDER))
     return sorted(int(match.group(1)) for name in names if (match := _COMMIT_NAME.match(name)))
 
 
-def read_snapshot(destination: Destination) -> Snapshot:
+def read_snapshot(destination: DatasetRoot) -> Snapshot:
     """The newest committed state; for a dataset without a log, its ``index.json`` (version 0)."""
     versions = commit_versions(destination)
     if versions:
@@ -85,7 +92,7 @@ def read_snapshot(destination: Destination) -> Snapshot:
 
 
 def commit(
-    destination: Destination,
+    destination: DatasetRoot,
     operation: str,
     added: list[dict[str, Any]],
     *,
@@ -116,6 +123,8 @@ def commit(
             "committed_at": time.time(),
         }
         if destination.create_text(commit_path(state.version), json.dumps(body, sort_keys=True)):
+            if state.version == 1:
+                destination.write_text(LOG_MARKER, dumps_index([]))
             return state
         newer = read_snapshot(destination)
         if operation == OVERWRITE:
@@ -134,7 +143,7 @@ def commit(
     )
 
 
-def publish_checkpoint(destination: Destination, state: Snapshot) -> Snapshot:
+def publish_checkpoint(destination: DatasetRoot, state: Snapshot) -> Snapshot:
     """Write ``state`` as ``index.json`` (and ``mds_conversion.json``), then converge on the newest commit.
 
     Each writer rewrites the checkpoint after its own commit and then re-reads the newest commit; if a newer
@@ -151,7 +160,7 @@ def publish_checkpoint(destination: Destination, state: Snapshot) -> Snapshot:
         state = _read_commit(destination, newest[-1])
 
 
-def referenced_files(destination: Destination, since: float) -> set[str]:
+def referenced_files(destination: DatasetRoot, since: float) -> set[str]:
     """Root-relative paths vacuum must keep: every commit file, the files the newest commit names, and
     those of commits made after ``since`` (POSIX seconds; Delta keeps the versions inside the retention)."""
     versions = commit_versions(destination)
@@ -190,12 +199,12 @@ def _file_names(shards: list[dict[str, Any]]) -> list[str]:
     return [info["basename"] for entry in shards for _, info in shard_files(entry)]
 
 
-def _read_commit(destination: Destination, version: int) -> Snapshot:
+def _read_commit(destination: DatasetRoot, version: int) -> Snapshot:
     body = _read_body(destination, version)
     return Snapshot(version, list(body["shards"]), body.get("metadata"), logged=True)
 
 
-def _read_body(destination: Destination, version: int) -> dict[str, Any]:
+def _read_body(destination: DatasetRoot, version: int) -> dict[str, Any]:
     relative = commit_path(version)
     deadline = time.monotonic() + TORN_COMMIT_WAIT
     while True:
@@ -212,7 +221,7 @@ def _read_body(destination: Destination, version: int) -> dict[str, Any]:
             time.sleep(0.05)
 
 
-def _legacy_metadata(destination: Destination) -> dict[str, Any] | None:
+def _legacy_metadata(destination: DatasetRoot) -> dict[str, Any] | None:
     text = destination.read_text(METADATA_BASENAME)
     try:
         metadata = json.loads(text) if text else None

@@ -17,8 +17,9 @@ import tempfile
 from typing import Any, NamedTuple, overload
 
 from streaming.format.safe_files import create_temp
-from streaming.storage.base import storage_for
+from streaming.storage.dataset_root import DatasetRoot
 from streaming.storage.local import LocalStorage, local_path
+from streaming.storage.registry import storage_for
 from streaming.storage.url import join_url
 
 INDEX_VERSION = 2
@@ -214,6 +215,27 @@ def parse_index(text: str | bytes, where: str) -> list[dict[str, Any]]:
                 check_file_name(info.get("basename") if isinstance(info, dict) else None, where, number, key)
                 _check_count(info.get("bytes"), where, number, f"{key}.bytes")
     return obj["shards"]
+
+
+class MissingIndexError(FileNotFoundError):
+    """A dataset root without an ``index.json``."""
+
+
+def read_index(root: DatasetRoot, *, missing_ok: bool = False) -> list[dict[str, Any]]:
+    """The validated shard entries of the index published at ``root``.
+
+    Without one: ``[]`` when ``missing_ok``, else MissingIndexError saying what to check and how to rebuild it.
+    """
+    text = root.read_text(INDEX_BASENAME)
+    if text is None:
+        if missing_ok:
+            return []
+        raise MissingIndexError(
+            f"No {INDEX_BASENAME} at {root.url}. Is this the dataset's root folder (the one holding "
+            f"{INDEX_BASENAME})? If the index was lost or damaged, rebuild it from the shards: "
+            f"mds-streaming rebuild-index {root.url}"
+        )
+    return parse_index(text, root.child(INDEX_BASENAME))
 
 
 #: The largest size or count an index may state (far below what int64 arithmetic can overflow).

@@ -19,10 +19,10 @@ import tempfile
 from typing import Any, cast
 
 from streaming.format.index import INDEX_BASENAME, parse_index, publish_index, rebase
-from streaming.storage.base import storage_for
 from streaming.storage.download import download_file
 from streaming.storage.errors import ObjectNotFoundError
-from streaming.storage.output import parse_out
+from streaming.storage.out_argument import parse_out
+from streaming.storage.registry import storage_for
 from streaming.storage.url import is_remote, join_url, relative_to
 
 Source = str | tuple[str, str]

@@ -9,9 +9,9 @@ uploaded, or the index itself), the writer calls ``sink.abort(error)`` with that
 ``abort`` stops the sink's work, may add notes to ``error``, and must not raise, so the storage error is
 what the caller sees.
 
-Implementations: `streaming.storage.uploader.ShardUploader` (background uploads, the default),
-`streaming.spark.sink.StreamingSink` (one Spark task attempt: upload and delete each shard at once) and
-the upstream uploaders of `streaming.storage.uploaders` (`CloudUploader` and its subclasses).
+Implementations: `streaming.storage.shard_uploader.ShardUploader` (background uploads, the default),
+`streaming.convert.upload_sink.UploadingSink` (one conversion task attempt: upload and delete each shard at once) and
+the upstream uploaders of `streaming.compat.cloud_uploaders` (`CloudUploader` and its subclasses).
 """
 
 from __future__ import annotations

@@ -36,8 +36,8 @@ from typing import Any
 from streaming.format import commit_log
 from streaming.format.commit_log import LOG_FOLDER, METADATA_BASENAME
 from streaming.format.index import INDEX_BASENAME, shard_files
-from streaming.storage.base import storage_for
-from streaming.storage.destination import Destination
+from streaming.storage.dataset_root import DatasetRoot
+from streaming.storage.registry import storage_for
 from streaming.storage.url import is_remote, join_url, relative_to
 
 DEFAULT_RETENTION = 7 * 24 * 3600.0
@@ -108,7 +108,7 @@ def referenced_files(root: str, listing: list[str], since: float = 0.0) -> set[s
     """The root-relative paths that vacuum keeps whatever their age (see the module docstring); commits
     made after ``since`` keep their files too."""
     indexes = [path for path in listing if posixpath.basename(path) == INDEX_BASENAME]
-    logged = commit_log.referenced_files(Destination(root), since) if any(map(_in_log, listing)) else set()
+    logged = commit_log.referenced_files(DatasetRoot(root), since) if any(map(_in_log, listing)) else set()
     with tempfile.TemporaryDirectory(prefix="mds-vacuum-") as scratch:
         if INDEX_BASENAME in listing or logged:
             keep = logged | {INDEX_BASENAME}

@@ -26,8 +26,8 @@ from streaming.format.hashing import check_hashes, get_hash
 from streaming.format.index import INDEX_BASENAME, RAW_DATA, RAW_META, ZIP_DATA, ZIP_META, FileInfo, publish_index
 from streaming.format.safe_files import create_temp
 from streaming.format.sink import ShardSink
-from streaming.storage.output import parse_out
-from streaming.storage.uploader import ShardUploader
+from streaming.storage.out_argument import parse_out
+from streaming.storage.shard_uploader import ShardUploader
 from streaming.util import bytes_to_int
 
 MAX_SIZE_LIMIT = 1 << 32
@@ -105,7 +105,7 @@ class Writer(ABC):
         extra_bytes_per_shard: bytes a shard spends besides its samples (MDS header).
         extra_bytes_per_sample: bytes a sample spends besides its encoding (MDS offset entry).
         sink: where the files go (see :class:`~streaming.format.sink.ShardSink`). By default a
-            :class:`~streaming.storage.uploader.ShardUploader` for ``out`` built from the options below; a given
+            :class:`~streaming.storage.shard_uploader.ShardUploader` for ``out`` built from the options below; a given
             sink owns the location instead, and ``out`` must then name its local directory (or its remote).
         progress_bar, max_workers, retry, exist_ok: upload options, as in MosaicML Streaming.
     """

@@ -3,7 +3,9 @@
 ``dataframe_to_mds(df_or_table, out, ...)`` writes each partition with ``mapInArrow`` into its own attempt
 folder under ``out`` and publishes ``out/index.json`` (MDS index version 2, basenames relative to ``out``)
 once Spark reports every partition done, so MosaicML Streaming and this package read the result as is.
-Type rules (every Spark type, NULLs included) are in :mod:`streaming.spark.schema`.
+This package holds only what needs pyspark (reading the input, the Spark face of the type rules, the job and
+its NULL counts, incremental Delta jobs); the conversion itself is `streaming.convert`'s, shared with the
+command line's pyarrow engine. Type rules (every Spark type, NULLs included): `streaming.convert.type_rules`.
 
 Layout of a dataset written here::
 
@@ -18,10 +20,9 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
-from streaming.spark._requires import require_pyspark
+from streaming._extras import check_installed
 
-# Resolved on first use, so that the Arrow-only modules (`task`, `commit`, `arrow_encoder`) serve the
-# pyarrow converter of the command line without importing pyspark.
+# Resolved on first use: `import streaming.spark` alone checks nothing and imports no pyspark.
 _EXPORTS = {
     "ConversionResult": "streaming.spark.convert",
     "dataframe_to_mds": "streaming.spark.convert",
@@ -39,7 +40,7 @@ def __getattr__(name: str) -> Any:
     module = _EXPORTS.get(name)
     if module is None:
         raise AttributeError(f"module 'streaming.spark' has no attribute {name!r}")
-    require_pyspark()
+    check_installed(("pyspark", "pyarrow"), "spark", f"streaming.spark.{name}")
     value = getattr(importlib.import_module(module), name)
     globals()[name] = value
     return value

@@ -27,7 +27,7 @@ import os
 from collections.abc import Mapping
 from typing import Any
 
-from streaming.storage.base import storage_for
+from streaming.storage.registry import storage_for
 from streaming.storage.url import split_url
 
 OFF_DATABRICKS = "off Databricks"

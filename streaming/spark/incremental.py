@@ -28,21 +28,19 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
-import re
-import secrets
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from streaming.convert.runs import INCREMENTS, increment_folder_prefix, increment_version, new_increment_folder
+from streaming.convert.source import Source
 from streaming.format import commit_log
-from streaming.format.index import rebase, stored_file
-from streaming.spark import commit
+from streaming.format.index import read_index, rebase, stored_file
 from streaming.spark.convert import dataframe_to_mds
 from streaming.spark.executor_access import check_executor_access
 from streaming.spark.schema import resolve_columns
-from streaming.spark.source import (
-    Source,
+from streaming.spark.table_input import (
     active_session,
     frame_from_arrow,
     looks_like_path,
@@ -50,15 +48,13 @@ from streaming.spark.source import (
     resolve,
     sql_identifier,
 )
-from streaming.storage.destination import Destination
+from streaming.storage.dataset_root import DatasetRoot
 
 logger = logging.getLogger(__name__)
 
-INCREMENTS = "increments"
 RECORD_BASENAME = "increment.json"
 CDF_PROPERTY = "delta.enableChangeDataFeed"
 CDF_COLUMNS = ("_change_type", "_commit_version", "_commit_timestamp")
-_INCREMENT_PATH = re.compile(rf"^{INCREMENTS}/v(\d+)(?:-[0-9a-f]+)?/")
 #: Table history operations that rewrite rows: the Change Data Feed reports every row they wrote as inserted.
 REWRITES = ("CREATE OR REPLACE TABLE", "REPLACE TABLE", "REPLACE TABLE AS SELECT", "RESTORE", "OPTIMIZE")
 
@@ -119,7 +115,7 @@ def incremental_to_mds(
             ``columns`` must give the dataset's columns on every run. With default columns, a column holding
             NULLs gets a NULL mask on the run that creates the dataset and keeps it on every later run; NULLs
             that first appear in a later version in a column stored without a mask are refused, naming it
-            (see ``streaming.spark.null_plan``).
+            (see ``streaming.convert.null_plan``).
         change_data_feed: True to require the table's Change Data Feed, False to always diff snapshots,
             None to use the feed when the table has ``delta.enableChangeDataFeed`` set.
 
@@ -129,7 +125,7 @@ def incremental_to_mds(
     if not isinstance(table, str) or not table:
         raise TypeError(f"`table` must be a Delta table name or path, got {table!r}.")
     session = active_session(spark)
-    destination = Destination(out)
+    destination = DatasetRoot(out)
     check_executor_access(destination.url, executor_env, session)
     base = commit_log.read_snapshot(destination)
     existing = base.shards
@@ -153,7 +149,7 @@ def incremental_to_mds(
 
     resolve_columns(current.schema, columns)  # bad `columns` fail before any job
     rows, method, unapplied = _new_rows(session, table, source, current, held, change_data_feed)
-    folder = increment_folder(target, secrets.token_hex(4))
+    folder = new_increment_folder(target)
     staged = dataframe_to_mds(
         rows,
         destination.child(folder),
@@ -199,12 +195,7 @@ def incremental_to_mds(
     return result
 
 
-def increment_folder(version: int, run: str) -> str:
-    """The dataset-relative folder of run ``run`` (hex), which brings the dataset up to table ``version``."""
-    return f"{INCREMENTS}/v{version:08d}-{run}"
-
-
-def held_version(destination: Destination, table: str, state: commit_log.Snapshot) -> int | None:
+def held_version(destination: DatasetRoot, table: str, state: commit_log.Snapshot) -> int | None:
     """The version of ``table`` the committed state holds, or None for an empty dataset.
 
     Raises ValueError when the dataset has shards but no record of coming from ``table``.
@@ -232,8 +223,7 @@ def _shard_basename(shard: dict[str, Any]) -> str:
 
 
 def _increment_version(shard: dict[str, Any]) -> int | None:
-    match = _INCREMENT_PATH.match(_shard_basename(shard))
-    return int(match.group(1)) if match else None
+    return increment_version(_shard_basename(shard))
 
 
 def _converted_version(table: str, state: commit_log.Snapshot) -> int | None:
@@ -255,9 +245,9 @@ def _converted_version(table: str, state: commit_log.Snapshot) -> int | None:
     return None
 
 
-def _empty_increment_recorded(destination: Destination, held: int, target: int) -> bool:
+def _empty_increment_recorded(destination: DatasetRoot, held: int, target: int) -> bool:
     """Whether an earlier run found no new rows between ``held`` and ``target`` (and so published nothing)."""
-    prefix = f"{INCREMENTS}/v{target:08d}"
+    prefix = increment_folder_prefix(target)
     for relative in destination.list_relative(INCREMENTS):
         folder, _, name = relative.rpartition("/")
         if name != RECORD_BASENAME or not (folder == prefix or folder.startswith(f"{prefix}-")):
@@ -432,13 +422,13 @@ def _change_feed_deltalake(session: Any, table: str, source: Source, held: int) 
     return frame_from_arrow(session, inserts), int(unapplied)
 
 
-def _publish(destination: Destination, table: str, held: int | None, folder: str, base: commit_log.Snapshot) -> None:
+def _publish(destination: DatasetRoot, table: str, held: int | None, folder: str, base: commit_log.Snapshot) -> None:
     """The commit: append the staged shards on top of ``base``, unless another run moved the dataset.
 
     The commit log's create-only commit decides between concurrent runs: a run that finds a newer commit
     than the one it started from checks which version that commit holds, and fails if it is not ``held``.
     """
-    staged = commit.read_index(Destination(destination.child(folder)))
+    staged = read_index(DatasetRoot(destination.child(folder)), missing_ok=True)
     added = [rebase(shard, folder) for shard in staged]
 
     def still_held(newer: commit_log.Snapshot) -> None:

@@ -1,90 +1,54 @@
-"""Spark SQL type → MDS encoding: the default for every type, the encodings a user may choose, and refusals.
+"""Spark SQL types under the conversion's type rules: each Spark type's Arrow form, and what only Spark has.
 
-Every Spark type is either stored losslessly or refused before any job runs, with a message that names
-the column and the choices. The rules (read back with ``LocalDataset``/``StreamingDataset``):
-
-=============================  =================  ===========================================================
-Spark type                     default encoding   value read back
-=============================  =================  ===========================================================
-ByteType / ShortType           ``int8``/``int16`` ``numpy.int8``/``numpy.int16`` (upstream wrote uint8/uint16,
-                                                  which wrapped negative values)
-IntegerType / LongType         ``int32``/``int64`` numpy scalar
-FloatType / DoubleType         ``float32``/``float64`` numpy scalar; NaN payloads and -0.0 kept bit for bit
-BooleanType                    ``uint8``          ``1`` for true, ``0`` for false
-DecimalType(p, s), any p       ``str_decimal``    ``decimal.Decimal`` with the exact digits and scale
-StringType, Char, Varchar      ``str``            ``str``
-BinaryType                     ``bytes``          ``bytes``
-DateType                       ``int32``          days since 1970-01-01 (negative before)
-TimestampType                  ``int64``          microseconds since 1970-01-01T00:00:00Z (an instant)
-TimestampNTZType               ``int64``          microseconds since 1970-01-01T00:00:00 of the wall clock
-TimeType                       ``int64``          nanoseconds since midnight
-DayTimeIntervalType            ``int64``          microseconds
-YearMonthIntervalType          ``int32``          months
-CalendarIntervalType           ``json``           ``{"months": m, "days": d, "microseconds": us}``
-ArrayType(numeric, boolean,    ``ndarray:<dtype>`` 1-D ``numpy.ndarray`` of the element's dtype above
-date, timestamp, time,                            (an empty array has shape ``(0,)``)
-day-time interval)
-any other ArrayType, MapType,  ``json``           the JSON rule below
-StructType, NullType
-VariantType, GeometryType,     refused            convert first (``to_json``, ``st_asbinary``, a struct)
-GeographyType, user-defined
-=============================  =================  ===========================================================
-
-JSON rule (the ``json`` encoding, at any depth): NULL → ``null``; booleans, integers and floats as
-themselves (NaN and infinities as Python's ``json`` writes them); decimals as strings of their exact
-digits; strings as strings; binary as standard base64 text; dates, timestamps, times and intervals as the
-integers in the table above; arrays as lists; structs as objects in field order; maps with string keys as
-objects, other maps as lists of ``[key, value]`` pairs.
-
-NULLs: MDS has no NULL. A column stored as ``json`` keeps NULL as ``null``, at the top level and inside
-arrays, maps and structs. Every other encoding has no spare value for NULL; with default encodings
-(``dataframe_to_mds(nulls="mask")``, see ``streaming.spark.null_plan``) a column that holds NULLs is written
-with a ``uint8`` NULL-mask column ``<name>__is_null`` and the encoding's zero value in place of NULL, which
-our readers fold back into ``None``, and an ``ndarray`` column with NULL elements is written as ``json``.
-With ``nulls="error"``, or an encoding the user chose, a NULL there stops the conversion with an error
-naming the column and the row; the choices are to fill or filter the NULLs in Spark, or to declare the
-column ``json``.
-
-User-given encodings replace the defaults when the table allows them: any integer encoding (``int8`` …
-``uint64``, ``int``, ``str_int``) for integer, boolean, date, time, timestamp and interval columns (values
-are range-checked as they are written, so nothing wraps); ``float64`` for FloatType; ``ndarray``,
-``ndarray:<dtype>`` or ``ndarray:<dtype>:<shape>`` (each array then has exactly ``prod(shape)`` elements
-and is reshaped) for arrays; ``pil``, ``png``, ``jpeg`` and ``pkl`` for BinaryType (the bytes are stored
-as they are, as upstream does); and ``json`` for every type.
+The rules themselves (defaults, choices, refusals) are `streaming.convert.type_rules`'s; this module maps
+every Spark type to the Arrow type its values cross into a task as (`arrow_type`), refuses up front the Spark
+types that have no lossless form whatever the rules (VARIANT, geometry, geography, user-defined types, and
+year-month intervals inside other types), and names Spark types in messages. Year-month intervals do not
+cross into Arrow at all: `select_expressions` turns them into their number of months first.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
+import pyarrow as pa
 from pyspark.sql import types as T
 
-INTEGER_ENCODINGS = ("int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64", "int", "str_int")
-BINARY_ENCODINGS = ("bytes", "pil", "png", "jpeg", "pkl")
+from streaming.convert import type_rules
+from streaming.convert.type_rules import BINARY_ENCODINGS, INTEGER_ENCODINGS, Wording
 
-# Integer-like Spark types and the dtype that stores each one losslessly.
-_INTEGER_LIKE: tuple[tuple[type[T.DataType], str], ...] = (
-    (T.ByteType, "int8"),
-    (T.ShortType, "int16"),
-    (T.IntegerType, "int32"),
-    (T.LongType, "int64"),
-    (T.BooleanType, "uint8"),
-    (T.DateType, "int32"),
-    (T.TimestampType, "int64"),
-    (T.TimestampNTZType, "int64"),
-    (T.DayTimeIntervalType, "int64"),
-    (T.YearMonthIntervalType, "int32"),
+__all__ = [
+    "BINARY_ENCODINGS",
+    "INTEGER_ENCODINGS",
+    "allowed_encodings",
+    "arrow_type",
+    "default_encoding",
+    "resolve_columns",
+    "select_expressions",
+]
+
+# Spark type → the Arrow type a task receives, for the types that are the same at any nesting.
+_LEAVES: tuple[tuple[type[T.DataType], pa.DataType], ...] = (
+    (T.ByteType, pa.int8()),
+    (T.ShortType, pa.int16()),
+    (T.IntegerType, pa.int32()),
+    (T.LongType, pa.int64()),
+    (T.FloatType, pa.float32()),
+    (T.DoubleType, pa.float64()),
+    (T.BooleanType, pa.bool_()),
+    (T.StringType, pa.string()),
+    (T.BinaryType, pa.binary()),
+    (T.DateType, pa.date32()),
+    (T.TimestampType, pa.timestamp("us", tz="UTC")),
+    (T.TimestampNTZType, pa.timestamp("us")),
+    (T.DayTimeIntervalType, pa.duration("us")),
+    (T.YearMonthIntervalType, pa.int32()),  # as months, by `select_expressions`
+    (T.NullType, pa.null()),
 )
-_FLOATS: tuple[tuple[type[T.DataType], str], ...] = ((T.FloatType, "float32"), (T.DoubleType, "float64"))
-
-
-def _time_type() -> type[T.DataType] | None:
-    """``TimeType`` exists from Spark 4.1 on."""
-    return getattr(T, "TimeType", None)
 
 
 def _refusal_hint(data_type: T.DataType) -> str | None:
-    """Why a type cannot be stored, with what to do instead; None when the type can be stored."""
+    """Why a Spark type cannot be stored, with what to do instead; None when it can."""
     name = type(data_type).__name__
     if name == "VariantType":
         return "convert it first, e.g. F.to_json(col) for its JSON text, then store that string"
@@ -98,19 +62,8 @@ def _refusal_hint(data_type: T.DataType) -> str | None:
     return None
 
 
-def element_dtype(data_type: T.DataType) -> str | None:
-    """The fixed-width numpy dtype that stores one value of ``data_type``, or None if there is none."""
-    for spark_type, dtype in _INTEGER_LIKE + _FLOATS:
-        if isinstance(data_type, spark_type):
-            return dtype
-    time_type = _time_type()
-    if time_type is not None and isinstance(data_type, time_type):
-        return "int64"
-    return None
-
-
 def _check_storable(data_type: T.DataType, column: str, path: str = "") -> None:
-    """Raise for a type nothing can store, looking inside arrays, maps and structs."""
+    """Refuse the Spark types no rule can store, looking inside arrays, maps and structs."""
     where = f"column {column!r}" + (f" at {path}" if path else "")
     hint = _refusal_hint(data_type)
     if hint is not None:
@@ -124,13 +77,6 @@ def _check_storable(data_type: T.DataType, column: str, path: str = "") -> None:
         _check_storable(data_type.keyType, column, f"{path}{{key}}")
         _check_storable(data_type.valueType, column, f"{path}{{value}}")
     elif isinstance(data_type, T.StructType):
-        names = [field.name for field in data_type.fields]
-        duplicates = sorted({name for name in names if names.count(name) > 1})
-        if duplicates:
-            raise ValueError(
-                f"Cannot convert {where}: the struct has duplicate field names {duplicates}, which a "
-                f"JSON object cannot hold; rename them first."
-            )
         for field in data_type.fields:
             _check_storable(field.dataType, column, f"{path}.{field.name}")
     elif path and isinstance(data_type, T.YearMonthIntervalType):
@@ -141,57 +87,50 @@ def _check_storable(data_type: T.DataType, column: str, path: str = "") -> None:
         )
 
 
+def arrow_type(data_type: T.DataType) -> pa.DataType:
+    """The Arrow type values of ``data_type`` reach a task as (after `select_expressions`)."""
+    for spark_type, arrow in _LEAVES:
+        if isinstance(data_type, spark_type):
+            return arrow
+    if isinstance(data_type, (T.CharType, T.VarcharType)):
+        return pa.string()
+    if isinstance(data_type, T.DecimalType):
+        return pa.decimal128(data_type.precision, data_type.scale)
+    if isinstance(data_type, T.ArrayType):
+        return pa.list_(pa.field("element", arrow_type(data_type.elementType), data_type.containsNull))
+    if isinstance(data_type, T.MapType):
+        return pa.map_(arrow_type(data_type.keyType), arrow_type(data_type.valueType))
+    if isinstance(data_type, T.StructType):
+        return pa.struct([pa.field(f.name, arrow_type(f.dataType), f.nullable) for f in data_type.fields])
+    name = type(data_type).__name__
+    if name == "TimeType":  # Spark 4.1+
+        return pa.time64("ns")
+    if name == "CalendarIntervalType":
+        return pa.month_day_nano_interval()
+    raise ValueError(f"Spark type {data_type.simpleString()} has no Arrow form known to this package.")
+
+
+def _wording(spark_types: Mapping[str, T.DataType]) -> Wording:
+    """Messages in Spark's words: a column's type as Spark names it."""
+    return Wording(
+        source="the DataFrame",
+        argument="`columns`",
+        describe=lambda column, data_type: (
+            f"Spark type {spark_types[column].simpleString()}" if column in spark_types else f"Arrow type {data_type}"
+        ),
+    )
+
+
 def default_encoding(data_type: T.DataType, column: str) -> str:
     """The encoding a column of ``data_type`` gets when the user does not choose one."""
     _check_storable(data_type, column)
-    scalar = element_dtype(data_type)
-    if scalar is not None:
-        return scalar
-    if isinstance(data_type, T.DecimalType):
-        return "str_decimal"
-    if isinstance(data_type, (T.StringType, T.CharType, T.VarcharType)):
-        return "str"
-    if isinstance(data_type, T.BinaryType):
-        return "bytes"
-    if isinstance(data_type, T.ArrayType):
-        inner = element_dtype(data_type.elementType)
-        if inner is not None:
-            return f"ndarray:{inner}"
-    return "json"
+    return type_rules.default_encoding(arrow_type(data_type), column, _wording({column: data_type}))
 
 
 def allowed_encodings(data_type: T.DataType, column: str) -> list[str]:
     """Every encoding a user may declare for a column of ``data_type`` (the default first)."""
-    default = default_encoding(data_type, column)
-    if default in INTEGER_ENCODINGS:
-        choices = [default, *INTEGER_ENCODINGS]
-    elif isinstance(data_type, T.FloatType):
-        choices = ["float32", "float64"]
-    elif isinstance(data_type, T.BinaryType):
-        choices = list(BINARY_ENCODINGS)
-    elif default.startswith("ndarray:"):
-        choices = [default, "ndarray", f"{default}:<shape>"]
-    else:
-        choices = [default]
-    choices.append("json")
-    return list(dict.fromkeys(choices))
-
-
-def _is_allowed(encoding: str, data_type: T.DataType, column: str) -> bool:
-    default = default_encoding(data_type, column)
-    if encoding in allowed_encodings(data_type, column):
-        return True
-    if default.startswith("ndarray:"):
-        parts = encoding.split(":")
-        return len(parts) == 3 and f"{parts[0]}:{parts[1]}" == default and _valid_shape(parts[2])
-    return False
-
-
-def _valid_shape(text: str) -> bool:
-    try:
-        return all(int(dim) >= 1 for dim in text.split(","))
-    except ValueError:
-        return False
+    _check_storable(data_type, column)
+    return type_rules.allowed_encodings(arrow_type(data_type), column, _wording({column: data_type}))
 
 
 def resolve_columns(schema: T.StructType, columns: Mapping[str, str] | Sequence[str] | None) -> dict[str, str]:
@@ -200,39 +139,23 @@ def resolve_columns(schema: T.StructType, columns: Mapping[str, str] | Sequence[
     ``None`` means every column with its default encoding; a list of names picks columns with their
     defaults; a mapping gives explicit encodings, each checked against the column's Spark type.
     """
-    fields = {field.name: field for field in schema.fields}
-    names = [field.name for field in schema.fields]
-    duplicates = sorted({name for name in names if names.count(name) > 1})
-    if columns is None:
-        if duplicates:
-            raise ValueError(
-                f"The DataFrame has duplicate column names {duplicates}; rename them or pick columns with `columns`."
-            )
-        columns = names
-    if isinstance(columns, str) or not isinstance(columns, (Mapping, Sequence)):
-        raise TypeError(
-            f"`columns` must be a dict of column name -> MDS encoding or a list of column names, got {columns!r}."
-        )
-    requested = dict(columns) if isinstance(columns, Mapping) else {name: None for name in columns}
-    if not requested:
-        raise ValueError("`columns` is empty: name at least one column to write.")
-    resolved = {}
-    for name, encoding in requested.items():
-        if name not in fields:
-            raise ValueError(f"Column {name!r} is not in the DataFrame; its columns are {names}.")
-        if name in duplicates:
-            raise ValueError(f"Column name {name!r} appears more than once in the DataFrame; rename the copies.")
-        data_type = fields[name].dataType
-        if encoding is None:
-            resolved[name] = default_encoding(data_type, name)
-            continue
-        if not isinstance(encoding, str) or not _is_allowed(encoding, data_type, name):
-            raise ValueError(
-                f"Column {name!r} of Spark type {data_type.simpleString()} cannot be stored as "
-                f"{encoding!r}; valid choices: {', '.join(allowed_encodings(data_type, name))}."
-            )
-        resolved[name] = encoding
-    return resolved
+    if isinstance(columns, Mapping):
+        chosen = [name for name in columns]
+    elif isinstance(columns, Sequence) and not isinstance(columns, str):
+        chosen = list(columns)
+    else:
+        chosen = [field.name for field in schema.fields]
+    spark_types = {field.name: field.dataType for field in schema.fields}
+    for name in chosen:
+        if name in spark_types:
+            _check_storable(spark_types[name], name)
+    # Columns left out may have types without an Arrow form (they are never read): they get a stand-in.
+    fields = [(name, arrow_type(data_type) if name in chosen else pa.null()) for name, data_type in _pairs(schema)]
+    return type_rules.resolve_columns(fields, columns, _wording(spark_types))
+
+
+def _pairs(schema: T.StructType) -> list[tuple[str, T.DataType]]:
+    return [(field.name, field.dataType) for field in schema.fields]
 
 
 def quote_name(name: str) -> str:

@@ -20,6 +20,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any, BinaryIO
 
+from streaming._extras import require
 from streaming.storage.base import DEFAULT_TIMEOUT, ClientPool, Storage
 from streaming.storage.errors import (
     CredentialsError,
@@ -27,7 +28,6 @@ from streaming.storage.errors import (
     ObjectNotFoundError,
     StorageError,
     StoragePermissionError,
-    import_extra,
 )
 from streaming.storage.url import split_url
 
@@ -114,7 +114,7 @@ class AzureStorage(Storage):
         return parse_blob_url(url).account or ""
 
     def _build_client(self, timeout: float) -> Any:
-        blob = import_extra("azure.storage.blob", "azure")
+        blob = require("azure.storage.blob", "azure", "Azure Blob Storage")
         options = {
             "connection_timeout": min(timeout, 10.0),
             "read_timeout": timeout,
@@ -124,7 +124,7 @@ class AzureStorage(Storage):
             return blob.BlobServiceClient.from_connection_string(self._connection_string, **options)
         credential: Any = self._account_key
         if credential is None:
-            credential = import_extra("azure.identity", "azure").DefaultAzureCredential()
+            credential = require("azure.identity", "azure", "Azure Blob Storage").DefaultAzureCredential()
         return blob.BlobServiceClient(
             account_url=f"https://{self.account}.blob.core.windows.net", credential=credential, **options
         )

@@ -1,19 +1,16 @@
-"""The storage interface every backend implements, and `storage_for(url)`, which picks and caches a backend.
+"""The storage interface every backend implements (`Storage`), and the client pool backends keep their clients in.
 
 A backend moves whole objects between a URL and a local file: `get`, `put`, `put_if_absent` (the
 create-only write that concurrent writers' commits rely on), `list`, `exists`, `size` and `delete`, in
 the spirit of fsspec's filesystem interface but much smaller. `get` always downloads to a temporary
 name in the destination directory and renames it, so a partial download never appears under the real
-name (and fsyncs first, unless the caller can recognise a copy torn by a power loss). Backends are
-cached per scheme, bucket/account and relevant environment, and per process: a forked or spawned
-DataLoader worker builds its own clients.
+name (and fsyncs first, unless the caller can recognise a copy torn by a power loss). Which backend serves
+a URL is `streaming.storage.registry`'s to say.
 """
 
 from __future__ import annotations
 
 import contextlib
-import hashlib
-import importlib
 import os
 import tempfile
 import threading
@@ -29,10 +26,7 @@ from streaming.storage.errors import (
     UnsupportedOperationError,
     scrubbed_cause,
 )
-from streaming.storage.url import check_segments, split_url
-
-#: Set to ``local`` to read and write every ``/Volumes/...`` path as a local path (never the Files API).
-VOLUMES_ENV = "MDS_STREAMING_VOLUMES"
+from streaming.storage.url import split_url
 
 DEFAULT_TIMEOUT = 60.0
 CHUNK_SIZE = 1 << 20
@@ -278,137 +272,3 @@ class ClientPool:
     def __setstate__(self, state: dict[str, Any]) -> None:
         # Clients (sockets, SDK sessions) are not picklable: a pool arrives empty and builds its own.
         ClientPool.__init__(self, state["_factory"], per_thread=state["_per_thread"])
-
-
-# scheme route -> (module, class). Modules import their SDK only when a client is first built.
-_BACKENDS = {
-    "local": ("streaming.storage.local", "LocalStorage"),
-    "s3": ("streaming.storage.s3", "S3Storage"),
-    "gs": ("streaming.storage.gcs", "GCSStorage"),
-    "azure": ("streaming.storage.azure", "AzureStorage"),
-    "oci": ("streaming.storage.oci", "OCIStorage"),
-    "dbfs": ("streaming.storage.databricks", "DBFSStorage"),
-    "volumes": ("streaming.storage.databricks", "VolumesStorage"),
-    "hf": ("streaming.storage.hf", "HFStorage"),
-    "sftp": ("streaming.storage.sftp", "SFTPStorage"),
-}
-_SCHEMES = {
-    "": "local",
-    "file": "local",
-    "s3": "s3",
-    "gs": "gs",
-    "azure": "azure",
-    "azure-dl": "azure",
-    "abfs": "azure",
-    "abfss": "azure",
-    "oci": "oci",
-    "dbfs": "dbfs",
-    "hf": "hf",
-    "sftp": "sftp",
-}
-# Schemes upstream knows that are deliberately not served, with what to use instead.
-_UNSUPPORTED = {
-    "alipan": (
-        "Aliyun Drive (alipan://) is not supported by mds-streaming; copy the dataset to a supported store "
-        "(s3://, gs://, azure://, oci://, sftp://, hf://datasets/, dbfs:/Volumes/) or to a local directory"
-    ),
-}
-_CACHE: dict[tuple, Storage] = {}
-_CACHE_LOCK = threading.Lock()
-
-
-def volume_mount(url: str) -> str | None:
-    """The local path of a `/Volumes/...` or `dbfs:/Volumes/...` URL when its volume is mounted here, else None."""
-    location = split_url(url)
-    if location.scheme not in ("", "dbfs"):
-        return None
-    path = location.key
-    parts = path.split("/")
-    if len(parts) < 5 or parts[0] != "" or parts[1] != "Volumes":
-        return None
-    return path if os.path.isdir("/".join(parts[:5])) else None
-
-
-def volumes_via_api(url: str) -> bool:
-    """Whether a ``/Volumes/...`` path (not ``dbfs:``) goes to the Databricks Files API.
-
-    Only a path shaped ``/Volumes/<catalog>/<schema>/<volume>/...`` that does not exist locally does (so a
-    macOS disk under ``/Volumes`` stays local), and never when ``MDS_STREAMING_VOLUMES=local``.
-    """
-    location = split_url(url)
-    if location.scheme not in ("", "file") or not location.key.startswith("/Volumes/"):
-        return False
-    if os.environ.get(VOLUMES_ENV, "").lower() == "local":
-        return False
-    parts = location.key.split("/")
-    if len(parts) < 5 or not all(parts[2:5]):
-        return False
-    return volume_mount(url) is None and not os.path.exists(location.key)
-
-
-def refuse_unsupported(url: str) -> None:
-    """Raise ValueError naming the alternatives when `url` has a scheme upstream knows but this package refuses."""
-    scheme = split_url(url).scheme
-    if scheme in _UNSUPPORTED:
-        raise ValueError(f"Unsupported storage URL {url!r}: {_UNSUPPORTED[scheme]}.")
-
-
-def _route(url: str) -> str:
-    location = split_url(url)
-    route = _SCHEMES.get(location.scheme)
-    refuse_unsupported(url)
-    check_segments(url)
-    if route is None:
-        valid = ", ".join(sorted(f"{s}://" for s in _SCHEMES if s) + ["dbfs:/", "local paths"])
-        raise ValueError(
-            f"Unsupported storage URL {url!r}: unknown scheme {location.scheme!r}. Valid choices: {valid}."
-        )
-    if route == "dbfs" and location.key.startswith("/Volumes/"):
-        return "local" if volume_mount(url) else "volumes"
-    if route == "local" and location.key.startswith("/Volumes/"):
-        return "volumes" if volumes_via_api(url) else "local"
-    return route
-
-
-def storage_for(url: str) -> Storage:
-    """The backend for `url`, chosen by scheme and cached per (scheme, netloc, environment, process).
-
-    `/Volumes/...` and `dbfs:/Volumes/...` use plain file I/O when the volume is mounted here, else the
-    Databricks Files API. Unknown schemes raise ValueError listing the valid ones.
-    """
-    route = _route(url)
-    module_name, class_name = _BACKENDS[route]
-    backend: type[Storage] = getattr(importlib.import_module(module_name), class_name)
-    key = (os.getpid(), route, backend.cache_key(url), env_fingerprint(backend.env_vars))
-    storage = _CACHE.get(key)
-    if storage is None:
-        with _CACHE_LOCK:
-            storage = _CACHE.get(key)
-            if storage is None:
-                storage = backend.from_url(url)
-                _CACHE[key] = storage
-    return storage
-
-
-def env_fingerprint(names: tuple[str, ...]) -> str:
-    """A digest of the current values of `names`, so that no credential is kept in a cache key in clear."""
-    digest = hashlib.sha256()
-    for name in names:
-        digest.update(f"{name}={os.environ.get(name)}\0".encode())
-    return digest.hexdigest()
-
-
-def _after_fork_in_child() -> None:
-    global _CACHE_LOCK
-    _CACHE_LOCK = threading.Lock()
-    _CACHE.clear()
-
-
-if hasattr(os, "register_at_fork"):
-    os.register_at_fork(after_in_child=_after_fork_in_child)
-
-
-def clear_storage_cache() -> None:
-    """Forget every cached backend (for tests, or after changing credentials in-process)."""
-    with _CACHE_LOCK:
-        _CACHE.clear()

@@ -23,6 +23,7 @@ import os
 from collections.abc import Callable, Iterator
 from typing import Any, BinaryIO
 
+from streaming._extras import require
 from streaming.storage import workspace_budget
 from streaming.storage.base import CHUNK_SIZE, DEFAULT_TIMEOUT, ClientPool, Storage
 from streaming.storage.errors import (
@@ -33,7 +34,6 @@ from streaming.storage.errors import (
     RequestRejectedError,
     StorageError,
     StoragePermissionError,
-    import_extra,
 )
 from streaming.storage.retry import call_with_retry
 from streaming.storage.url import split_url
@@ -70,7 +70,7 @@ class _DatabricksStorage(Storage):
 
     @staticmethod
     def _build_client(timeout: float) -> Any:
-        sdk = import_extra("databricks.sdk", "databricks")
+        sdk = require("databricks.sdk", "databricks", "Databricks storage")
         from databricks.sdk.core import Config
 
         seconds = max(1, int(timeout))

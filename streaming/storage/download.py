@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from streaming.storage.base import storage_for
 from streaming.storage.errors import ObjectNotFoundError, StoragePermissionError
+from streaming.storage.registry import storage_for
 from streaming.storage.retry import call_with_retry
 
 #: Failures that another attempt cannot fix: a missing object, a permission or credential problem, a bad URL.

@@ -6,9 +6,6 @@ Each class also derives from the matching builtin, so callers may catch `FileNot
 
 from __future__ import annotations
 
-import importlib
-from types import ModuleType
-
 from streaming.storage.url import scrub, without_password
 
 
@@ -68,14 +65,3 @@ class UnsupportedOperationError(StorageError):
 
 class DownloadTooLargeError(StorageError, ValueError):
     """An object that grew past the size the caller expected while downloading (stopped there, not retried)."""
-
-
-def import_extra(module: str, extra: str) -> ModuleType:
-    """Import `module`, or raise an ImportError naming the `mds-streaming` extra that provides it."""
-    try:
-        return importlib.import_module(module)
-    except ImportError as exc:
-        raise ImportError(
-            f"{module} is needed for this storage scheme but is not installed; "
-            f'install it with: pip install "mds-streaming[{extra}]"'
-        ) from exc

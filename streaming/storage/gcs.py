@@ -15,6 +15,7 @@ import os
 from collections.abc import Iterator
 from typing import Any, BinaryIO
 
+from streaming._extras import require
 from streaming.storage.base import DEFAULT_TIMEOUT, ClientPool, Storage
 from streaming.storage.errors import (
     CredentialsError,
@@ -22,7 +23,6 @@ from streaming.storage.errors import (
     ObjectNotFoundError,
     StorageError,
     StoragePermissionError,
-    import_extra,
 )
 from streaming.storage.s3 import S3Storage
 from streaming.storage.url import split_url
@@ -69,7 +69,7 @@ class GCSStorage(Storage):
         return ""
 
     def _build_client(self, timeout: float) -> Any:
-        storage = import_extra("google.cloud.storage", "gcs")
+        storage = require("google.cloud.storage", "gcs", "Google Cloud Storage")
         project = os.environ.get("GOOGLE_CLOUD_PROJECT")
         if os.environ.get("STORAGE_EMULATOR_HOST"):
             from google.auth.credentials import AnonymousCredentials

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from typing import Any, BinaryIO
 from urllib.parse import quote, unquote
 
+from streaming._extras import require
 from streaming.storage.base import CHUNK_SIZE, Storage
 from streaming.storage.errors import (
     CredentialsError,
@@ -25,7 +26,6 @@ from streaming.storage.errors import (
     ObjectNotFoundError,
     StorageError,
     StoragePermissionError,
-    import_extra,
 )
 from streaming.storage.url import split_url
 
@@ -91,7 +91,7 @@ class HFStorage(Storage):
 
     def _hub(self) -> Any:
         if self._api is None:
-            hub = import_extra("huggingface_hub", "hf")
+            hub = require("huggingface_hub", "hf", "Hugging Face Hub storage")
             self._api = hub.HfApi(endpoint=self._endpoint, token=self._token)
         return self._api
 

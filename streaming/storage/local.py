@@ -10,8 +10,9 @@ import tempfile
 from collections.abc import Iterator
 from typing import BinaryIO
 
-from streaming.storage.base import CHUNK_SIZE, Storage, volume_mount
+from streaming.storage.base import CHUNK_SIZE, Storage
 from streaming.storage.errors import ObjectNotFoundError, StorageError, StoragePermissionError
+from streaming.storage.registry import volume_mount
 from streaming.storage.url import split_url
 
 

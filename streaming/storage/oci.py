@@ -12,6 +12,7 @@ import os
 from collections.abc import Iterator
 from typing import Any, BinaryIO
 
+from streaming._extras import require
 from streaming.storage.base import CHUNK_SIZE, DEFAULT_TIMEOUT, ClientPool, Storage
 from streaming.storage.errors import (
     CredentialsError,
@@ -19,7 +20,6 @@ from streaming.storage.errors import (
     ObjectNotFoundError,
     StorageError,
     StoragePermissionError,
-    import_extra,
 )
 from streaming.storage.url import split_url
 
@@ -40,7 +40,7 @@ class OCIStorage(Storage):
         return ""
 
     def _build_client(self, timeout: float) -> Any:
-        oci = import_extra("oci", "oci")
+        oci = require("oci", "oci", "OCI Object Storage")
         location = os.environ.get("OCI_CONFIG_FILE") or oci.config.DEFAULT_LOCATION
         profile = os.environ.get("OCI_CONFIG_PROFILE") or oci.config.DEFAULT_PROFILE
         config = oci.config.from_file(file_location=location, profile_name=profile)

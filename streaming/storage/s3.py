@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from typing import Any, BinaryIO, TypedDict
 from urllib.parse import urlsplit
 
+from streaming._extras import require
 from streaming.storage.base import CHUNK_SIZE, DEFAULT_TIMEOUT, ClientPool, Storage
 from streaming.storage.errors import (
     CredentialsError,
@@ -27,7 +28,6 @@ from streaming.storage.errors import (
     ObjectNotFoundError,
     StorageError,
     StoragePermissionError,
-    import_extra,
 )
 from streaming.storage.url import split_url
 
@@ -152,7 +152,7 @@ class S3Storage(Storage):
 
     # -- clients --------------------------------------------------------------------------------
     def _build_client(self, timeout: float, anonymous: bool) -> Any:
-        boto3 = import_extra("boto3", self._extra)
+        boto3 = require("boto3", self._extra, "S3 storage")
         from botocore import UNSIGNED
         from botocore.config import Config
 

@@ -25,13 +25,13 @@ from dataclasses import dataclass
 from typing import Any, BinaryIO
 from urllib.parse import unquote, urlsplit
 
+from streaming._extras import require
 from streaming.storage.base import CHUNK_SIZE, DEFAULT_TIMEOUT, Storage
 from streaming.storage.errors import (
     CredentialsError,
     EndpointUnreachableError,
     StorageError,
     StoragePermissionError,
-    import_extra,
 )
 from streaming.storage.url import without_password
 
@@ -73,7 +73,7 @@ class _Session:
     """One SSH connection and its SFTP channel."""
 
     def __init__(self, server: SFTPServer, timeout: float) -> None:
-        paramiko = import_extra("paramiko", "sftp")
+        paramiko = require("paramiko", "sftp", "SFTP storage")
         key_file = os.environ.get(KEY_FILE_VAR) or None
         if key_file is not None and not os.path.isfile(key_file):
             raise _MissingKeyFile(key_file)

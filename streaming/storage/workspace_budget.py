@@ -5,8 +5,8 @@ client records those limits), counted for the whole workspace. A conversion's Sp
 and the driver are separate processes, so a limit kept per process or per client would multiply with them. Every
 request to a workspace therefore takes a lease here first:
 
-* a slot: one of ``concurrency`` lock files (``flock``) in the node's coordination folder, held until the answer
-  has been read, so at most ``concurrency`` requests are in flight from this machine at once;
+* a slot: one of ``concurrency`` lock files (``flock``) in a folder of this machine, held until the answer has
+  been read, so at most ``concurrency`` requests are in flight from this machine at once;
 * a start time: requests start at least ``1 / rate`` seconds apart, spaced through a small shared state file;
 * after a throttled answer (429, or 503 with ``Retry-After``), no request of this machine starts before its
   ``Retry-After`` has passed (the SDK retries the throttled request itself after that wait).
@@ -25,13 +25,15 @@ import hashlib
 import os
 import random
 import struct
+import tempfile
 import threading
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-from streaming.dataset.coordination.root import state_root
-
+#: The coordination root's override (streaming.dataset.coordination.root, a layer above this one): tests and
+#: containers that move the node's coordination files move the budgets with them.
+STATE_DIR_ENV = "STREAMING_STATE_DIR"
 CONCURRENCY_ENV = "MDS_STREAMING_DATABRICKS_CONCURRENCY"
 RATE_ENV = "MDS_STREAMING_DATABRICKS_RATE"
 MACHINES_ENV = "MDS_STREAMING_DATABRICKS_MACHINES"
@@ -94,7 +96,7 @@ class WorkspaceBudget:
         self.host = host
         self.share = share
         digest = hashlib.sha256(host.encode()).hexdigest()[:16]
-        self._prefix = os.path.join(state_root(), f"databricks-{digest}")
+        self._prefix = os.path.join(_budget_folder(), f"databricks-{digest}")
         self._lock = threading.Lock()
         self._open()
 
@@ -181,6 +183,13 @@ class WorkspaceBudget:
                 yield _STATE.unpack(data) if len(data) == _STATE.size else (0.0, 0.0)
             finally:
                 fcntl.flock(self._state, fcntl.LOCK_UN)
+
+
+def _budget_folder() -> str:
+    """This machine's folder of budget files: `STATE_DIR_ENV` when set, else a private one in the temp folder."""
+    folder = os.environ.get(STATE_DIR_ENV) or os.path.join(tempfile.gettempdir(), f"mds-streaming-{os.getuid()}")
+    os.makedirs(folder, mode=0o700, exist_ok=True)
+    return folder
 
 
 _budgets: dict[tuple[str, Share], WorkspaceBudget] = {}

@@ -16,7 +16,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from streaming import LocalDataset
-from streaming.cli.location import DatasetLocation
+from streaming.storage.dataset_root import DatasetRoot
 from tests.cli.conftest import run_cli
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -85,7 +85,7 @@ def test_convert_parquet_to_each_store(store, tmp_path):
         local = str(tmp_path / "copy")
         assert run_cli("cp", out, local, "--quiet")[0] == 0
     _check_rows(local, 500)
-    record = json.loads(DatasetLocation(out).read_bytes("mds_conversion.json"))
+    record = json.loads(DatasetRoot(out).read_bytes("mds_conversion.json"))
     assert record["latest"]["source"]["kind"] == "parquet" and record["latest"]["samples"] == 500
     # The commit protocol of dataframe_to_mds: refuse a non-empty destination, append with one index update.
     code, _, err = run_cli("convert", source, out)
@@ -99,8 +99,8 @@ def test_convert_a_parquet_folder_on_s3(store, tmp_path):
     for part in range(3):
         path = str(tmp_path / f"part-{part}.parquet")
         pq.write_table(_table(100).slice(0, 100), path)
-        DatasetLocation(folder).storage.put(path, DatasetLocation(folder).url(f"part-{part}.parquet"))
-    DatasetLocation(folder).write_bytes("_SUCCESS", b"")
+        DatasetRoot(folder).storage.put(path, DatasetRoot(folder).child(f"part-{part}.parquet"))
+    DatasetRoot(folder).write_bytes("_SUCCESS", b"")
     out = str(tmp_path / "ds")
     code, doc, _ = run_cli("convert", folder, out, "--json", "--columns", "id,text:str", "--compression", "none")
     assert code == 0 and doc["columns"] == {"id": "int64", "text": "str"} and doc["samples"] == 300
@@ -163,15 +163,17 @@ def test_convert_usage_errors_say_what_to_do(tmp_path):
     assert code == 2 and "Valid algorithms" in err
     code, _, err = run_cli("convert", "main.sales.orders", str(tmp_path / "c"))
     assert code == 2 and "--spark" in err
-    assert not os.path.exists(tmp_path / "a") or DatasetLocation(str(tmp_path / "a")).size("index.json") is None
+    assert not os.path.exists(tmp_path / "a") or DatasetRoot(str(tmp_path / "a")).size("index.json") is None
 
 
-def test_arrow_rules_match_the_spark_rules():
-    """Every Spark type, as the Arrow type Spark hands over, gets the encoding and choices schema.py gives it."""
+def test_the_spark_face_of_the_rules_matches_pysparks_own_arrow_mapping():
+    """Every Spark type gets the encoding and choices that the one set of rules gives the Arrow type pyspark itself
+    hands a task for it (pyspark's ``to_arrow_type`` is the oracle of `streaming.spark.schema.arrow_type`)."""
     from pyspark.sql import types as T
     from pyspark.sql.pandas.types import to_arrow_type
 
-    from streaming.spark import arrow_schema, schema
+    from streaming.convert import type_rules as arrow_schema
+    from streaming.spark import schema
 
     spark_types = [
         T.ByteType(),
@@ -199,6 +201,9 @@ def test_arrow_rules_match_the_spark_rules():
         arrow_type = to_arrow_type(spark_type, timezone="UTC")
         assert arrow_schema.default_encoding(arrow_type, "c") == schema.default_encoding(spark_type, "c"), spark_type
         assert arrow_schema.allowed_encodings(arrow_type, "c") == schema.allowed_encodings(spark_type, "c"), spark_type
+        assert schema.arrow_type(spark_type).equals(arrow_type, check_metadata=False) or (
+            str(schema.arrow_type(spark_type)) == str(arrow_type)
+        ), spark_type
 
 
 def test_convert_stays_within_a_memory_limit_half_the_input(tmp_path):

@@ -9,17 +9,18 @@ import time
 import pytest
 
 from streaming import vacuum
-from streaming.cli.location import DatasetLocation
+from streaming.format.index import read_index
+from streaming.storage.dataset_root import DatasetRoot
 from tests.cli.conftest import run_cli
 from tests.cli.data import COLUMNS, write_json, write_mds
 
 
 def _put(root: str, relative: str, data: bytes) -> None:
-    DatasetLocation(root).write_bytes(relative, data)
+    DatasetRoot(root).write_bytes(relative, data)
 
 
 def _shard_names(root: str) -> list[str]:
-    return [name for name in DatasetLocation(root).files() if name.endswith(".zstd")]
+    return [name for name in DatasetRoot(root).list_relative() if name.endswith(".zstd")]
 
 
 # -- inspect --------------------------------------------------------------------------------------------------------
@@ -52,14 +53,14 @@ def test_verify_clean_dataset(store):
 def test_verify_lists_every_problem(store):
     root = store("ds")
     write_mds(root)
-    location = DatasetLocation(root)
+    location = DatasetRoot(root)
     first, second, third = _shard_names(root)[:3]
     data = location.read_bytes(first)
     _put(root, first, data[: len(data) // 2])  # truncated
     wrong = bytearray(location.read_bytes(second))
     wrong[-1] ^= 0xFF
     _put(root, second, bytes(wrong))  # same size, wrong hash
-    location.storage.delete(location.url(third))  # missing
+    location.storage.delete(location.child(third))  # missing
     _put(root, "leftover/shard.00000.mds", b"x" * 10)  # unreferenced
     code, doc, _ = run_cli("verify", root, "--json")
     assert code == 1 and not doc["ok"]
@@ -89,8 +90,8 @@ def test_verify_finds_header_disagreement(tmp_path):
 def test_verify_missing_or_broken_index(store):
     root = store("ds")
     write_mds(root)
-    location = DatasetLocation(root)
-    location.storage.delete(location.url("index.json"))
+    location = DatasetRoot(root)
+    location.storage.delete(location.child("index.json"))
     code, doc, _ = run_cli("verify", root, "--json")
     assert code == 1 and doc["problems"][0]["file"] == "index.json" and "rebuild-index" in doc["problems"][0]["hint"]
     _put(root, "index.json", b"{not json")
@@ -102,9 +103,9 @@ def test_verify_missing_or_broken_index(store):
 def test_rebuild_index_reproduces_the_lost_index_exactly(store):
     root = store("ds")
     write_mds(root)
-    location = DatasetLocation(root)
+    location = DatasetRoot(root)
     original = location.read_bytes("index.json")
-    location.storage.delete(location.url("index.json"))
+    location.storage.delete(location.child("index.json"))
     code, doc, _ = run_cli("rebuild-index", root, "--json")
     assert code == 0 and doc["written"] and doc["skipped"] == [] and doc["inferred"] == []
     assert location.read_bytes("index.json") == original
@@ -129,14 +130,14 @@ def test_rebuild_index_refuses_a_valid_index_without_force(store):
     assert code == 2 and "--force" in err
     code, doc, _ = run_cli("rebuild-index", root, "--force", "--json")
     assert code == 0 and doc["written"]
-    assert DatasetLocation(root).read_bytes("index.json.bak") == DatasetLocation(root).read_bytes("index.json")
+    assert DatasetRoot(root).read_bytes("index.json.bak") == DatasetRoot(root).read_bytes("index.json")
 
 
 def test_rebuild_index_replaces_a_damaged_index_and_leaves_out_a_truncated_shard(store):
     root = store("ds")
     write_mds(root)
-    location = DatasetLocation(root)
-    samples_before = sum(s["samples"] for s in location.read_index())
+    location = DatasetRoot(root)
+    samples_before = sum(s["samples"] for s in read_index(location))
     _put(root, "index.json", b"garbage")
     victim = _shard_names(root)[1]
     data = location.read_bytes(victim)
@@ -146,7 +147,7 @@ def test_rebuild_index_replaces_a_damaged_index_and_leaves_out_a_truncated_shard
     _put(root, victim, compress("zstd", raw[:-7]))  # decompresses fine, but the shard inside is truncated
     code, doc, _ = run_cli("rebuild-index", root, "--json")
     assert code == 1 and len(doc["skipped"]) == 1 and victim in doc["skipped"][0] and "truncated" in doc["skipped"][0]
-    rebuilt = location.read_index()
+    rebuilt = read_index(location)
     assert victim not in {s["zip_data"]["basename"] for s in rebuilt}
     assert samples_before - doc["samples"] == int.from_bytes(raw[:4], "little")
     assert location.read_bytes("index.json.bak") == b"garbage"
@@ -185,7 +186,7 @@ def test_merge_index_both_forms(store):
     code, doc, _ = run_cli("merge-index", root, "--json")
     assert code == 0 and doc["samples"] == 70
     assert run_cli("verify", root, "--json")[1]["samples_decoded"] == 70
-    DatasetLocation(root).storage.delete(DatasetLocation(root).url("index.json"))
+    DatasetRoot(root).storage.delete(DatasetRoot(root).child("index.json"))
     code, doc, _ = run_cli("merge-index", root, root + "/part-1/index.json", "--json")
     assert code == 0 and doc["samples"] == 40
 
@@ -197,13 +198,13 @@ def test_cp_between_stores_is_verified_resumable_and_writes_the_index_last(store
     target = store("copy")
     code, doc, _ = run_cli("cp", source, target, "--json")
     assert code == 0 and doc["copied"] == doc["files"] and doc["skipped"] == 0
-    assert DatasetLocation(target).read_bytes("index.json") == DatasetLocation(source).read_bytes("index.json")
+    assert DatasetRoot(target).read_bytes("index.json") == DatasetRoot(source).read_bytes("index.json")
     assert run_cli("verify", target)[0] == 0
     # Interrupted copy: one file lost, one damaged (same size); a second run copies only those.
-    location = DatasetLocation(target)
+    location = DatasetRoot(target)
     first, second = _shard_names(target)[:2]
-    location.storage.delete(location.url(first))
-    _put(target, second, DatasetLocation(target).read_bytes(second)[:-3] + b"abc")
+    location.storage.delete(location.child(first))
+    _put(target, second, DatasetRoot(target).read_bytes(second)[:-3] + b"abc")
     code, doc, _ = run_cli("cp", source, target, "--json")
     expected_recopied = 1 if store("x").startswith("s3://") else 2  # a remote destination is checked by size only
     assert code == 0 and doc["copied"] == expected_recopied and doc["skipped"] == doc["files"] - expected_recopied
@@ -227,7 +228,7 @@ def test_cp_refuses_a_damaged_source_and_sync_deletes_extra_files(tmp_path, stor
         stream.write(b"\0\0\0\0")
     code, _, err = run_cli("cp", source, store("copy2"))
     assert code == 1 and "does not match the hashes" in err and "verify" in err
-    assert DatasetLocation(store("copy2")).size("index.json") is None  # nothing published
+    assert DatasetRoot(store("copy2")).size("index.json") is None  # nothing published
 
 
 # -- vacuum ---------------------------------------------------------------------------------------------------------
@@ -240,7 +241,7 @@ def _age(root: str, relative: str, seconds: float) -> None:
 def test_vacuum_deletes_only_old_unreferenced_files(tmp_path):
     root = str(tmp_path / "ds")
     write_mds(root)
-    referenced = set(DatasetLocation(root).files())
+    referenced = set(DatasetRoot(root).list_relative())
     for name in referenced:
         _age(root, name, 30 * 86400)  # old, but referenced: never deleted
     _put(root, "crashed/shard.00000.mds", b"x" * 100)
@@ -251,11 +252,11 @@ def test_vacuum_deletes_only_old_unreferenced_files(tmp_path):
         _age(root, name, 8 * 86400)
     dry = vacuum(root, "7d", dry_run=True)
     assert dry.deleted == ["crashed/shard.00000.mds", "shard.00000.mds.zstd.tmp"]
-    assert set(DatasetLocation(root).files()) >= referenced | set(dry.deleted)
+    assert set(DatasetRoot(root).list_relative()) >= referenced | set(dry.deleted)
     result = vacuum(root, retention="7d")
     assert result.deleted == dry.deleted and result.deleted_bytes == 107
     assert "inflight/shard.00000.mds" in result.kept_recent
-    left = set(DatasetLocation(root).files())
+    left = set(DatasetRoot(root).list_relative())
     assert referenced <= left and "inflight/shard.00000.mds" in left and "crashed/shard.00000.mds" not in left
     assert run_cli("verify", root, "--json")[1]["samples_decoded"] == 300
     with pytest.raises(ValueError, match="retention_check=False"):
@@ -270,10 +271,10 @@ def test_vacuum_command_on_each_store(store):
     assert code == 0 and doc["deleted"] == [] and doc["kept_recent"] == ["orphan/shard.00009.mds"]
     code, doc, _ = run_cli("vacuum", root, "--retention", "0", "--no-retention-check", "--dry-run", "--json")
     assert code == 0 and doc["deleted"] == ["orphan/shard.00009.mds"] and doc["dry_run"]
-    assert DatasetLocation(root).size("orphan/shard.00009.mds") == 10
+    assert DatasetRoot(root).size("orphan/shard.00009.mds") == 10
     code, doc, _ = run_cli("vacuum", root, "--retention", "0", "--no-retention-check", "--json")
     assert code == 0 and doc["deleted"] == ["orphan/shard.00009.mds"]
-    assert DatasetLocation(root).size("orphan/shard.00009.mds") is None
+    assert DatasetRoot(root).size("orphan/shard.00009.mds") is None
     assert run_cli("verify", root)[0] == 0
     code, _, err = run_cli("vacuum", root, "--retention", "1d")
     assert code == 2 and "--no-retention-check" in err

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from streaming.cli.location import DatasetLocation
+from streaming.storage.dataset_root import DatasetRoot
 from tests.cli.conftest import run_cli
 from tests.cli.data import write_mds
 
@@ -15,9 +15,9 @@ def test_inspect_verify_rebuild_and_vacuum(scheme, remote_factory):
     write_mds(root, count=60)
     assert run_cli("inspect", root, "--json", "--samples", "1")[1]["samples"] == 60
     assert run_cli("verify", root)[0] == 0
-    location = DatasetLocation(root)
+    location = DatasetRoot(root)
     original = location.read_bytes("index.json")
-    location.storage.delete(location.url("index.json"))
+    location.storage.delete(location.child("index.json"))
     assert run_cli("rebuild-index", root, "--quiet")[0] == 0
     assert location.read_bytes("index.json") == original
     location.write_bytes("orphan/shard.00000.mds", b"x")

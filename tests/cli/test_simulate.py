@@ -12,8 +12,9 @@ import numpy as np
 import pytest
 
 from streaming import MDSWriter
-from streaming.cli.location import DatasetLocation
-from streaming.cli.simulation import Settings, Shards, simulate
+from streaming.cli.training_model import Settings, Shards, simulate
+from streaming.format.index import read_index
+from streaming.storage.dataset_root import DatasetRoot
 from tests.cli.conftest import run_cli
 from tests.cli.throttle_proxy import ThrottleProxy
 
@@ -93,8 +94,8 @@ def test_prediction_matches_a_real_epoch_on_s3(s3_store, tmp_path, seaweedfs):
     with MDSWriter(out=remote, columns={"x": "bytes", "n": "int64"}, size_limit=200_000) as writer:
         for i in range(640):
             writer.write({"x": rng.bytes(6000), "n": i})
-    index = DatasetLocation(remote).read_index()
-    index_bytes = DatasetLocation(remote).size("index.json")
+    index = read_index(DatasetRoot(remote))
+    index_bytes = DatasetRoot(remote).size("index.json")
     nodes, workers, batch = 2, 2, 8
     settings = {
         "nodes": nodes, "workers_per_rank": workers, "batch_size": batch, "shuffle": True, "shuffle_seed": 7,

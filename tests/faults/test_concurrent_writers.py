@@ -1,6 +1,6 @@
 """Concurrent writers on every store: 4 appends and 1 overwrite commit at once, repeated.
 
-Each run uploads its own shard, then commits through `streaming.spark.commit.publish` (the driver's commit
+Each run uploads its own shard, then commits through `streaming.convert.commit.publish` (the driver's commit
 of `dataframe_to_mds`) from the state it read before it started. Afterwards the commit log must be a
 serial history of exactly the runs that reported success, the index must be its newest state, every file
 it names must exist, and a run that lost must have failed with a clear error and left no file behind.
@@ -17,11 +17,12 @@ from typing import Any
 
 import pytest
 
+from streaming.convert.attempt import Attempt
+from streaming.convert.commit import publish
 from streaming.format.commit_log import ConcurrentCommitError, commit_path, commit_versions, read_snapshot
 from streaming.format.index import INDEX_BASENAME, parse_index, shard_files
 from streaming.format.mds.writer import MDSWriter
-from streaming.spark.commit import Attempt, publish
-from streaming.storage.destination import Destination
+from streaming.storage.dataset_root import DatasetRoot
 from tests.remotes import Remote
 
 #: "fuse" is `/Volumes/...` on the FUSE mount with a volume's limits (no `link()`: the commit files are created with
@@ -41,7 +42,7 @@ def _shard(run: str, value: int, scratch: str) -> tuple[str, dict[str, Any]]:
     return os.path.join(folder, entry["raw_data"]["basename"]), entry
 
 
-def _run(destination: Destination, run: str, mode: str, value: int, scratch: str, start: threading.Barrier) -> Any:
+def _run(destination: DatasetRoot, run: str, mode: str, value: int, scratch: str, start: threading.Barrier) -> Any:
     base = read_snapshot(destination)  # what dataframe_to_mds's check_destination reads before the job
     local, entry = _shard(run, value, scratch)
     directory = f"{run}/part-00000-attempt-0"
@@ -58,7 +59,7 @@ def _names(shards: list[dict[str, Any]]) -> list[str]:
     return [info["basename"] for entry in shards for _, info in shard_files(entry)]
 
 
-def _check_history(destination: Destination, succeeded: dict[str, str]) -> list[dict[str, Any]]:
+def _check_history(destination: DatasetRoot, succeeded: dict[str, str]) -> list[dict[str, Any]]:
     """Replay the log: each commit applies its run to the previous state; return the final shards."""
     state: list[dict[str, Any]] = []
     committed = []
@@ -79,7 +80,7 @@ def test_four_appends_and_an_overwrite_at_once(scheme: str, remote_factory: Call
     remote = remote_factory(scheme)
     outcomes = {"append": 0, "overwrite": 0, "lost": 0}
     for round_number in range(ROUNDS):
-        destination = Destination(remote.url(f"round{round_number}"))
+        destination = DatasetRoot(remote.url(f"round{round_number}"))
         with tempfile.TemporaryDirectory() as scratch:
             seed = threading.Barrier(1)
             assert _run(destination, "seed", "error", -1, scratch, seed) is None

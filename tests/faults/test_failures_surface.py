@@ -12,8 +12,8 @@ import pytest
 
 from streaming import MDSWriter
 from streaming.format.index import INDEX_BASENAME
-from streaming.storage.base import storage_for
 from streaming.storage.errors import StorageError
+from streaming.storage.registry import storage_for
 from tests.remotes import Remote
 
 #: GCS is left out: its client sends the object's name in the body of a multipart upload, in a later packet

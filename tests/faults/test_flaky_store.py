@@ -15,8 +15,8 @@ import numpy as np
 
 from streaming import MDSWriter, StreamingDataset
 from streaming.format.index import INDEX_BASENAME, parse_index, shard_files
-from streaming.storage.base import clear_storage_cache, storage_for
 from streaming.storage.errors import StorageError
+from streaming.storage.registry import clear_storage_cache, storage_for
 from tests.remotes import Remote
 
 COLUMNS = {"id": "int64", "payload": "bytes"}

@@ -34,7 +34,7 @@ import pytest
 from streaming import MDSWriter, StreamingDataset, vacuum
 from streaming.format.commit_log import LOG_FOLDER, read_snapshot
 from streaming.format.index import INDEX_BASENAME, METADATA_BASENAME, shard_files
-from streaming.storage.destination import Destination
+from streaming.storage.dataset_root import DatasetRoot
 from tests.remotes import Remote
 
 FILES = 3
@@ -61,7 +61,7 @@ def _dataset_ids(remote: Remote, cache: str) -> list[int]:
     return [int(sample["id"]) for sample in dataset]
 
 
-def _committed_copies(destination: Destination, rows: int) -> int:
+def _committed_copies(destination: DatasetRoot, rows: int) -> int:
     samples = sum(entry["samples"] for entry in read_snapshot(destination).shards)
     assert samples % rows == 0, f"the dataset holds {samples} samples: not whole runs of {rows}"
     return samples // rows
@@ -78,7 +78,7 @@ def test_conversions_killed_at_random_points_leave_a_dataset_the_next_run_extend
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path), "TMPDIR": str(scratch)}
     command = [sys.executable, "-m", "streaming", "convert", str(tmp_path / "src"), remote.root, "--quiet"]
     command += ["--mode", "append", "--workers", "2", "--compression", "none", "--size-limit", "4kb"]
-    destination = Destination(remote.root)
+    destination = DatasetRoot(remote.root)
     chooser = random.Random(3)
     killed = 0
     started = time.monotonic()

@@ -36,10 +36,10 @@ from typing import Any
 import pytest
 
 from streaming import StreamingDataset, vacuum
+from streaming.convert.attempt import TaskConfig, write_attempt
 from streaming.format.commit_log import ConcurrentCommitError, commit_path, commit_versions
 from streaming.spark import dataframe_to_mds
-from streaming.spark.task import TaskConfig, write_attempt
-from streaming.storage.destination import Destination
+from streaming.storage.dataset_root import DatasetRoot
 from tests.remotes import CREDENTIAL_PREFIXES, Remote
 from tests.spark.helpers import assert_no_orphans, files_under, read_samples
 
@@ -160,7 +160,7 @@ def _ids(remote: Remote, cache: str) -> list[int]:
     return [int(sample["id"]) for sample in StreamingDataset(remote=remote.root, local=cache, batch_size=1)]
 
 
-def _replay(destination: Destination, rows: dict[str, list[int]]) -> tuple[list[str], list[int]]:
+def _replay(destination: DatasetRoot, rows: dict[str, list[int]]) -> tuple[list[str], list[int]]:
     """The runs in the commit log's order and the ids that applying them one after the other gives."""
     runs: list[str] = []
     state: list[int] = []
@@ -209,7 +209,7 @@ def test_four_appends_and_an_overwrite_through_dataframe_to_mds_at_once(
         assert isinstance(error, ConcurrentCommitError) and "Another writer committed version" in str(error)
     succeeded = {results[number].run: number for number in modes if number not in lost} | {seed.run: 0}
     rows = {run: list(range(number * 1000, number * 1000 + RACE_ROWS)) for run, number in succeeded.items()}
-    destination = Destination(remote.root)
+    destination = DatasetRoot(remote.root)
     order, expected = _replay(destination, rows)
     assert sorted(order) == sorted(succeeded), "the log must hold exactly the runs that reported success"
     assert order[0] == seed.run

@@ -530,7 +530,7 @@ def test_ndarray_round_trip(dtype, form):
     assert len(data) == header + array.nbytes
     assert data[header:] == array.tobytes()
     if form == "dynamic":
-        assert data[0] == mds._NDARRAY_CODES[dtype]
+        assert data[0] == mds.NDARRAY_DTYPE_CODES[dtype]
     for payload in (data, memoryview(data), memoryview(bytearray(data))):
         decoded = mds_decode(encoding, payload)
         assert decoded.dtype == np.dtype(dtype)

@@ -13,12 +13,12 @@ import os
 import pytest
 
 from streaming import LocalDataset, MDSWriter
+from streaming.compat.cloud_uploaders import CloudUploader, LocalUploader
 from streaming.format import JSONWriter, XSVWriter
 from streaming.format.index import INDEX_BASENAME
 from streaming.format.sink import ShardSink
 from streaming.storage import ShardUploader
 from streaming.storage.errors import StorageError
-from streaming.storage.uploaders import CloudUploader, LocalUploader
 
 COLUMNS = {"id": "int", "blob": "bytes"}
 SAMPLES = [{"id": i, "blob": bytes([i]) * 900} for i in range(7)]  # two samples per shard: shards 0..3
@@ -71,12 +71,12 @@ def test_a_storage_failure_anywhere_surfaces_as_itself(tmp_path, position, make_
 
 
 def test_every_implementation_satisfies_the_protocol(tmp_path):
-    from streaming.spark.sink import StreamingSink
+    from streaming.convert.upload_sink import UploadingSink
 
     sinks = [
         ShardUploader(str(tmp_path / "a"), index_basename=INDEX_BASENAME),
         LocalUploader((str(tmp_path / "b"), str(tmp_path / "c"))),
-        StreamingSink(str(tmp_path / "d"), str(tmp_path / "e")),
+        UploadingSink(str(tmp_path / "d"), str(tmp_path / "e")),
     ]
     assert all(isinstance(sink, ShardSink) for sink in sinks)
     assert not isinstance(object(), ShardSink)

@@ -8,7 +8,7 @@ import pytest
 
 from streaming.spark import dataframe_to_mds, incremental
 from streaming.spark.incremental import incremental_to_mds
-from streaming.spark.source import frame_from_arrow
+from streaming.spark.table_input import frame_from_arrow
 from tests.notebooks.helpers import dataset_ids, event_rows, files_below, write_events
 
 

@@ -7,8 +7,8 @@ import traceback
 
 import pytest
 
-from streaming.storage.base import storage_for
 from streaming.storage.download import download_file
+from streaming.storage.registry import storage_for
 from streaming.storage.url import scrub
 from tests.services import free_port
 

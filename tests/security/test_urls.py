@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from streaming import Stream
-from streaming.storage.base import _route, storage_for
+from streaming.storage.registry import _route, storage_for
 from streaming.storage.url import split_url
 
 LEAVING = [
@@ -47,8 +47,8 @@ def test_file_urls_with_a_host_are_refused():
 
 def test_volumes_routing(tmp_path, monkeypatch):
     monkeypatch.delenv("MDS_STREAMING_VOLUMES", raising=False)
-    assert _route("/Volumes/c/s/v/ds/index.json") == "volumes"  # the shape of a volume, not present here
-    assert _route("/Volumes/c/s") == "local"  # too short to be a volume
-    assert _route("/Volumes/Macintosh HD") == "local"
+    assert _route("/Volumes/c/s/v/ds/index.json")[0] == "volumes"  # the shape of a volume, not present here
+    assert _route("/Volumes/c/s")[0] == "local"  # too short to be a volume
+    assert _route("/Volumes/Macintosh HD")[0] == "local"
     monkeypatch.setenv("MDS_STREAMING_VOLUMES", "local")
-    assert _route("/Volumes/c/s/v/ds/index.json") == "local"
+    assert _route("/Volumes/c/s/v/ds/index.json")[0] == "local"

@@ -11,10 +11,10 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
+from streaming.convert.arrow_encoder import BatchEncoder, ColumnValueError
+from streaming.convert.json_values import json_payloads
 from streaming.format import MDSWriter
 from streaming.format.mds.encodings import get_mds_coder
-from streaming.spark.arrow_encoder import BatchEncoder, ColumnValueError
-from streaming.spark.json_values import json_payloads
 
 EPOCH = datetime.date(1970, 1, 1)
 

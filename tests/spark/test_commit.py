@@ -7,14 +7,14 @@ import os
 
 import pytest
 
-from streaming.spark.commit import (
-    Attempt,
+from streaming.convert.attempt import Attempt
+from streaming.convert.commit import (
     check_append_columns,
     check_destination,
     committed_shards,
     publish,
 )
-from streaming.storage.destination import Destination
+from streaming.storage.dataset_root import DatasetRoot
 from tests.spark.helpers import commit_files, files_under
 
 
@@ -74,7 +74,7 @@ def test_publish_keeps_only_reported_attempts(tmp_path):
         write_attempt_files(root, item)
     touch(root, "r1/part-00002-attempt-6/shard.00000.mds")  # a failed attempt without its index
     touch(root, "unrelated/readme.txt")
-    destination = Destination(root)
+    destination = DatasetRoot(root)
     publish(destination, "r1", winners, "error", metadata={"run": "r1"})
     index = json.load(open(os.path.join(root, "index.json")))
     assert index["version"] == 2 and len(index["shards"]) == 4
@@ -82,6 +82,7 @@ def test_publish_keeps_only_reported_attempts(tmp_path):
         "index.json",
         "mds_conversion.json",
         "_mds_log/00000000000000000001.json",
+        "_mds_log/index.json",
         "unrelated/readme.txt",
         *(
             f"{item.directory}/{name}"
@@ -94,7 +95,7 @@ def test_publish_keeps_only_reported_attempts(tmp_path):
 
 def test_overwrite_removes_the_old_dataset_after_publishing_and_append_extends_it(tmp_path):
     root = str(tmp_path / "ds")
-    destination = Destination(root)
+    destination = DatasetRoot(root)
     old = attempt(0, 1, run="old")
     write_attempt_files(root, old)
     publish(destination, "old", [old], "error", metadata={"run": "old"})
@@ -111,6 +112,7 @@ def test_overwrite_removes_the_old_dataset_after_publishing_and_append_extends_i
         "index.json",
         "mds_conversion.json",
         *commit_files(root),
+        "_mds_log/index.json",
         "newest/part-00000-attempt-9/index.json",
         "newest/part-00000-attempt-9/shard.00000.mds",
     }
@@ -118,35 +120,15 @@ def test_overwrite_removes_the_old_dataset_after_publishing_and_append_extends_i
     assert sorted(os.listdir(root)) == ["_mds_log", "index.json", "mds_conversion.json", "newest"]
 
 
-def test_without_a_merged_index_leftovers_are_still_removed(tmp_path):
-    root = str(tmp_path / "ds")
-    kept, lost = attempt(0, 1), attempt(0, 2)
-    write_attempt_files(root, kept)
-    write_attempt_files(root, lost)
-    publish(Destination(root), "r1", [kept], "error", merge_index=False)
-    assert files_under(root) == {f"{kept.directory}/{n}" for n in ("index.json", "shard.00000.mds", "shard.00001.mds")}
-
-
 def test_check_destination_and_append_columns(tmp_path):
     root = str(tmp_path / "ds")
-    assert check_destination(Destination(root), "error").shards == []
+    assert check_destination(DatasetRoot(root), "error").shards == []
     touch(root, "something")
     with pytest.raises(FileExistsError, match="not empty"):
-        check_destination(Destination(root), "error")
-    assert check_destination(Destination(root), "append").shards == []
+        check_destination(DatasetRoot(root), "error")
+    assert check_destination(DatasetRoot(root), "append").shards == []
     with pytest.raises(ValueError, match="mode must be one of"):
-        check_destination(Destination(root), "merge")
+        check_destination(DatasetRoot(root), "merge")
     check_append_columns([shard("a", 1)], {"id": "int64"}, root)
     with pytest.raises(ValueError, match=r"Cannot append .* \{'id': 'int64'\} .* \{'id': 'str'\}"):
         check_append_columns([shard("a", 1)], {"id": "str"}, root)
-
-
-def test_overwrite_without_a_merged_index_removes_the_old_one(tmp_path):
-    root = str(tmp_path / "ds")
-    old = attempt(0, 1, run="old")
-    write_attempt_files(root, old)
-    publish(Destination(root), "old", [old], "error", metadata={"run": "old"})
-    new = attempt(0, 2, run="new", shards=1)
-    write_attempt_files(root, new)
-    publish(Destination(root), "new", [new], "overwrite", merge_index=False)
-    assert files_under(root) == {"new/part-00000-attempt-2/index.json", "new/part-00000-attempt-2/shard.00000.mds"}

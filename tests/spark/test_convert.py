@@ -12,7 +12,7 @@ import pyspark.sql.types
 import pytest
 
 from streaming.spark import dataframe_to_mds
-from streaming.storage.destination import Destination
+from streaming.storage.dataset_root import DatasetRoot
 from tests.helpers import assert_same_value
 from tests.spark.helpers import MDS_SHARD_KEYS, assert_no_orphans, commit_files, files_under, load_index, read_samples
 
@@ -178,7 +178,12 @@ def test_zero_rows_give_a_valid_empty_dataset(session, tmp_path):
     result = dataframe_to_mds(session.range(0).selectExpr("id", "CAST(id AS STRING) AS s"), out, progress=False)
     assert (result.samples, result.shards, result.bytes) == (0, 0, 0)
     assert load_index(out) == {"shards": [], "version": 2}
-    assert files_under(out) == {"index.json", "mds_conversion.json", "_mds_log/00000000000000000001.json"}
+    assert files_under(out) == {
+        "index.json",
+        "mds_conversion.json",
+        "_mds_log/00000000000000000001.json",
+        "_mds_log/index.json",
+    }
     assert read_samples(out) == []
 
 
@@ -197,7 +202,7 @@ def test_modes(session, tmp_path):
     assert [run["samples"] for run in runs] == [10, 5]
     replaced = dataframe_to_mds(second, out, mode="overwrite", compression=None, progress=False)
     assert_no_orphans(out)
-    top_level = {"index.json", "mds_conversion.json", *commit_files(out)}
+    top_level = {"index.json", "mds_conversion.json", "_mds_log/index.json", *commit_files(out)}
     assert all(path.startswith(replaced.run) for path in files_under(out) - top_level)
     assert sorted(int(s["id"]) for s in read_samples(out)) == list(range(100, 105))
 
@@ -250,10 +255,10 @@ def test_task_failures_are_retried_and_leave_no_trace(session, tmp_path):
 def test_a_speculative_copy_that_lost_is_deleted(session, tmp_path, monkeypatch):
     from pyspark import TaskContext
 
-    from streaming.spark.task import TaskConfig, write_attempt
+    from streaming.convert.attempt import TaskConfig, write_attempt
 
     out = str(tmp_path / "spec")
-    monkeypatch.setattr("streaming.spark.convert.new_run_id", lambda: "run-fixed")
+    monkeypatch.setattr("streaming.convert.driver.new_run_id", lambda: "run-fixed")
     loser = TaskConfig(
         destination=out,
         run="run-fixed",
@@ -282,13 +287,13 @@ def test_a_speculative_copy_that_lost_is_deleted(session, tmp_path, monkeypatch)
 
 
 def test_streamed_upload_keeps_executor_disk_small(session, tmp_path, monkeypatch):
-    monkeypatch.setattr(Destination, "is_local", property(lambda self: False))
+    monkeypatch.setattr(DatasetRoot, "is_local", property(lambda self: False))
     frame = session.range(0, 4000, 1, 2).selectExpr("id", "sha2(CAST(id AS STRING), 256) AS s")
     result = dataframe_to_mds(frame, str(tmp_path / "out"), size_limit="16kb", compression=None, progress=False)
     assert result.shards > 10
     assert 0 < result.peak_local_bytes <= 4 * 16 * 1024
     files = files_under(str(tmp_path / "out"))
-    assert len([path for path in files if path.endswith("/index.json")]) == 2
+    assert len([path for path in files if path.endswith("/index.json") and "-attempt-" in path]) == 2
     assert sorted(int(s["id"]) for s in read_samples(str(tmp_path / "out"))) == list(range(4000))
 
 

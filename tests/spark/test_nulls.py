@@ -22,10 +22,10 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
+from streaming.convert.null_plan import _delta_null_counts
+from streaming.convert.source import Source
 from streaming.dataset.local import LocalDataset
 from streaming.spark import dataframe_to_mds
-from streaming.spark.null_plan import _delta_null_counts
-from streaming.spark.source import Source
 
 UTC = datetime.timezone.utc
 ROWS = 4
@@ -143,6 +143,7 @@ def _reference_reads(out: str) -> list[dict[str, Any]]:
     return json.loads(done.stdout)
 
 
+@pytest.mark.reference
 def test_delta_table_with_nulls_in_every_type_converts_with_defaults(spark, tmp_path):
     from deltalake import write_deltalake
 
@@ -202,6 +203,7 @@ def test_delta_statistics_give_the_counts_of_the_columns_they_cover(tmp_path):
     assert _delta_null_counts(Source("dataframe"), ["i32"]) == {}
 
 
+@pytest.mark.reference
 def test_incremental_runs_of_a_delta_table_with_nulls_in_every_type(spark, tmp_path):
     """Two table versions with NULLs through incremental_to_mds: masks made by the first run, kept by the next."""
     from deltalake import write_deltalake

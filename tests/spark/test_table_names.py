@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 from pyspark.errors import AnalysisException, ParseException
 
-from streaming.spark.source import quote_table_name, resolve
+from streaming.spark.table_input import quote_table_name, resolve
 
 
 class DeltaReader:

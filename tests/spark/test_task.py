@@ -1,5 +1,5 @@
 """One Spark task attempt (``write_attempt``, what ``PartitionWriter`` runs in each task) streaming its shards
-through ``StreamingSink``: a storage failure at any point surfaces as the storage error, naming the file and
+through ``UploadingSink``: a storage failure at any point surfaces as the storage error, naming the file and
 URL, and the attempt leaves nothing behind (neither at the destination nor in its staging folder).
 
 The destination is a local directory written through the sink (``direct=False``, as for an object store),
@@ -9,16 +9,16 @@ No SparkSession is needed: the task's code runs here as it runs in an executor.
 
 from __future__ import annotations
 
-import json
 import os
 import tempfile
 
 import pyarrow as pa
 import pytest
 
+from streaming.convert.attempt import TaskConfig, write_attempt
+from streaming.convert.runs import attempt_folder
 from streaming.dataset.local import LocalDataset
 from streaming.format.index import INDEX_BASENAME
-from streaming.spark.task import TaskConfig, attempt_folder, write_attempt
 from streaming.storage.errors import StorageError
 
 ROWS = 40
@@ -59,8 +59,8 @@ def test_an_attempt_streams_its_shards_to_the_destination(tmp_path, staging):
     destination = str(tmp_path / "out")
     record = write_attempt(_config(destination), iter(_batches()), 3, 17)
     folder = attempt_folder("run", 3, 17)
-    assert record["directory"] == folder and record["samples"] == ROWS
-    shards = json.loads(record["shards"])
+    assert record.directory == folder and record.samples == ROWS
+    shards = record.shards
     assert len(shards) >= 4
     assert [int(sample["id"]) for sample in LocalDataset(os.path.join(destination, folder))] == list(range(ROWS))
     assert os.listdir(staging) == [], "the sink deletes the staging folder"
@@ -68,7 +68,7 @@ def test_an_attempt_streams_its_shards_to_the_destination(tmp_path, staging):
 
 def _shard_count(tmp_path) -> int:
     record = write_attempt(_config(str(tmp_path / "clean")), iter(_batches()), 0, 1)
-    return len(json.loads(record["shards"]))
+    return len(record.shards)
 
 
 @pytest.mark.parametrize("position", ["first shard", "middle shard", "last shard", "index"])
@@ -91,16 +91,16 @@ def test_a_storage_failure_anywhere_in_the_task_surfaces_as_itself(tmp_path, sta
 
 
 def test_a_failed_upload_in_a_spark_job_reaches_the_driver_as_the_storage_error(spark, tmp_path, monkeypatch):
-    """End to end: executors stream through ``StreamingSink`` (as for an object store) into a destination where
+    """End to end: executors stream through ``UploadingSink`` (as for an object store) into a destination where
     a file occupies the run's folder; the job fails with the storage error naming the URL, not a later one."""
     from streaming.spark import dataframe_to_mds
-    from streaming.storage.destination import Destination
+    from streaming.storage.dataset_root import DatasetRoot
 
     out = tmp_path / "out"
     out.mkdir()
     (out / "run-fixed").write_text("in the way")
-    monkeypatch.setattr("streaming.spark.convert.new_run_id", lambda: "run-fixed")
-    monkeypatch.setattr(Destination, "is_local", property(lambda self: False))
+    monkeypatch.setattr("streaming.convert.driver.new_run_id", lambda: "run-fixed")
+    monkeypatch.setattr(DatasetRoot, "is_local", property(lambda self: False))
     with pytest.raises(Exception) as raised:  # Spark wraps the task's error in its own type
         dataframe_to_mds(spark.range(0, 100, 1, 2), str(out), mode="overwrite", progress=False)
     text = str(raised.value)

@@ -113,7 +113,7 @@ def test_bad_credentials(cloud, tmp_path):
     source = _write(tmp_path / "secret.bin", b"payload")
     storage_for(url).put(source, url)
     cloud.break_credentials()
-    from streaming.storage.base import clear_storage_cache
+    from streaming.storage.registry import clear_storage_cache
 
     clear_storage_cache()
     with pytest.raises(CredentialsError) as raised:

@@ -10,7 +10,7 @@ import sys
 import pytest
 
 from streaming.storage import CredentialsError, ObjectNotFoundError, download_file, storage_for
-from streaming.storage.base import clear_storage_cache
+from streaming.storage.registry import clear_storage_cache
 from streaming.storage.retry import call_with_retry
 from tests.remotes import Remote
 from tests.servers.hub_and_sftp import known_hosts_line

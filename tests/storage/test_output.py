@@ -1,4 +1,4 @@
-"""`streaming.storage.output`: the one parser of an `out` argument, and the local directory of an output."""
+"""`streaming.storage.out_argument`: the one parser of an `out` argument, and the local directory of an output."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import os
 
 import pytest
 
-from streaming.storage.output import Output, local_directory, normalize_root, parse_out
+from streaming.storage.out_argument import Output, local_directory, normalize_root, parse_out
 
 
 def test_the_three_spellings_of_out(tmp_path):

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from streaming.storage.base import storage_for
 from streaming.storage.errors import UnsupportedOperationError
+from streaming.storage.registry import storage_for
 from tests.remotes import Remote
 
 CREATE_ONLY = ["local", "s3", "gs", "azure", "oci", "dbfs", "volumes", "fuse"]

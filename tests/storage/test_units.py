@@ -8,10 +8,12 @@ from typing import BinaryIO
 
 import pytest
 
-from streaming.storage import ObjectNotFoundError, retry, storage_for
+from streaming.storage import ObjectNotFoundError, registry, retry, storage_for
 from streaming.storage.azure import parse_blob_url
-from streaming.storage.base import ClientPool, Storage, volume_mount
-from streaming.storage.errors import StorageError, import_extra
+from streaming.storage.base import ClientPool, Storage
+from streaming.storage.errors import StorageError
+from streaming.storage.local import LocalStorage
+from streaming.storage.registry import register_backend, registered_schemes, volume_mount
 from streaming.storage.url import is_remote, join_url, relative_to, split_url
 
 
@@ -149,9 +151,30 @@ class TestRouting:
         with pytest.raises(ValueError, match=r"unknown scheme 'ftp'.*s3://.*dbfs:/"):
             storage_for("ftp://host/x")
 
-    def test_missing_extra_names_the_pip_command(self):
-        with pytest.raises(ImportError, match=r'pip install "mds-streaming\[s3\]"'):
-            import_extra("a_module_that_is_not_installed", "s3")
+    def test_missing_extra_names_the_pip_command(self, monkeypatch):
+        monkeypatch.setattr(registry, "_BACKENDS", dict(registry._BACKENDS))
+        register_backend("nosdk", "a_module_that_is_not_installed:Backend", extra="s3")
+        with pytest.raises(ImportError, match=r'nosdk://b/k.*pip install "mds-streaming\[s3\]"'):
+            storage_for("nosdk://b/k")
+
+    def test_a_registered_backend_serves_its_scheme(self, monkeypatch, tmp_path):
+        monkeypatch.setattr(registry, "_BACKENDS", dict(registry._BACKENDS))
+
+        class Mirror(LocalStorage):
+            """Serves mirror://<path> from the local path."""
+
+            def _download(self, url, sink, timeout):
+                return super()._download(url.replace("mirror://", "/", 1), sink, timeout)
+
+        register_backend("mirror", Mirror)
+        assert "mirror" in registered_schemes()
+        (tmp_path / "f").write_bytes(b"data")
+        storage_for(f"mirror://{tmp_path}/f").get(f"mirror://{tmp_path}/f", str(tmp_path / "copy"))
+        assert (tmp_path / "copy").read_bytes() == b"data"
+        with pytest.raises(ValueError, match="clobber=True"):
+            register_backend("mirror", LocalStorage)
+        with pytest.raises(TypeError, match="Storage subclass"):
+            register_backend("other", object)  # type: ignore[arg-type]
 
 
 class HalfThenFail(Storage):

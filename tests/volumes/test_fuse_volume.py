@@ -14,8 +14,8 @@ import pytest
 
 from streaming import CSVWriter, JSONWriter, LocalDataset, MDSWriter, StreamingDataset
 from streaming.format.merge import merge_index
-from streaming.storage.base import storage_for, volume_mount
 from streaming.storage.local import LocalStorage
+from streaming.storage.registry import storage_for, volume_mount
 
 AT_FDCWD = -100
 RENAME_NOREPLACE = 1

@@ -1,13 +1,9 @@
-"""Upstream's import path for the Spark converter: `streaming.base.converters` (see `streaming.spark.upstream_api`).
+"""Upstream's import path for the Spark converter: `streaming.base.converters` (`streaming.compat.spark_converter`).
 
 Importing it needs pyspark; without it the ImportError says to ``pip install "mds-streaming[spark]"``.
 """
 
-from streaming.spark._requires import require_pyspark
-
-require_pyspark()
-
-from streaming.spark.upstream_api import (  # noqa: E402 - after the check, so a missing pyspark is explained
+from streaming.compat.spark_converter import (
     SPARK_TO_MDS,
     dataframe_to_mds,
     dataframeToMDS,

@@ -1,4 +1,4 @@
-"""Upstream path `streaming.base.converters.dataframe_to_mds`: re-exports of `streaming.spark.upstream_api`."""
+"""Upstream path `streaming.base.converters.dataframe_to_mds`: re-exports of `streaming.compat.spark_converter`."""
 
 from streaming.base.converters import (
     SPARK_TO_MDS,

@@ -5,10 +5,10 @@ their users die); StreamingDataset itself coordinates through `streaming.dataset
 of them, so these exist for user code written against upstream.
 """
 
+from streaming.compat.shared_barrier import SharedBarrier
+from streaming.compat.shared_memory import SharedArray, SharedMemory, SharedScalar
+from streaming.compat.shm_prefix import get_shm_prefix
 from streaming.dataset.coordination import clean_stale_state, state_root
-from streaming.dataset.coordination.barrier import SharedBarrier
-from streaming.dataset.coordination.named_memory import SharedArray, SharedMemory, SharedScalar
-from streaming.dataset.coordination.prefix import get_shm_prefix
 
 __all__ = [
     "SharedArray",

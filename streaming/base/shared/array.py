@@ -1,5 +1,5 @@
 """Upstream path `streaming.base.shared.array`: re-exports."""
 
-from streaming.dataset.coordination.named_memory import SharedArray
+from streaming.compat.shared_memory import SharedArray
 
 __all__ = ["SharedArray"]

@@ -1,5 +1,5 @@
 """Upstream path `streaming.base.shared.barrier`: re-exports."""
 
-from streaming.dataset.coordination.barrier import SharedBarrier
+from streaming.compat.shared_barrier import SharedBarrier
 
 __all__ = ["SharedBarrier"]

@@ -1,5 +1,5 @@
 """Upstream path `streaming.base.shared.memory`: re-exports."""
 
-from streaming.dataset.coordination.named_memory import SharedMemory
+from streaming.compat.shared_memory import SharedMemory
 
 __all__ = ["SharedMemory"]

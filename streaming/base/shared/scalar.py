@@ -1,5 +1,5 @@
 """Upstream path `streaming.base.shared.scalar`: re-exports."""
 
-from streaming.dataset.coordination.named_memory import SharedScalar
+from streaming.compat.shared_memory import SharedScalar
 
 __all__ = ["SharedScalar"]

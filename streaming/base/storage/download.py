@@ -1,6 +1,6 @@
-"""Upstream path `streaming.base.storage.download`: re-exports of `streaming.storage.downloaders`."""
+"""Upstream path `streaming.base.storage.download`: re-exports of `streaming.compat.cloud_downloaders`."""
 
-from streaming.storage.downloaders import (
+from streaming.compat.cloud_downloaders import (
     BOTOCORE_CLIENT_ERROR_CODES,
     DOWNLOADER_MAPPINGS,
     AlipanDownloader,

@@ -1,6 +1,6 @@
-"""Upstream path `streaming.base.storage.upload`: re-exports of `streaming.storage.uploaders`."""
+"""Upstream path `streaming.base.storage.upload`: re-exports of `streaming.compat.cloud_uploaders`."""
 
-from streaming.storage.uploaders import (
+from streaming.compat.cloud_uploaders import (
     UPLOADERS,
     AlipanUploader,
     AzureDataLakeUploader,

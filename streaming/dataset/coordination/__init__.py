@@ -6,7 +6,7 @@ processes and concurrent runs never collide; liveness is a lock the kernel drops
 :func:`clean_stale_state` can delete what killed processes left; nothing ever waits for another process to arrive.
 """
 
-from streaming.dataset.coordination.cache import CacheState
+from streaming.dataset.coordination.cache_accounting import CacheState
 from streaming.dataset.coordination.cleanup import clean_stale_state
 from streaming.dataset.coordination.instance import InstanceState
 from streaming.dataset.coordination.root import state_root

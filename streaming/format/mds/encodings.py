@@ -696,7 +696,8 @@ class PNGList(List):
         return PNG()
 
 
-_NDARRAY_CODES = {
+#: The byte that names an ``ndarray`` value's dtype in front of its shape (when the encoding names no dtype).
+NDARRAY_DTYPE_CODES = {
     "uint8": 8,
     "int8": 9,
     "uint16": 16,
@@ -709,11 +710,11 @@ _NDARRAY_CODES = {
     "int64": 65,
     "float64": 66,
 }
-_CODE_OF_DTYPE = {np.dtype(name).newbyteorder("<"): code for name, code in _NDARRAY_CODES.items()}
+_CODE_OF_DTYPE = {np.dtype(name).newbyteorder("<"): code for name, code in NDARRAY_DTYPE_CODES.items()}
 _DTYPE_OF_CODE: list[np.dtype | None] = [None] * 256
 for _dtype, _code in _CODE_OF_DTYPE.items():
     _DTYPE_OF_CODE[_code] = _dtype
-_CODE_BYTES = {code: bytes((code,)) for code in _NDARRAY_CODES.values()}
+_CODE_BYTES = {code: bytes((code,)) for code in NDARRAY_DTYPE_CODES.values()}
 # Shape header byte -> struct of the ndim shape values that follow it, in the width its low 2 bits select.
 _SHAPE_LAYOUTS = [struct.Struct("<" + "BHIQ"[header & 3] * (header >> 2)) for header in range(256)]
 _MAX_NDIM = 63
@@ -745,8 +746,9 @@ class NDArray(Encoding):
     zero_copy = True
 
     def __init__(self, dtype: str | None = None, shape: tuple[int, ...] | None = None) -> None:
-        if dtype is not None and dtype not in _NDARRAY_CODES:
-            raise MalformedEncodingError(f"ndarray dtype must be one of {', '.join(_NDARRAY_CODES)}, got {dtype!r}")
+        if dtype is not None and dtype not in NDARRAY_DTYPE_CODES:
+            choices = ", ".join(NDARRAY_DTYPE_CODES)
+            raise MalformedEncodingError(f"ndarray dtype must be one of {choices}, got {dtype!r}")
         if shape is not None:
             shape = tuple(shape)
             if not shape or any(not isinstance(dim, int) or dim < 1 for dim in shape):
@@ -801,7 +803,7 @@ class NDArray(Encoding):
             if code is None:
                 raise ValueError(
                     f"Unsupported dtype: {dtype}. ndarray cannot store dtype {dtype}; supported dtypes: "
-                    f"{', '.join(_NDARRAY_CODES)} (convert with array.astype(...))"
+                    f"{', '.join(NDARRAY_DTYPE_CODES)} (convert with array.astype(...))"
                 )
             obj = obj.astype(little)
             dtype = little
@@ -859,7 +861,7 @@ class NDArray(Encoding):
             dtype = _DTYPE_OF_CODE[buffer[offset]]
             if dtype is None:
                 raise UnknownDtypeCodeError(
-                    f"ndarray data starts with unknown dtype code {buffer[offset]}; known codes: {_NDARRAY_CODES}"
+                    f"ndarray data starts with unknown dtype code {buffer[offset]}; known codes: {NDARRAY_DTYPE_CODES}"
                 )
             offset += 1
         shape = self.shape

@@ -1,0 +1,254 @@
+"""Inputs of the pyarrow engine: what an input is, how it splits into tasks, and its record batches.
+
+Kinds: Parquet (a file or a folder of files), JSON Lines, CSV, a Hugging Face `datasets` folder saved with
+`save_to_disk` (Arrow stream files listed in `state.json`), and a Delta table path (read with `deltalake`).
+Files are reached through the storage layer, so a source may sit on any store: a task downloads its file to
+a scratch folder, reads it batch by batch, and deletes it. A task is one file, or for a large local Parquet
+file a run of its row groups, so memory stays at a few batches whatever the input's size.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import posixpath
+import shutil
+import tempfile
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+import pyarrow as pa
+
+from streaming.storage.dataset_root import DatasetRoot
+from streaming.storage.out_argument import normalize_root
+from streaming.storage.registry import storage_for
+from streaming.storage.url import is_remote
+
+KINDS = ("parquet", "jsonl", "csv", "hf", "delta")
+_EXTENSIONS = {
+    ".parquet": "parquet",
+    ".pq": "parquet",
+    ".jsonl": "jsonl",
+    ".ndjson": "jsonl",
+    ".json": "jsonl",
+    ".csv": "csv",
+    ".arrow": "hf",
+}
+BATCH_ROWS = 8192
+BATCH_BYTES = 8 << 20  # a batch is at most this many bytes (uncompressed), or BATCH_ROWS rows
+_GROUPS_PER_TASK_TARGET = 4
+
+
+class InputChoiceError(ValueError):
+    """The input needs a choice only the caller can make (its format, a split, a reader); the message says which."""
+
+
+@dataclass(frozen=True)
+class Task:
+    """One unit of work: a file (URL or local path) of a kind, optionally restricted to some row groups."""
+
+    kind: str
+    url: str
+    row_groups: tuple[int, ...] | None = None
+    rows: int | None = None
+
+
+@dataclass(frozen=True)
+class ArrowInput:
+    """A resolved input: its kind, its root, and its tasks in sample order."""
+
+    kind: str
+    root: str
+    tasks: tuple[Task, ...]
+    version: int | None = None
+
+    @property
+    def rows(self) -> int | None:
+        counts = [task.rows for task in self.tasks if task.rows is not None]
+        return sum(counts) if len(counts) == len(self.tasks) else None
+
+
+def looks_like_table_name(text: str) -> bool:
+    """`catalog.schema.table` or `schema.table`: no slash, not a file here, not a URL."""
+    return not is_remote(text) and "/" not in text and os.sep not in text and not os.path.exists(text)
+
+
+def _kind_of_file(name: str) -> str | None:
+    return _EXTENSIONS.get(posixpath.splitext(name)[1].lower())
+
+
+def detect(src: str, requested: str | None, workers: int, split: str | None = None) -> ArrowInput:
+    """Resolve `src` (a file or folder on any store) into tasks; `requested` (a kind) overrides the detection."""
+    root = normalize_root(src)
+    storage = storage_for(root)
+    if storage.exists(root):
+        files = [root]
+        folder_files: list[str] = []
+    else:
+        folder_files = DatasetRoot(root).list_relative()
+        if not folder_files:
+            raise FileNotFoundError(f"No input at {src}: neither a file nor a folder with files. Check the path.")
+        files = []
+    names = set(folder_files)
+    kind = requested or _detect_kind(src, files, folder_files, names)
+    if kind == "delta":
+        return _delta_source(root)
+    if kind == "hf":
+        return _hf_source(root, names, split)
+    if files:
+        chosen = files
+    else:
+        chosen = [
+            DatasetRoot(root).child(name) for name in folder_files if not _hidden(name) and _kind_of_file(name) == kind
+        ]
+        if not chosen:
+            raise FileNotFoundError(f"No {kind} files in {src}.")
+    if kind == "parquet":
+        return ArrowInput(kind, root, tuple(_parquet_tasks(chosen, workers)))
+    return ArrowInput(kind, root, tuple(Task(kind, url) for url in chosen))
+
+
+def _detect_kind(src: str, files: list[str], folder_files: list[str], names: set[str]) -> str:
+    """The input kind from the folder's layout or the files' extensions."""
+    if any(name.startswith("_delta_log/") for name in names):
+        return "delta"
+    if names & {"state.json", "dataset_info.json", "dataset_dict.json"}:
+        return "hf"
+    kinds = {kind for kind in (_kind_of_file(name) for name in files or folder_files if not _hidden(name)) if kind}
+    if len(kinds) != 1:
+        raise InputChoiceError(
+            f"Cannot tell the input format of {src} (formats found: {', '.join(sorted(kinds)) or 'none'}); pass "
+            f"--format with one of {', '.join(KINDS)}."
+        )
+    return kinds.pop()
+
+
+def _hidden(name: str) -> bool:
+    return any(part.startswith(("_", ".")) for part in name.split("/"))
+
+
+def _parquet_tasks(urls: list[str], workers: int) -> Iterator[Task]:
+    """One task per remote file; local files are split into runs of row groups so every worker has work."""
+    import pyarrow.parquet as pq
+
+    for url in urls:
+        if is_remote(url):
+            yield Task("parquet", url)
+            continue
+        metadata = pq.ParquetFile(url).metadata
+        groups = metadata.num_row_groups
+        per_task = max(1, -(-groups // max(1, workers * _GROUPS_PER_TASK_TARGET))) if len(urls) < workers else groups
+        for start in range(0, max(groups, 1), max(per_task, 1)):
+            chosen = tuple(range(start, min(start + per_task, groups)))
+            rows = sum(metadata.row_group(g).num_rows for g in chosen)
+            yield Task("parquet", url, chosen, rows)
+
+
+def _hf_source(root: str, names: set[str], split: str | None) -> ArrowInput:
+    location = DatasetRoot(root)
+    if "dataset_dict.json" in names:
+        splits = json.loads(location.read_bytes("dataset_dict.json")).get("splits", [])
+        if split is None:
+            raise InputChoiceError(
+                f"{root} is a Hugging Face DatasetDict with splits {splits}; choose one with --split NAME "
+                f"(or convert each split to its own OUT)."
+            )
+        if split not in splits:
+            raise InputChoiceError(f"No split {split!r} in {root}; its splits are {splits}.")
+        return _hf_source(location.child(split), {n.split("/", 1)[1] for n in names if n.startswith(split + "/")}, None)
+    if "state.json" not in names:
+        raise FileNotFoundError(
+            f"{root} has no state.json: save the dataset with datasets' save_to_disk (not to_parquet), or pass "
+            f"the Parquet/JSON files with --format."
+        )
+    state = json.loads(location.read_bytes("state.json"))
+    files = [entry["filename"] for entry in state.get("_data_files", [])]
+    if not files:
+        raise FileNotFoundError(f"{root}/state.json lists no data files.")
+    return ArrowInput("hf", root, tuple(Task("hf", location.child(name)) for name in files))
+
+
+def _delta_source(root: str) -> ArrowInput:
+    try:
+        from deltalake import DeltaTable
+    except ImportError as err:
+        raise InputChoiceError(
+            "Reading a Delta table without Spark needs the `deltalake` package: pip install deltalake "
+            "(or pass --spark to read it with Spark)."
+        ) from err
+    table = DeltaTable(root)
+    return ArrowInput("delta", root, (Task("delta", root, rows=None),), version=table.version())
+
+
+def read_schema(task: Task) -> pa.Schema:
+    """The Arrow schema of a task's input (the first batch's, for JSON Lines and CSV)."""
+    with local_copy(task.url) as path:
+        if task.kind == "parquet":
+            import pyarrow.parquet as pq
+
+            return pq.read_schema(path)
+        for batch in _batches(task, path):
+            return batch.schema
+        return _empty_schema(task, path)
+
+
+def _empty_schema(task: Task, path: str) -> pa.Schema:
+    if task.kind == "hf":
+        with pa.memory_map(path) as source:
+            return pa.ipc.open_stream(source).schema
+    raise ValueError(f"{task.url} holds no rows, so its columns cannot be inferred; pass a non-empty file.")
+
+
+@contextlib.contextmanager
+def local_copy(url: str) -> Iterator[str]:
+    """The file as a local path for the duration of a `with` block (downloaded to scratch when remote)."""
+    if not is_remote(url):
+        yield normalize_root(url)
+        return
+    scratch = tempfile.mkdtemp(prefix="mds-convert-")
+    try:
+        path = os.path.join(scratch, posixpath.basename(url))
+        storage_for(url).get(url, path)
+        yield path
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+
+
+def _batches(task: Task, path: str) -> Iterator[pa.RecordBatch]:
+    if task.kind == "parquet":
+        import pyarrow.parquet as pq
+
+        file = pq.ParquetFile(path, pre_buffer=False)
+        metadata = file.metadata
+        row_bytes = sum(metadata.row_group(g).total_byte_size for g in range(metadata.num_row_groups)) / max(
+            metadata.num_rows, 1
+        )
+        rows = int(min(BATCH_ROWS, max(1, BATCH_BYTES // max(row_bytes, 1))))
+        yield from file.iter_batches(batch_size=rows, row_groups=task.row_groups, use_threads=False)
+    elif task.kind == "jsonl":
+        import pyarrow.json as pj
+
+        yield from pj.open_json(path)
+    elif task.kind == "csv":
+        import pyarrow.csv as pc
+
+        yield from pc.open_csv(path)
+    elif task.kind == "hf":
+        with pa.memory_map(path) as source:
+            yield from pa.ipc.open_stream(source)
+    elif task.kind == "delta":
+        from deltalake import DeltaTable
+
+        yield from DeltaTable(path).to_pyarrow_dataset().to_batches(batch_size=BATCH_ROWS, use_threads=False)
+    else:
+        raise ValueError(f"Unknown input kind {task.kind!r}; valid: {', '.join(KINDS)}.")
+
+
+def batches(task: Task) -> Iterator[pa.RecordBatch]:
+    """The task's record batches, read as they are consumed (a remote file is downloaded first)."""
+    if task.kind == "delta":
+        yield from _batches(task, task.url)
+        return
+    with local_copy(task.url) as path:
+        yield from _batches(task, path)

@@ -1,0 +1,224 @@
+"""Which columns of a conversion get a NULL mask or become ``json``, whatever engine counted their NULLs.
+
+The rules (``nulls="mask"``, the default) for the columns whose default encoding has no NULL (``json`` keeps
+NULL as ``null``) and that the input marks nullable:
+
+* a column with NULL values gets a NULL-mask column (``streaming.format.mds.nulls``): NULL is written as the
+  encoding's zero value and the mask says which rows were NULL; our readers give ``None`` back;
+* an ``ndarray`` column whose arrays hold NULL elements (a mask per row cannot say which element) is
+  written as ``json``, which keeps them as ``null``;
+* columns the user gave an encoding for (``columns={...}``) are left as they are, as is everything with
+  ``nulls="error"``: a NULL there stops the conversion naming the column and row.
+
+NULL counts come from the Delta table's per-file statistics (``nullCount``) when the input is a Delta table
+and every file has them; the engine counts whatever is left in one pass before the write (Spark: one
+aggregate job, `streaming.spark.nulls`; the pyarrow engine: one read, `streaming.convert.arrow_engine`).
+
+A column without NULLs keeps its encoding and bytes, so converting NULL-free data is unchanged. Rows joining
+an existing dataset (``mode="append"``, every run of ``incremental_to_mds`` after the first) keep its columns:
+a column the dataset masks (or stores as ``json`` for NULL elements) is written that way whether or not the
+new rows hold NULLs, and NULLs in a column the dataset stores without a mask are refused, naming it, before
+anything is written (its shards must share their columns). Imports pyarrow only, no pyspark.
+"""
+
+from __future__ import annotations
+
+import warnings
+from collections.abc import Callable, Collection, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from streaming.convert.source import Source
+from streaming.format.mds.nulls import MASK_ENCODING, mask_name, masked_columns
+
+NULL_POLICIES = ("mask", "error")
+DELTA_STATISTICS = "delta statistics"
+AGGREGATE = "aggregate"
+
+#: ``count(values, elements)`` → (NULL count of each of ``values``, rows with a NULL element of each of ``elements``).
+NullCounter = Callable[[list[str], list[str]], tuple[dict[str, int], dict[str, int]]]
+
+
+@dataclass(frozen=True)
+class NullPlan:
+    """The columns to write once NULLs are accounted for.
+
+    Attributes:
+        columns: column name → encoding, mask columns included.
+        masks: value column → its NULL-mask column.
+        as_json: ``ndarray`` columns written as ``json`` because their arrays hold NULL elements.
+        counted_by: where the NULL counts came from (``"delta statistics"``, ``"aggregate"``, both joined
+            by ``+``), or None when nothing needed counting.
+    """
+
+    columns: dict[str, str]
+    masks: dict[str, str] = field(default_factory=dict)
+    as_json: list[str] = field(default_factory=list)
+    counted_by: str | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        return {"masks": self.masks, "as_json": self.as_json, "counted_by": self.counted_by}
+
+
+def check_policy(policy: str) -> None:
+    """Refuse an unknown ``nulls`` value."""
+    if policy not in NULL_POLICIES:
+        raise ValueError(f"nulls must be one of {', '.join(map(repr, NULL_POLICIES))}, got {policy!r}.")
+
+
+def dataset_columns(shards: list[dict[str, Any]]) -> dict[str, str] | None:
+    """``{name: encoding}`` of a dataset's first MDS shard (the columns new rows must keep), or None."""
+    for shard in shards:
+        if shard.get("format") == "mds":
+            return dict(zip(shard.get("column_names", []), shard.get("column_encodings", [])))
+    return None
+
+
+def null_columns(
+    columns: Mapping[str, str],
+    *,
+    explicit: Collection[str],
+    policy: str,
+    nullable: Collection[str],
+    null_elements: Collection[str],
+    source: Source,
+    count: NullCounter,
+    dataset: Mapping[str, str] | None = None,
+    caller: str = "dataframe_to_mds",
+) -> NullPlan:
+    """Count the NULLs of the columns that need it and return the columns to write (see the module docstring).
+
+    Args:
+        columns: the resolved ``{name: encoding}`` without NULL handling.
+        explicit: the columns the user chose an encoding for.
+        policy: ``"mask"`` or ``"error"``.
+        nullable: the columns the input marks nullable.
+        null_elements: the array columns whose elements the input marks nullable.
+        source: where the rows come from (its Delta statistics are used when it is a Delta table).
+        count: the engine's one pass over the rows for the counts the statistics do not give.
+        dataset: the columns of the dataset these rows join, or None for a new dataset.
+        caller: the function named in the warning.
+    """
+    check_policy(policy)
+    plan = dict(columns)
+    if policy == "error":
+        return NullPlan(plan)
+    chosen = [name for name in plan if name not in explicit]
+    joined = dict(dataset or {})
+    kept_masks = {
+        name: mask for name, mask in masked_columns(list(joined), list(joined.values())).items() if name in chosen
+    }
+    kept_json = [name for name in chosen if joined.get(name) == "json" and plan[name].startswith("ndarray")]
+    values = [
+        name
+        for name in chosen
+        if plan[name] != "json" and name in nullable and name not in kept_masks and name not in kept_json
+    ]
+    elements = [
+        name for name in chosen if plan[name].startswith("ndarray") and name in null_elements and name not in kept_json
+    ]
+    counts: dict[str, int] = {}
+    element_counts: dict[str, int] = {}
+    sources = []
+    if values or elements:
+        counts = _delta_null_counts(source, values)
+        sources = [DELTA_STATISTICS] if counts else []
+        unknown = [name for name in values if name not in counts]
+        if unknown or elements:
+            counted, element_counts = count(unknown, elements)
+            counts.update(counted)
+            sources.append(AGGREGATE)
+    as_json = [name for name in elements if element_counts[name]]
+    masks = {name: mask for name, mask in kept_masks.items() if name not in as_json}
+    new_masks = {
+        name: _free_mask_name(name, plan) for name in values if counts[name] and name not in as_json + kept_json
+    }
+    if dataset is not None:
+        _check_dataset_keeps_columns(dataset, new_masks, as_json, counts, element_counts)
+    masks.update(new_masks)
+    for name in as_json + kept_json:
+        plan[name] = "json"
+    for mask in masks.values():
+        plan[mask] = MASK_ENCODING
+    _warn(caller, new_masks, as_json, counts)
+    return NullPlan(plan, masks, as_json + kept_json, "+".join(sources) or None)
+
+
+def _check_dataset_keeps_columns(
+    dataset: Mapping[str, str],
+    new_masks: Mapping[str, str],
+    as_json: list[str],
+    counts: Mapping[str, int],
+    element_counts: Mapping[str, int],
+) -> None:
+    found = [f"{name!r} ({counts[name]} NULLs)" for name in new_masks if name in dataset]
+    found += [f"{name!r} ({element_counts[name]} arrays with NULL elements)" for name in as_json if name in dataset]
+    if found:
+        raise ValueError(
+            f"The rows to append hold NULLs in column(s) {', '.join(found)}, which the dataset's shards store "
+            f"without NULLs (its earlier rows had none), and all shards of a dataset share their columns. "
+            f"Choices: convert all rows again into a new dataset (the NULL-holding columns then get NULL masks), "
+            f"fill the NULLs first, or nulls='error' to stop at the first NULL."
+        )
+
+
+def _free_mask_name(name: str, plan: Mapping[str, str]) -> str:
+    mask = mask_name(name)
+    if mask in plan:
+        raise ValueError(
+            f"Column {name!r} holds NULLs, and its NULL-mask column {mask!r} would clash with the input's "
+            f"column of that name. Choices: rename that column, give {name!r} an encoding with `columns` (e.g. "
+            f"'json'), or nulls='error' after filling the NULLs."
+        )
+    return mask
+
+
+def _warn(caller: str, masks: Mapping[str, str], as_json: list[str], counts: Mapping[str, int]) -> None:
+    parts = []
+    if masks:
+        listed = ", ".join(
+            f"{name!r} ({counts[name]} NULL{'s' if counts[name] != 1 else ''}, mask {mask!r})"
+            for name, mask in masks.items()
+        )
+        parts.append(
+            f"column(s) {listed} hold NULLs: each is written with a uint8 NULL-mask column (1 = NULL) and the "
+            f"encoding's zero value in place of NULL; streaming reads them back as None, MosaicML Streaming "
+            f"sees both columns"
+        )
+    if as_json:
+        parts.append(f"array columns {as_json} hold NULL elements and are written as 'json' (NULL as null)")
+    if parts:
+        warnings.warn(
+            f"{caller}: " + "; ".join(parts) + ". Pass nulls='error' (--nulls error on the command line) to "
+            "refuse NULLs instead, or `columns` to choose the encodings.",
+            UserWarning,
+            stacklevel=5,
+        )
+
+
+def _delta_null_counts(source: Source, names: list[str]) -> dict[str, int]:
+    """Top-level NULL counts from the Delta log's per-file statistics, for the columns every file has them for."""
+    if source.kind != "delta" or not source.name or not names:
+        return {}
+    try:
+        from deltalake import DeltaTable
+
+        actions = pa.table(DeltaTable(source.name, version=source.version).get_add_actions(flatten=False))
+        if actions.num_rows == 0:
+            return dict.fromkeys(names, 0)
+        stats = actions.column("null_count").combine_chunks()
+    except Exception:  # noqa: BLE001 - no deltalake, a path it cannot open, no statistics: the engine counts
+        return {}
+    counts = {}
+    for name in names:
+        try:
+            column = stats.field(name)
+        except KeyError:
+            continue
+        # A struct's count is per field in Delta's statistics, and a file without statistics has none.
+        if pa.types.is_integer(column.type) and column.null_count == 0:
+            counts[name] = int(pc.sum(column).as_py() or 0)
+    return counts
