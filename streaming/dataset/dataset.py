@@ -10,6 +10,7 @@ downloads are serialised by per-shard kernel locks, and everything a process hol
 
 from __future__ import annotations
 
+import contextlib
 import math
 import os
 import warnings
@@ -38,7 +39,10 @@ from streaming.dataset.shuffle import default_shuffle_block_size, shuffle_algos
 from streaming.dataset.stream import Stream, StreamDefaults
 from streaming.dataset.weighting import SAMPLING_METHODS, resolve_weights
 from streaming.dataset.world import World
+from streaming.format.columns import Columns, columns_of
 from streaming.format.errors import ShardCorruptError
+from streaming.format.mds.gather import Segment
+from streaming.format.mds.reader import MDSReader
 from streaming.util import bytes_to_int, number_abbrev_to_int
 
 # Iteration unmaps the shard pages it has read every this many samples (`Reader.release_pages`): a process, and
@@ -383,9 +387,9 @@ class StreamingDataset(Array, IterableDataset):
         """
         return self._iter_epoch(through_getitem=_overrides_item_access(type(self)))
 
-    def _iter_epoch(self, through_getitem: bool) -> Iterator[Any]:
-        """The next epoch's samples of this worker: ``self[sample_id]`` when ``through_getitem``, else the stored
-        samples straight from the shard readers."""
+    def _epoch_work(self) -> tuple[np.ndarray, np.ndarray, int]:
+        """Start this worker's next epoch: ``(shard ids, indices within the shards)`` of its samples in order,
+        and the number of readers on the node (every rank's DataLoader workers)."""
         unique = self._unique_world.detect_workers()
         parallel = unique.replicate(self.replication) if self.replication else unique
         iteration, epoch, sample_in_epoch = self._begin_epoch(unique)
@@ -394,15 +398,22 @@ class StreamingDataset(Array, IterableDataset):
         ids = self._get_work(parallel, epoch, sample_in_epoch)
         ids = ids[ids >= 0]
         shards_of = np.searchsorted(self.sample_offset_per_shard, ids, "right") - 1
+        indices = (ids - self.sample_offset_per_shard[shards_of]).astype(np.int64)
+        return shards_of.astype(np.int64), indices, unique.workers_per_node
+
+    def _iter_epoch(self, through_getitem: bool) -> Iterator[Any]:
+        """The next epoch's samples of this worker: ``self[sample_id]`` when ``through_getitem``, else the stored
+        samples straight from the shard readers."""
+        shards_of, positions, readers_on_node = self._epoch_work()
         # Compact int64 arrays, not lists of ints: a DataLoader worker keeps its epoch's order for the whole
         # epoch, and as lists it costs ~40 bytes per sample of memory unique to that worker.
-        indices = array("q", (ids - self.sample_offset_per_shard[shards_of]).astype(np.int64).tobytes())
-        shard_ids = array("q", shards_of.astype(np.int64).tobytes())
-        del ids, shards_of
+        indices = array("q", positions.tobytes())
+        shard_ids = array("q", shards_of.tobytes())
+        del shards_of, positions
         read = self._read_through_getitem if through_getitem else self._read
         if self._shard_cache.prefetches:
             yield from self._releasing_pages(
-                shard_ids, self._iter_prefetching(shard_ids, indices, unique.workers_per_node, read)
+                shard_ids, self._iter_prefetching(shard_ids, indices, readers_on_node, read)
             )
             return
         if through_getitem:
@@ -414,6 +425,60 @@ class StreamingDataset(Array, IterableDataset):
             for shard_id, index in zip(chunk, indices[start : start + RELEASE_PAGES_EVERY]):
                 yield readers[shard_id].get_item(index)
             readers.release_pages(set(chunk))
+
+    def iter_batches(self, batch_size: int | None = None, drop_last: bool = False) -> Iterator[Columns]:
+        """This worker's samples of the next epoch, ``batch_size`` at a time, each batch read as columns.
+
+        The batch read path (`get_batch`): the same samples in the same order as iterating the dataset, cut
+        into consecutive batches as a DataLoader's fetcher cuts them (``drop_last`` drops a last, smaller
+        one), each returned as `streaming.format.columns.Columns` rather than as a list of dicts. It counts
+        as an iteration of the dataset (epochs, ``state_dict`` and resumption are the same).
+
+        Args:
+            batch_size: samples per batch (default: the dataset's ``batch_size``).
+            drop_last: leave out a last batch smaller than ``batch_size``.
+
+        Raises:
+            TypeError: the class overrides ``__getitem__`` or ``get_item``: its samples are what those return,
+                which only a per-sample read gives.
+        """
+        if _overrides_item_access(type(self)):
+            raise TypeError(
+                f"{type(self).__name__} overrides __getitem__ or get_item, so its samples are what those return; "
+                f"iterate it sample by sample (a DataLoader does) instead of with iter_batches."
+            )
+        size = batch_size or self.batch_size
+        if size is None or size < 1:
+            raise ValueError(f"iter_batches needs a positive batch_size (or the dataset's), got {size}.")
+        return self._iter_batches(size, drop_last)
+
+    def _iter_batches(self, batch_size: int, drop_last: bool) -> Iterator[Columns]:
+        shard_ids, indices, readers_on_node = self._epoch_work()
+        total = len(shard_ids)
+        stops = range(batch_size, total + batch_size, batch_size)
+        prefetch = (
+            self._shard_cache.prefetch(shard_ids, self.predownload, readers_on_node)
+            if self._shard_cache.prefetches
+            else contextlib.nullcontext()
+        )
+        unreleased: set[int] = set()
+        read_since_release = 0
+        with prefetch as prefetcher:
+            for start, stop in zip(range(0, total, batch_size), stops):
+                if drop_last and stop > total:
+                    return
+                batch_shards = shard_ids[start:stop]
+                shards, first = np.unique(batch_shards, return_index=True)
+                if prefetcher is not None:
+                    for position, shard_id in sorted(zip((first + start).tolist(), shards.tolist())):
+                        prefetcher.reached(position, shard_id)
+                yield self._read_batch(batch_shards, indices[start:stop], shards.tolist())
+                unreleased.update(shards.tolist())
+                read_since_release += len(batch_shards)
+                if read_since_release >= RELEASE_PAGES_EVERY:
+                    self.readers.release_pages(unreleased)
+                    unreleased.clear()
+                    read_since_release = 0
 
     def _read_through_getitem(self, shard_id: int, index: int) -> Any:
         return self[self._shard_starts[shard_id] + index]
@@ -500,6 +565,66 @@ class StreamingDataset(Array, IterableDataset):
             return self._read(shard_id, sample_id - starts[shard_id], retry)
         self._shard_cache.touch(shard_id)
         return sample
+
+    def get_batch(self, sample_ids: Sequence[int] | np.ndarray) -> Columns:
+        """Read many samples by global index at once, as columns (`streaming.format.columns`), downloading
+        their shards if needed.
+
+        ``batch[name][i]`` is the stored value of sample ``sample_ids[i]`` as `get_item` reads it (a subclass's
+        own ``__getitem__`` or ``get_item`` is not applied). Numbers and arrays of one dtype and shape come
+        stacked in one numpy array per column, gathered from the mapped shards in a few numpy operations per
+        column; other columns come as lists.
+        """
+        ids = np.asarray(sample_ids, np.int64).reshape(-1)
+        outside = (ids < 0) | (ids >= self.num_samples)
+        if outside.any():
+            raise IndexError(
+                f"Sample {int(ids[outside][0])} is out of range for a dataset of {self.num_samples} samples."
+            )
+        shard_ids = np.searchsorted(self.sample_offset_per_shard, ids, "right") - 1
+        indices = ids - self.sample_offset_per_shard[shard_ids]
+        return self._read_batch(shard_ids, indices, np.unique(shard_ids, return_index=True)[0].tolist())
+
+    def _read_batch(self, shard_ids: np.ndarray, indices: np.ndarray, shards: list[int]) -> Columns:
+        """The samples at ``indices`` of ``shard_ids`` (whose distinct values are ``shards``), as columns."""
+        try:
+            return self._gather_batch(shard_ids, indices, shards)
+        except Exception as err:  # noqa: BLE001 - any failure is looked at sample by sample below
+            failure = err
+        # Sample by sample, `_read` fetches a vanished shard again, fetches a torn local copy again once, and
+        # raises the per-sample error of a sample that does not decode.
+        samples = [self._read(shard_id, index) for shard_id, index in zip(shard_ids.tolist(), indices.tolist())]
+        if not isinstance(failure, (FileNotFoundError, ShardCorruptError)):
+            raise RuntimeError(
+                f"Reading {len(indices)} samples as one batch failed although each of them reads alone: {failure}"
+            ) from failure
+        return columns_of(samples)
+
+    def _gather_batch(self, shard_ids: np.ndarray, indices: np.ndarray, shards: list[int]) -> Columns:
+        """Columns gathered from the mapped shards, or read sample by sample where they do not allow it."""
+        segments = []
+        gather = None
+        for shard_id in shards:
+            reader = self.readers[shard_id]
+            if not isinstance(reader, MDSReader):
+                gather = None
+                break
+            shard_gather, view = reader.batch_view()
+            if gather is not None and shard_gather is not gather:
+                gather = None  # shards of different columns: a per-sample batch collates (or fails) as torch's
+                break
+            gather = shard_gather
+            if len(shards) == 1:
+                segments.append(Segment(view, indices, None))
+            else:
+                positions = np.flatnonzero(shard_ids == shard_id)
+                segments.append(Segment(view, indices[positions], positions))
+        if gather is None:
+            return columns_of([self._read(s, i) for s, i in zip(shard_ids.tolist(), indices.tolist())])
+        columns = gather.gather(segments, len(indices))
+        for shard_id in shards:
+            self._shard_cache.touch(shard_id)
+        return columns
 
     def __getitem__(self, at: Any) -> Any:
         if type(at) is int and 0 <= at < self.num_samples:

@@ -18,6 +18,11 @@ dataset to yield whole batches):
 Columns the fast path does not cover (strings, bytes, nested structures, ragged arrays) are collated by torch's
 ``default_collate`` itself, so values, dtypes and error messages are torch's. A user's ``collate_fn`` runs in the
 worker on the same lists of samples and its output is passed through unchanged.
+
+With torch's default collate and a dataset that reads its stored samples (`columnar`), a worker does not read
+samples one by one at all: it takes each batch from `StreamingDataset.iter_batches`, whose stacked columns are
+exactly the tensors ``default_collate`` would make of the samples' values, and copies them into the slot as they
+are (`collate_columns` outside a worker); list columns are collated by ``default_collate``.
 """
 
 from __future__ import annotations
@@ -35,6 +40,8 @@ import numpy as np
 import torch
 from torch.utils.data import IterableDataset, default_collate, get_worker_info
 from torch.utils.data._utils.pin_memory import pin_memory as pin_structure
+
+from streaming.format.columns import Columns
 
 # The ring's first bytes are one flag per slot (1: the main process may still hold it); slots follow, aligned so
 # every column starts on a cache line and any dtype view of it is aligned.
@@ -84,9 +91,11 @@ def _stackable(column: list[Any]) -> tuple[np.dtype, tuple[int, ...]] | None:
     return None
 
 
-def _fill(out: np.ndarray, column: list[Any]) -> None:
-    """Write a stackable column into ``out`` (its batched shape)."""
-    if type(column[0]) is not np.ndarray:
+def _fill(out: np.ndarray, column: list[Any] | np.ndarray) -> None:
+    """Write a stackable column (or a stacked one) into ``out`` (its batched shape)."""
+    if isinstance(column, np.ndarray):
+        out[...] = column
+    elif type(column[0]) is not np.ndarray:
         out[:] = column
     elif out.ndim > 1:
         # Joined along the first axis into the flattened batch: the same bytes as np.stack, at half its cost.
@@ -304,6 +313,8 @@ class WorkerBatches(IterableDataset):
         collate_fn: the user's collate function, or None for torch's ``default_collate`` with the ring fast path.
         slots: ring slots per worker.
         batches_per_message: batches a worker sends per message after its first; the same for every worker.
+        columnar: read each batch at once with ``dataset.iter_batches`` (a StreamingDataset that reads its
+            stored samples, with torch's default collate): the same batches, without a dict per sample.
     """
 
     def __init__(
@@ -314,8 +325,12 @@ class WorkerBatches(IterableDataset):
         collate_fn: Callable[[list[Any]], Any] | None,
         slots: int,
         batches_per_message: int = BATCHES_PER_MESSAGE,
+        columnar: bool = False,
     ) -> None:
+        if columnar and collate_fn is not None:
+            raise ValueError("Columnar batches are collated as torch's default_collate does: no collate_fn.")
         self.dataset = dataset
+        self.columnar = columnar
         self.batches_per_message = batches_per_message
         self.batch_size = batch_size
         self.drop_last = drop_last
@@ -327,22 +342,32 @@ class WorkerBatches(IterableDataset):
     def __iter__(self) -> Iterator[WorkerMessage]:
         info = get_worker_info()
         worker = 0 if info is None else info.id
-        samples = iter(self.dataset)
+        batches = self._columnar_batches(info is not None) if self.columnar else self._sample_batches(info is not None)
         # Every worker groups its batches alike (1, then batches_per_message each), so message m of each worker
         # covers the same batch positions and the main process can restore the per-batch round robin.
         group = 1
         while True:
-            batches = []
-            for _ in range(group):
-                batch = list(itertools.islice(samples, self.batch_size))
-                if not batch or (self.drop_last and len(batch) < self.batch_size):
-                    break
-                batches.append(self._collate(batch, info is not None))
-            if batches:
-                yield WorkerMessage(worker, batches)
-            if len(batches) < group:
+            message = list(itertools.islice(batches, group))
+            if message:
+                yield WorkerMessage(worker, message)
+            if len(message) < group:
                 return
             group = self.batches_per_message
+
+    def _sample_batches(self, in_worker: bool) -> Iterator[Any]:
+        """Batches of ``batch_size`` consecutive samples, as torch's fetcher takes them, collated."""
+        samples = iter(self.dataset)
+        while True:
+            batch = list(itertools.islice(samples, self.batch_size))
+            if not batch or (self.drop_last and len(batch) < self.batch_size):
+                return
+            yield self._collate(batch, in_worker)
+
+    def _columnar_batches(self, in_worker: bool) -> Iterator[Any]:
+        """The same batches read as columns (`StreamingDataset.iter_batches`), collated."""
+        iter_batches = self.dataset.iter_batches  # type: ignore[attr-defined]
+        for columns in iter_batches(self.batch_size, self.drop_last):
+            yield self._columns_to_ring(columns) if in_worker else collate_columns(columns)
 
     def _collate(self, batch: list[Any], in_worker: bool) -> Any:
         if self.collate_fn is not None:
@@ -367,13 +392,40 @@ class WorkerBatches(IterableDataset):
             layout.append((key, dtype.str, shape, nbytes))
             columns[key] = column
             nbytes = _aligned(nbytes + math.prod(shape) * dtype.itemsize)
+        return self._to_ring(layout, objects, list(first), nbytes, columns, lambda: default_collate(batch))
+
+    def _columns_to_ring(self, batch: Columns) -> Any:
+        """A batch read as columns, its stacked columns copied into a ring slot as they are."""
+        layout: list[RingColumn] = []
+        objects: dict[str, Any] = {}
+        arrays: dict[str, np.ndarray] = {}
+        nbytes = 0
+        for key, column in batch.items():
+            if isinstance(column, np.ndarray) and column.dtype.kind in "biufc" and column.dtype.isnative:
+                layout.append((key, column.dtype.str, column.shape, nbytes))
+                arrays[key] = column
+                nbytes = _aligned(nbytes + column.nbytes)
+            else:
+                objects[key] = _collate_column(column)
+        return self._to_ring(layout, objects, list(batch), nbytes, arrays, lambda: collate_columns(batch))
+
+    def _to_ring(
+        self,
+        layout: list[RingColumn],
+        objects: dict[str, Any],
+        order: list[str],
+        nbytes: int,
+        columns: dict[str, Any],
+        otherwise: Callable[[], Any],
+    ) -> Any:
+        """A `RingBatch` of ``layout``'s columns filled into a free slot, or ``otherwise()`` without one."""
         ring = self._ring
         if ring is None and layout:
             ring = self._ring = Ring(nbytes, max(2, min(self.slots, RING_BYTES // max(nbytes, 1))))
         slot = ring.claim() if ring is not None and nbytes <= ring.slot_bytes else None
         if ring is None or slot is None:
             # No slot free (the caller holds them all) or a batch larger than a slot: torch's own way.
-            return default_collate(batch)
+            return otherwise()
         start = ring.start(slot)
         area = ring.array[start : start + nbytes]
         try:
@@ -382,5 +434,15 @@ class WorkerBatches(IterableDataset):
                 _fill(area[offset : offset + _nbytes(entry)].view(dtype_name).reshape(shape), columns[key])
         except (OverflowError, ValueError, TypeError):
             ring.flags[slot] = 0
-            return default_collate(batch)
-        return RingBatch(ring, slot, start, layout, objects, list(first), self.token + ring.key)
+            return otherwise()
+        return RingBatch(ring, slot, start, layout, objects, order, self.token + ring.key)
+
+
+def _collate_column(column: Any) -> Any:
+    """One column of a batch read as columns, as ``default_collate`` makes it of the samples' values."""
+    return torch.from_numpy(column) if isinstance(column, np.ndarray) else default_collate(column)
+
+
+def collate_columns(batch: Columns) -> dict[str, Any]:
+    """A batch read as columns, as ``default_collate`` makes it of the samples (a dict in their key order)."""
+    return {key: _collate_column(column) for key, column in batch.items()}
