@@ -109,8 +109,7 @@ class StreamingDataLoader(DataLoader):
             return None
         prefetch = self.prefetch_factor or 2
         dataset = self.dataset
-        # From the index alone (nothing is read): the shards' bytes per sample.
-        sample_bytes = sum(int(t.raw_bytes.sum()) for t in dataset._shard_cache.tables) / max(dataset.num_samples, 1)
+        sample_bytes = dataset.bytes_per_sample
         per_message = int(max(1, min(BATCHES_PER_MESSAGE, MESSAGE_BYTES // max(1.0, sample_bytes * self.batch_size))))
         batches = WorkerBatches(
             dataset,

@@ -11,13 +11,15 @@ downloads are serialised by per-shard kernel locks, and everything a process hol
 from __future__ import annotations
 
 import contextlib
+import itertools
 import math
+import mmap
 import os
 import warnings
 import weakref
 from array import array
 from bisect import bisect_right
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any
 
 import numpy as np
@@ -41,13 +43,16 @@ from streaming.dataset.weighting import SAMPLING_METHODS, resolve_weights
 from streaming.dataset.world import World
 from streaming.format.columns import Columns, columns_of
 from streaming.format.errors import ShardCorruptError
-from streaming.format.mds.gather import Segment
+from streaming.format.mds.gather import BatchRead, Segment
 from streaming.format.mds.reader import MDSReader
 from streaming.util import bytes_to_int, number_abbrev_to_int
 
 # Iteration unmaps the shard pages it has read every this many samples (`Reader.release_pages`): a process, and
 # each DataLoader worker, then holds a few MiB of shard mappings instead of every byte read in the epoch.
 RELEASE_PAGES_EVERY = 256
+# Batch reads of samples smaller than a page scattered across their shards release them every this many
+# batches (see `_iter_batch_reads`).
+RELEASE_SCATTERED_BATCHES = 256
 
 
 def _share_batches_by_name() -> None:
@@ -76,6 +81,33 @@ def _overrides_item_access(cls: type[StreamingDataset]) -> bool:
             cls.__getitem__ is not StreamingDataset.__getitem__ or cls.get_item is not StreamingDataset.get_item
         )
     return overrides
+
+
+#: A shard and the positions of a batch's samples in it (None: all of them, in order).
+ShardGroup = tuple[int, np.ndarray | None]
+
+
+def _by_shard(shard_ids: np.ndarray) -> list[ShardGroup]:
+    """The shards of a batch's samples with their positions, in the order each shard is first needed."""
+    first = shard_ids[0]
+    if shard_ids[-1] == first and bool(np.all(shard_ids == first)):
+        return [(int(first), None)]
+    # A stable sort keeps each shard's positions rising; on 16-bit keys numpy sorts by radix, in linear time.
+    keys = shard_ids.astype(np.uint16) if int(shard_ids.max()) < 1 << 16 else shard_ids
+    order = np.argsort(keys, kind="stable")
+    ordered = shard_ids[order]
+    groups = np.split(order, np.flatnonzero(ordered[1:] != ordered[:-1]) + 1)
+    groups.sort(key=lambda group: int(group[0]))
+    return [(int(shard_ids[group[0]]), group) for group in groups]
+
+
+def _scattered(indices: np.ndarray, groups: list[ShardGroup]) -> bool:
+    """Whether a batch's samples are spread over more than 4 times their number of samples of their shards."""
+    span = 0
+    for _, positions in groups:
+        chosen = indices if positions is None else indices[positions]
+        span += int(chosen.max()) - int(chosen.min()) + 1
+    return span > 4 * len(indices)
 
 
 #: `_overrides_item_access` per class, decided once per class rather than once per epoch.
@@ -257,6 +289,12 @@ class StreamingDataset(Array, IterableDataset):
     def shards(self) -> ReaderPool:
         """Upstream's ``shards``: the reader of every shard by global shard id (built when first used)."""
         return self.readers
+
+    @property
+    def bytes_per_sample(self) -> float:
+        """The shards' bytes per sample, from the index alone (nothing is read)."""
+        stored = sum(int(table.raw_bytes.sum()) for table in self._shard_cache.tables)
+        return stored / max(self.num_samples, 1)
 
     @property
     def next_epoch(self) -> int:
@@ -442,43 +480,68 @@ class StreamingDataset(Array, IterableDataset):
             TypeError: the class overrides ``__getitem__`` or ``get_item``: its samples are what those return,
                 which only a per-sample read gives.
         """
+        reads = self.iter_batch_reads(batch_size, drop_last)
+        size = batch_size or self.batch_size
+        assert size is not None  # checked by iter_batch_reads
+        return (read.columns(start, start + size) for read in reads for start in range(0, read.count, size))
+
+    def iter_batch_reads(
+        self, batch_size: int | None = None, drop_last: bool = False, batches_per_read: int | Iterable[int] = 1
+    ) -> Iterator[BatchRead]:
+        """`iter_batches` one step earlier, and several batches at a time: each read holds the samples of
+        ``batches_per_read`` consecutive batches (an int, or one count per read), located and checked, their
+        stacked columns not yet copied (`BatchRead`). A batch is rows ``k * batch_size ..`` of its read; only the
+        epoch's last may be smaller (none with ``drop_last``). `StreamingDataLoader`'s workers copy each batch
+        once, into shared memory, and pay the per-read costs once per message. Each read must be consumed
+        before the next is taken."""
         if _overrides_item_access(type(self)):
             raise TypeError(
                 f"{type(self).__name__} overrides __getitem__ or get_item, so its samples are what those return; "
-                f"iterate it sample by sample (a DataLoader does) instead of with iter_batches."
+                f"iterate it sample by sample (a DataLoader does) instead of by batches."
             )
         size = batch_size or self.batch_size
         if size is None or size < 1:
-            raise ValueError(f"iter_batches needs a positive batch_size (or the dataset's), got {size}.")
-        return self._iter_batches(size, drop_last)
+            raise ValueError(f"Batch reads need a positive batch_size (or the dataset's), got {size}.")
+        counts = itertools.repeat(batches_per_read) if isinstance(batches_per_read, int) else iter(batches_per_read)
+        return self._iter_batch_reads(size, drop_last, counts)
 
-    def _iter_batches(self, batch_size: int, drop_last: bool) -> Iterator[Columns]:
+    def _iter_batch_reads(self, batch_size: int, drop_last: bool, counts: Iterator[int]) -> Iterator[BatchRead]:
         shard_ids, indices, readers_on_node = self._epoch_work()
         total = len(shard_ids)
-        stops = range(batch_size, total + batch_size, batch_size)
+        if drop_last:
+            total -= total % batch_size
         prefetch = (
-            self._shard_cache.prefetch(shard_ids, self.predownload, readers_on_node)
+            self._shard_cache.prefetch(shard_ids, self.predownload, readers_on_node)  # type: ignore[arg-type]
             if self._shard_cache.prefetches
             else contextlib.nullcontext()
         )
+        # Samples smaller than a page drawn from across large shards (a shuffled table) map a page each, and
+        # unmapping a shard whose pages are all mapped, then faulting them in again, costs more than gathering the
+        # rows: 4,096 random rows of 400 bytes from 400 MB take 1.0 ms mapped, 4 ms releasing after every batch,
+        # and one release of 40 MB of mapped pages takes 4 ms, here. Such reads release their pages every
+        # RELEASE_SCATTERED_BATCHES batches; the pages stay page cache shared by the workers that read them.
+        # Other reads keep the per-sample loop's pace, so a sequential read maps no more than it does.
+        small_samples = self.bytes_per_sample < mmap.PAGESIZE
+        release_scattered = max(RELEASE_PAGES_EVERY, RELEASE_SCATTERED_BATCHES * batch_size)
         unreleased: set[int] = set()
         read_since_release = 0
+        start = 0
         with prefetch as prefetcher:
-            for start, stop in zip(range(0, total, batch_size), stops):
-                if drop_last and stop > total:
-                    return
-                batch_shards = shard_ids[start:stop]
-                shards, first = np.unique(batch_shards, return_index=True)
+            while start < total:
+                stop = min(start + max(1, next(counts)) * batch_size, total)
+                groups = _by_shard(shard_ids[start:stop])
                 if prefetcher is not None:
-                    for position, shard_id in sorted(zip((first + start).tolist(), shards.tolist())):
-                        prefetcher.reached(position, shard_id)
-                yield self._read_batch(batch_shards, indices[start:stop], shards.tolist())
-                unreleased.update(shards.tolist())
-                read_since_release += len(batch_shards)
-                if read_since_release >= RELEASE_PAGES_EVERY:
+                    for shard_id, positions in groups:
+                        prefetcher.reached(start + (0 if positions is None else int(positions[0])), shard_id)
+                yield self._prepare_batch(shard_ids[start:stop], indices[start:stop], groups)
+                unreleased.update(shard_id for shard_id, _ in groups)
+                read_since_release += stop - start
+                scattered = small_samples and _scattered(indices[start:stop], groups)
+                if read_since_release >= (release_scattered if scattered else RELEASE_PAGES_EVERY):
                     self.readers.release_pages(unreleased)
                     unreleased.clear()
                     read_since_release = 0
+                start = stop
 
     def _read_through_getitem(self, shard_id: int, index: int) -> Any:
         return self[self._shard_starts[shard_id] + index]
@@ -581,14 +644,16 @@ class StreamingDataset(Array, IterableDataset):
             raise IndexError(
                 f"Sample {int(ids[outside][0])} is out of range for a dataset of {self.num_samples} samples."
             )
+        if not len(ids):
+            return {}
         shard_ids = np.searchsorted(self.sample_offset_per_shard, ids, "right") - 1
         indices = ids - self.sample_offset_per_shard[shard_ids]
-        return self._read_batch(shard_ids, indices, np.unique(shard_ids, return_index=True)[0].tolist())
+        return self._prepare_batch(shard_ids, indices, _by_shard(shard_ids)).columns()
 
-    def _read_batch(self, shard_ids: np.ndarray, indices: np.ndarray, shards: list[int]) -> Columns:
-        """The samples at ``indices`` of ``shard_ids`` (whose distinct values are ``shards``), as columns."""
+    def _prepare_batch(self, shard_ids: np.ndarray, indices: np.ndarray, groups: list[ShardGroup]) -> BatchRead:
+        """The samples at ``indices`` of ``shard_ids`` (grouped by `_by_shard`), located, checked, lists decoded."""
         try:
-            return self._gather_batch(shard_ids, indices, shards)
+            return self._locate_batch(shard_ids, indices, groups)
         except Exception as err:  # noqa: BLE001 - any failure is looked at sample by sample below
             failure = err
         # Sample by sample, `_read` fetches a vanished shard again, fetches a torn local copy again once, and
@@ -598,13 +663,13 @@ class StreamingDataset(Array, IterableDataset):
             raise RuntimeError(
                 f"Reading {len(indices)} samples as one batch failed although each of them reads alone: {failure}"
             ) from failure
-        return columns_of(samples)
+        return BatchRead.of_columns(columns_of(samples))
 
-    def _gather_batch(self, shard_ids: np.ndarray, indices: np.ndarray, shards: list[int]) -> Columns:
-        """Columns gathered from the mapped shards, or read sample by sample where they do not allow it."""
+    def _locate_batch(self, shard_ids: np.ndarray, indices: np.ndarray, groups: list[ShardGroup]) -> BatchRead:
+        """The batch in the mapped shards, or read sample by sample where they do not allow a batch read."""
         segments = []
         gather = None
-        for shard_id in shards:
+        for shard_id, positions in groups:
             reader = self.readers[shard_id]
             if not isinstance(reader, MDSReader):
                 gather = None
@@ -614,17 +679,14 @@ class StreamingDataset(Array, IterableDataset):
                 gather = None  # shards of different columns: a per-sample batch collates (or fails) as torch's
                 break
             gather = shard_gather
-            if len(shards) == 1:
-                segments.append(Segment(view, indices, None))
-            else:
-                positions = np.flatnonzero(shard_ids == shard_id)
-                segments.append(Segment(view, indices[positions], positions))
+            segments.append(Segment(view, indices if positions is None else indices[positions], positions))
         if gather is None:
-            return columns_of([self._read(s, i) for s, i in zip(shard_ids.tolist(), indices.tolist())])
-        columns = gather.gather(segments, len(indices))
-        for shard_id in shards:
+            samples = [self._read(shard_id, index) for shard_id, index in zip(shard_ids.tolist(), indices.tolist())]
+            return BatchRead.of_columns(columns_of(samples))
+        read = gather.prepare(segments, len(indices))
+        for shard_id, _ in groups:
             self._shard_cache.touch(shard_id)
-        return columns
+        return read
 
     def __getitem__(self, at: Any) -> Any:
         if type(at) is int and 0 <= at < self.num_samples:
