@@ -11,7 +11,8 @@ one-time decompression, apart):
 
 * ``ours``: ``StreamingDataLoader`` over ``StreamingDataset`` (batch reads, columns handed over in shared memory);
   also the CPU per batch of the main process and of the workers, and the workers' memory (USS) afterwards;
-* ``ours-per-sample``: the same with ``STREAMING_BATCH_READS=0``: the per-sample path (a dict per row);
+* ``ours-per-sample``: the same with ``STREAMING_BATCH_READS=0``: the per-sample path (a dict per row), for
+  ``--limited-batches`` batches per epoch (it reads a few thousand rows a second here);
 * ``ours-in-process``: ``StreamingDataset.iter_batches`` in one process, no DataLoader;
 * ``bar`` (the physical reference): numpy's fancy-index gather (``numpy.take``) of the same rows, in the same
   order and batches, from the mapped shards, in one process: what moving those bytes costs here;
@@ -21,7 +22,7 @@ one-time decompression, apart):
 * ``ray``: Ray Data's ``iter_torch_batches`` over the same table written as Parquet by Spark (a local shuffle
   buffer of one batch), where Ray installs;
 * ``reference``: MosaicML Streaming's (streaming-community 0.14.2) ``StreamingDataLoader`` over our dataset, for
-  ``--reference-batches`` batches (at its rate a whole epoch would take minutes).
+  ``--limited-batches`` batches per epoch (at its rate a whole epoch would take many minutes).
 
 Conversion times: ours (``dataframe_to_mds`` with default arguments), petastorm's converter, and Spark writing the
 Parquet that Ray reads. Prints a table and one JSON line. Sides whose interpreter is missing are skipped, said so.
@@ -144,7 +145,10 @@ class _Bar:
             yield {"label": rows[:, offset : offset + 8].copy().view(dtype).reshape(-1)}
 
 
-def _loader(side: str, data: str, reference_batches: int) -> Any:
+LIMITED = ("ours-per-sample", "reference")
+
+
+def _loader(side: str, data: str, limited_batches: int) -> Any:
     if side == "bar":
         return _Bar(data)
     if side == "petastorm":
@@ -157,8 +161,11 @@ def _loader(side: str, data: str, reference_batches: int) -> Any:
     if side == "ours-in-process":
         return _Repeat(lambda: dataset.iter_batches())
     loader = streaming.StreamingDataLoader(dataset, batch_size=BATCH, num_workers=WORKERS, persistent_workers=True)
-    if side == "reference":
-        return _Repeat(lambda: _first(loader, reference_batches))
+    if side in LIMITED:
+        limited = _Repeat(lambda: _first(loader, limited_batches))
+        limited._worker_batches = getattr(loader, "_worker_batches", None)  # type: ignore[attr-defined]
+        limited._loader = loader  # type: ignore[attr-defined]
+        return limited
     return loader
 
 
@@ -217,11 +224,11 @@ def _ray(parquet: str) -> Any:
     return Loader()
 
 
-def child(side: str, data: str, epochs: int, reference_batches: int) -> dict[str, Any]:
+def child(side: str, data: str, epochs: int, limited_batches: int) -> dict[str, Any]:
     import warnings
 
     warnings.simplefilter("ignore")
-    loader = _loader(side, data, reference_batches)
+    loader = _loader(side, data, limited_batches)
     runs = []
     for _ in range(epochs):
         main_cpu, wall = time.process_time(), time.perf_counter()
@@ -247,6 +254,7 @@ def child(side: str, data: str, epochs: int, reference_batches: int) -> dict[str
     result: dict[str, Any] = {"side": side, "epochs": runs}
     if hasattr(loader, "conversion_s"):
         result["conversion_s"] = loader.conversion_s
+    loader = getattr(loader, "_loader", loader)
     inner = getattr(loader, "_worker_batches", None)
     inner = loader if inner is None else inner
     workers = getattr(getattr(inner, "_iterator", None), "_workers", None)
@@ -265,7 +273,7 @@ def child(side: str, data: str, epochs: int, reference_batches: int) -> dict[str
 
 def _run_child(python: str, side: str, data: str, args: argparse.Namespace, env: dict[str, str]) -> dict[str, Any]:
     command = [python, os.path.abspath(__file__), "--child", side, data, "--epochs", str(args.epochs)]
-    command += ["--reference-batches", str(args.reference_batches)]
+    command += ["--limited-batches", str(args.limited_batches)]
     done = subprocess.run(command, env=env, capture_output=True, text=True, check=False, timeout=3600)
     if done.returncode:
         return {"side": side, "error": done.stderr[-2000:]}
@@ -282,7 +290,7 @@ def main() -> None:
     parser.add_argument("--rows", type=int, default=1_000_000)
     parser.add_argument("--rounds", type=int, default=2)
     parser.add_argument("--epochs", type=int, default=3)
-    parser.add_argument("--reference-batches", type=int, default=25)
+    parser.add_argument("--limited-batches", type=int, default=25)
     parser.add_argument("--python", default=sys.executable, help="interpreter for our package")
     bench = os.path.join(ROOT, ".bench")
     for name, default in (
@@ -295,13 +303,20 @@ def main() -> None:
     parser.add_argument("--child", nargs=2, metavar=("SIDE", "DATA"))
     args = parser.parse_args()
     if args.child:
-        print(json.dumps(child(args.child[0], args.child[1], args.epochs, args.reference_batches)))
+        print(json.dumps(child(args.child[0], args.child[1], args.epochs, args.limited_batches)))
         return
 
     scratch = args.scratch or tempfile.mkdtemp(prefix="tabular-bench-")
-    start = time.perf_counter()
-    made = make_data(scratch, args.rows)
-    print(f"data made in {time.perf_counter() - start:.0f} s: {made}", file=sys.stderr)
+    record = os.path.join(scratch, "made.json")
+    if os.path.exists(record):  # a kept scratch directory (--scratch): the data and its conversion times
+        with open(record) as file:
+            made = json.load(file)
+    else:
+        start = time.perf_counter()
+        made = make_data(scratch, args.rows)
+        print(f"data made in {time.perf_counter() - start:.0f} s: {made}", file=sys.stderr)
+        with open(record, "w") as file:
+            json.dump(made, file)
     mds, parquet = os.path.join(scratch, "mds"), os.path.join(scratch, "parquet")
     ours_env = {**os.environ, "PYTHONPATH": ROOT, "BENCH_ROWS": str(args.rows)}
     foreign_env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"} | {"BENCH_ROWS": str(args.rows)}
@@ -344,7 +359,7 @@ def _summarise(results: dict[str, list[dict[str, Any]]], rows: int) -> dict[str,
             summary[side] = {"error": runs[-1].get("error", "")[-500:]}
             continue
         warm = [epoch for run in good for epoch in run["epochs"][1:]] or [run["epochs"][0] for run in good]
-        complete = side == "reference" or all(epoch["rows"] == rows for run in good for epoch in run["epochs"])
+        complete = side in LIMITED or all(epoch["rows"] == rows for run in good for epoch in run["epochs"])
         summary[side] = {
             "rows_per_s": statistics.median(epoch["rows_per_s"] for epoch in warm),
             "best_rows_per_s": max(epoch["rows_per_s"] for epoch in warm),
