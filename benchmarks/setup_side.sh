@@ -38,7 +38,7 @@ petastorm() {
 }
 
 ray() {
-  "$1" install -q 'ray[data]'
+  "$1" install -q 'ray[data]' pydantic
 }
 
 for side in "${@:-petastorm ray}"; do
