@@ -93,16 +93,22 @@ def make_data(scratch: str, rows: int) -> dict[str, float]:
 
 
 def _cpu_seconds(pid: int) -> float:
-    with open(f"/proc/{pid}/stat") as stat:
-        fields = stat.read().rsplit(")", 1)[1].split()
+    try:
+        with open(f"/proc/{pid}/stat") as stat:
+            fields = stat.read().rsplit(")", 1)[1].split()
+    except FileNotFoundError:
+        return 0.0  # a child that has exited
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def _children() -> list[int]:
     pids: list[int] = []
     for task in os.listdir("/proc/self/task"):
-        with open(f"/proc/self/task/{task}/children") as children:
-            pids.extend(int(pid) for pid in children.read().split())
+        try:
+            with open(f"/proc/self/task/{task}/children") as children:
+                pids.extend(int(pid) for pid in children.read().split())
+        except FileNotFoundError:
+            continue  # a thread that ended meanwhile (Ray starts and ends many)
     return pids
 
 
@@ -219,7 +225,7 @@ def _ray(parquet: str) -> Any:
         conversion_s = load_s
 
         def __iter__(self) -> Any:
-            return dataset.iter_torch_batches(batch_size=BATCH, local_shuffle_buffer_size=BATCH)
+            return iter(dataset.iter_torch_batches(batch_size=BATCH, local_shuffle_buffer_size=BATCH))
 
     return Loader()
 
