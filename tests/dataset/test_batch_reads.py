@@ -12,13 +12,10 @@ from __future__ import annotations
 
 import math
 import os
-import struct
-from decimal import Decimal
 from typing import Any
 
 import numpy as np
 import pytest
-import torch
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
@@ -28,38 +25,13 @@ from streaming import MDSWriter, StreamingDataLoader, StreamingDataset
 from streaming.dataset.handover import collate_columns
 from streaming.format.mds.nulls import mask_name
 from tests.differential.strategies import NDARRAY_DTYPES, mds_values
+from tests.helpers import assert_same_value
 
 PLAIN = [*NDARRAY_DTYPES, "int", "str", "bytes", "json", "str_int", "str_float", "str_decimal"]
 SETTINGS = settings(deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
 
 
 # ---------------------------------------------------------------------------------------------- what is compared
-
-
-def same(got: Any, expected: Any) -> bool:
-    """Equal values of the same types, bit for bit (NaN payloads and -0.0 included), arrays with dtype and shape."""
-    if type(got) is not type(expected):
-        return False
-    if isinstance(got, torch.Tensor):
-        return (
-            got.dtype == expected.dtype
-            and got.shape == expected.shape
-            and got.is_contiguous()
-            and got.numpy().tobytes() == expected.numpy().tobytes()
-        )
-    if isinstance(got, (np.ndarray, np.generic)):
-        return (
-            got.dtype == expected.dtype and np.shape(got) == np.shape(expected) and got.tobytes() == expected.tobytes()
-        )
-    if isinstance(got, float):
-        return struct.pack("<d", got) == struct.pack("<d", expected)
-    if isinstance(got, Decimal):
-        return str(got) == str(expected)
-    if isinstance(got, (list, tuple)):
-        return len(got) == len(expected) and all(same(a, b) for a, b in zip(got, expected))
-    if isinstance(got, dict):
-        return list(got) == list(expected) and all(same(got[key], expected[key]) for key in got)
-    return bool(got == expected)
 
 
 def collated(make: Any) -> tuple[str, Any]:
@@ -76,14 +48,14 @@ def assert_same_batch(columns: dict[str, Any], samples: list[dict[str, Any]]) ->
     for key, column in columns.items():
         assert len(column) == len(samples), key
         if isinstance(column, list):
-            assert same(column, [sample[key] for sample in samples]), key
+            assert_same_value(column, [sample[key] for sample in samples], key)
     got = collated(lambda: collate_columns(columns))
     expected = collated(lambda: default_collate(samples))
     assert got[0] == expected[0], (got, expected)
     if got[0] == "error":
         assert got[1] == expected[1]
     else:
-        assert same(got[1], expected[1]), (got[1], expected[1])
+        assert_same_value(got[1], expected[1], "batch")
 
 
 # ---------------------------------------------------------------------------------------------- generated datasets
@@ -302,7 +274,7 @@ def test_the_loader_yields_the_same_batches_either_way(
     if per_sample[0] == "error":  # e.g. default_collate refuses a column: the same error, through torch's worker
         assert per_sample[1][0] is columnar[1][0]
         return
-    assert same(columnar[1][0], per_sample[1][0])
+    assert_same_value(columnar[1][0], per_sample[1][0], "batches")
     assert columnar[1][1] == per_sample[1][1]
     # Resumption: the state after a few batches, and the rest of the epoch from it, are the same.
     first = run_loader(local, True, options, stop_after=stop_after)
@@ -311,7 +283,7 @@ def test_the_loader_yields_the_same_batches_either_way(
     expected_first = run_loader(local, False, options, stop_after=stop_after)
     assert first[2] == expected_first[2]
     rest = run_loader(local, True, options, state=first[2])[0]
-    assert same(rest, run_loader(local, False, options, state=first[2])[0])
+    assert_same_value(rest, run_loader(local, False, options, state=first[2])[0], "resumed")
 
 
 def test_a_custom_collate_or_item_override_keeps_the_per_sample_path(tmp_path):
@@ -349,7 +321,7 @@ def test_large_tabular_batches_match(tmp_path):
     columnar, count, _ = run_loader(str(tmp_path / "ds"), True, options)
     per_sample, expected_count, _ = run_loader(str(tmp_path / "ds"), False, options)
     assert count == expected_count == 3000
-    assert same(columnar, per_sample)
+    assert_same_value(columnar, per_sample, "batches")
     for batch in columnar:
         labels = batch["label"].numpy()
         assert math.isclose(float(batch["f07"][0]), float(features[labels[0], 7]))

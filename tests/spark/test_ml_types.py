@@ -24,7 +24,7 @@ from pyspark.sql import types as T
 from streaming import StreamingDataLoader, StreamingDataset
 from streaming.convert.arrow_engine import convert_files
 from streaming.spark import dataframe_to_mds
-from tests.dataset.test_batch_reads import same
+from tests.helpers import assert_same_value
 from tests.spark.helpers import reference_reads
 
 
@@ -85,7 +85,7 @@ def test_a_spark_ml_pipelines_table_converts_with_defaults_and_trains_in_batches
     for workers in (0, 2):
         columnar = _batches(out, True, workers)
         per_sample = _batches(out, False, workers)
-        assert same(columnar, per_sample)
+        assert_same_value(columnar, per_sample, "batches")
         assert columnar[0]["features"].shape == (32, 4) and columnar[0]["features"].dtype == torch.float64
         losses = _train(columnar)
         assert losses == _train(per_sample)
