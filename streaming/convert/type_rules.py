@@ -124,9 +124,9 @@ def spark_equivalent(data_type: pa.DataType) -> pa.DataType:
         return pa.duration("us")
     if types.is_time(data_type):
         return pa.time64("ns")
-    if types.is_large_string(data_type) or types.is_string_view(data_type):
+    if types.is_large_string(data_type) or _is_view(data_type, "string"):
         return pa.string()
-    if types.is_large_binary(data_type) or types.is_fixed_size_binary(data_type) or types.is_binary_view(data_type):
+    if types.is_large_binary(data_type) or types.is_fixed_size_binary(data_type) or _is_view(data_type, "binary"):
         return pa.binary()
     if types.is_list(data_type) or types.is_large_list(data_type) or types.is_fixed_size_list(data_type):
         return pa.list_(spark_equivalent(data_type.value_type))
@@ -140,7 +140,7 @@ def spark_equivalent(data_type: pa.DataType) -> pa.DataType:
 def is_ml_vector(data_type: pa.DataType) -> bool:
     """Whether ``data_type`` is the Arrow form of a Spark ML vector (`ML_VECTOR`, nullability aside)."""
     data_type = spark_equivalent(data_type)
-    if not pa.types.is_struct(data_type) or [field.name for field in data_type] != ML_VECTOR.names:
+    if not pa.types.is_struct(data_type) or [field.name for field in data_type] != [field.name for field in ML_VECTOR]:
         return False
     for field, expected in zip(data_type, ML_VECTOR):
         if pa.types.is_list(expected.type):
@@ -166,6 +166,12 @@ def array_element(data_type: pa.DataType) -> tuple[str, int] | None:
         data_type = data_type.value_type
     dtype = element_dtype(data_type)
     return (dtype, depth) if depth and dtype is not None else None
+
+
+def _is_view(data_type: pa.DataType, kind: str) -> bool:
+    """Whether ``data_type`` is Arrow's string or binary view (pyarrow 16+; the DBR line's pyarrow 14 has none)."""
+    check = getattr(pa.types, f"is_{kind}_view", None)
+    return bool(check is not None and check(data_type))
 
 
 def element_dtype(data_type: pa.DataType) -> str | None:
