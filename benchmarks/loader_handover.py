@@ -6,14 +6,19 @@
 Each side runs in its own child process, the sides alternate round after round (the machine is shared: only
 figures of one run compare), and every child reads the same 2048-token int32 samples:
 
-* ``ours-sdl``: ``streaming.StreamingDataLoader`` (batches made in the workers, handed over through a ring);
+* ``ours-sdl``: ``streaming.StreamingDataLoader`` (batches read as columns in the workers, handed over through a
+  ring);
+* ``ours-sdl-per-sample``: the same with ``STREAMING_BATCH_READS=0`` (samples read one by one, then collated);
+* ``today``: ``ours-sdl`` as the package was before batch reads (commit ``BASELINE_COMMIT``, exported with
+  ``git archive`` into ``.bench/``), the figure the batch-read targets are relative to;
 * ``ours-sdl-torch``: the same with ``STREAMING_LOADER_HANDOVER=torch`` (torch's per-batch collation);
 * ``ours-dataloader``: a plain ``torch.utils.data.DataLoader`` over our StreamingDataset;
 * ``reference``: a plain DataLoader over streaming-community's StreamingDataset (its StreamingDataLoader is one);
 * ``litdata``: ``litdata.StreamingDataLoader`` over ``litdata.StreamingDataset`` of the same samples
   (written by ``litdata.optimize``; needs a side venv with litdata and the CPU torch, see benchmarks/README.md);
-* ``in-process``: the physical reference, our StreamingDataset iterated in one process, 32 samples to a "batch",
-  no collation: what reading alone costs on this machine at this moment.
+* ``in-process``: our StreamingDataset iterated in one process, 32 samples to a "batch", no collation;
+* ``numpy-gather``: the physical bar, numpy's fancy-index gather of each batch's token values from the mapped
+  shards into one array, in one process: what moving those bytes costs on this machine at this moment.
 
 Per side: samples/s of the warm epochs (persistent workers; the first epoch, with worker start-up, is reported
 apart) and the CPU microseconds per batch spent by the main process and by the workers together, which is what
@@ -38,6 +43,8 @@ ROOT = os.path.dirname(HERE)
 SEQ_LEN = 2048
 BATCH = 32
 WORKERS = 2
+# The package as it was before batch reads: "today's StreamingDataLoader" of issue 27.
+BASELINE_COMMIT = "76376cf"
 
 
 # ---------------------------------------------------------------------------------------------- child side
@@ -75,7 +82,7 @@ def _loader(side: str, data: str) -> Any:
     import streaming
 
     dataset = streaming.StreamingDataset(local=data, batch_size=BATCH)
-    loader_class = streaming.StreamingDataLoader if side.startswith("ours-sdl") else DataLoader
+    loader_class = streaming.StreamingDataLoader if side.startswith("ours-sdl") or side == "today" else DataLoader
     return loader_class(dataset, batch_size=BATCH, num_workers=WORKERS, persistent_workers=True)
 
 
@@ -96,6 +103,34 @@ def _in_process(data: str) -> Any:
     return Batches()
 
 
+def _numpy_gather(data: str) -> Any:
+    """Each batch's token values gathered from the mapped shards into one (32, 2048) array: the physical bar."""
+    import glob
+    import mmap
+
+    import numpy as np
+    from numpy.lib.stride_tricks import as_strided
+
+    width = SEQ_LEN * 4
+    shards = []
+    for path in sorted(glob.glob(os.path.join(data, "shard.*.mds"))):
+        with open(path, "rb") as file:
+            data_bytes = np.frombuffer(mmap.mmap(file.fileno(), 0, access=mmap.ACCESS_READ), np.uint8)
+        count = int(data_bytes[:4].view("<u4")[0])
+        offsets = data_bytes[4 : 4 * (count + 2)].view("<u4").astype(np.int64)
+        # Each sample: its uint32 length, the ndarray shape header (1 byte + a uint16 dim), then the values.
+        window = as_strided(data_bytes, (len(data_bytes) - width + 1, width), (1, 1), writeable=False)
+        shards.append((window, offsets[:-1] + 7))
+
+    class Batches:
+        def __iter__(self) -> Any:
+            for window, starts in shards:
+                for first in range(0, len(starts), BATCH):
+                    yield {"tokens": window[starts[first : first + BATCH]].view("<i4")}
+
+    return Batches()
+
+
 def _count(batch: Any) -> tuple[int, int]:
     """Samples in a batch and the sum of their first and last token ids."""
     if isinstance(batch, list):
@@ -109,7 +144,12 @@ def child(side: str, data: str, epochs: int) -> dict[str, Any]:
     import warnings
 
     warnings.simplefilter("ignore")  # torch's one-time warnings about read-only numpy arrays
-    loader = _in_process(data) if side == "in-process" else _loader(side, data)
+    if side == "in-process":
+        loader = _in_process(data)
+    elif side == "numpy-gather":
+        loader = _numpy_gather(data)
+    else:
+        loader = _loader(side, data)
     runs = []
     for _ in range(epochs):
         main_cpu, wall = time.process_time(), time.perf_counter()
@@ -197,9 +237,19 @@ def main() -> None:
         write_mds(mds, args.samples)
     ours_env = {**os.environ, "PYTHONPATH": ROOT}
     foreign_env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    baseline = os.path.join(ROOT, ".bench", f"baseline-{BASELINE_COMMIT}")
+    if not os.path.exists(os.path.join(baseline, "streaming")):
+        os.makedirs(baseline, exist_ok=True)
+        archive = subprocess.run(
+            ["git", "-C", ROOT, "archive", "--format=tar", BASELINE_COMMIT], capture_output=True, check=True
+        )
+        subprocess.run(["tar", "-x", "-C", baseline], input=archive.stdout, check=True)
     sides: list[tuple[str, str, str, dict[str, str]]] = [
+        ("numpy-gather", args.python, mds, ours_env),
         ("in-process", args.python, mds, ours_env),
         ("ours-sdl", args.python, mds, ours_env),
+        ("ours-sdl-per-sample", args.python, mds, {**ours_env, "STREAMING_BATCH_READS": "0"}),
+        ("today", args.python, mds, {**ours_env, "PYTHONPATH": baseline}),
         ("ours-sdl-torch", args.python, mds, {**ours_env, "STREAMING_LOADER_HANDOVER": "torch"}),
         ("ours-dataloader", args.python, mds, ours_env),
     ]
@@ -257,7 +307,15 @@ def _print_table(summary: dict[str, dict[str, float]], loads: list[str], skipped
             f"{row['workers_cpu_us_per_batch']:12,.0f}"
         )
     ours = summary.get("ours-sdl")
-    for other in ("in-process", "ours-dataloader", "reference", "litdata"):
+    for other in (
+        "numpy-gather",
+        "in-process",
+        "today",
+        "ours-sdl-per-sample",
+        "ours-dataloader",
+        "reference",
+        "litdata",
+    ):
         if ours and other in summary:
             ratio = ours["samples_per_s"] / summary[other]["samples_per_s"]
             cpu = (summary[other]["main_cpu_us_per_batch"] + summary[other]["workers_cpu_us_per_batch"]) / (

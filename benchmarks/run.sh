@@ -11,6 +11,10 @@
 # 3. Runs benchmarks/bench.py with the project's .venv python (see bench.py for the BENCH_* knobs).
 # 4. Then the S3 epochs of benchmarks/remote_bench.py (cold epochs vs bare boto3 on a loopback SeaweedFS, 1/2/4
 #    workers, eviction) at the same BENCH_SCALE, when BENCH_ONLY is unset or names `remote-s3`.
+# 5. Then benchmarks/tabular_bench.py (a Spark table of BENCH_SCALE x 1M rows of 100 float32 features into
+#    training: ours, petastorm, Ray Data, the reference, numpy's gather as the bar; side venvs by setup_side.sh)
+#    when BENCH_ONLY is unset or names `tabular`, and benchmarks/loader_handover.py (tokens, batch 32, 2 workers:
+#    ours against today's StreamingDataLoader, the reference and numpy's gather) when it is unset or names `loader`.
 set -euo pipefail
 
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -38,15 +42,34 @@ export TMPDIR="$RUN_TMP"
 DRIVER_PY="$ROOT/.venv/bin/python"
 [[ -x "$DRIVER_PY" ]] || DRIVER_PY=python3
 
-# `remote-s3` is not a bench.py scenario: it selects step 4 and is taken out of what bench.py sees.
+# `remote-s3`, `tabular` and `loader` are not bench.py scenarios: they select steps 4 and 5 and are taken out of
+# what bench.py sees.
 ONLY_WORDS=" ${BENCH_ONLY:-} "
-REMOTE_S3=0
-if [[ -z "${BENCH_ONLY:-}" || "$ONLY_WORDS" == *" remote-s3 "* ]]; then REMOTE_S3=1; fi
-export BENCH_ONLY="$(echo "${ONLY_WORDS// remote-s3 / }" | xargs)"
-if [[ -n "$BENCH_ONLY" || "$ONLY_WORDS" != *" remote-s3 "* ]]; then
+wanted() { [[ -z "${BENCH_ONLY:-}" || "$ONLY_WORDS" == *" $1 "* ]]; }
+REMOTE_S3=0; TABULAR=0; LOADER=0
+wanted remote-s3 && REMOTE_S3=1
+wanted tabular && TABULAR=1
+wanted loader && LOADER=1
+REST="$ONLY_WORDS"
+for word in remote-s3 tabular loader; do REST="${REST// $word / }"; done
+export BENCH_ONLY="$(echo "$REST" | xargs)"
+if [[ -z "${ONLY_WORDS// /}" || -n "$BENCH_ONLY" ]]; then
   "$DRIVER_PY" "$HERE/bench.py" "$@"
 fi
 if [[ "$REMOTE_S3" == 1 ]]; then
   # It needs the project's test dependencies (pytest, boto3, the SeaweedFS binary): the "ours" interpreter.
   BENCH_ONLY=reads BENCH_ROUNDS="${BENCH_ROUNDS:-2}" "${BENCH_OURS_PYTHON:-$ROOT/.venv/bin/python}" "$HERE/remote_bench.py"
+fi
+SCALE=${BENCH_SCALE:-1}
+OURS_PY=${BENCH_OURS_PYTHON:-$ROOT/.venv/bin/python}
+if [[ "$TABULAR" == 1 ]]; then
+  bash "$HERE/setup_side.sh"
+  ROWS=$("$OURS_PY" -c "print(max(20000, int(1_000_000 * $SCALE)))")
+  SPARK_LOCAL_IP=127.0.0.1 PYSPARK_PYTHON="$OURS_PY" "$OURS_PY" "$HERE/tabular_bench.py" --rows "$ROWS" \
+    --rounds "${BENCH_ROUNDS:-2}" --reference-python "${BENCH_REF_PYTHON:-$ROOT/.venv-ref/bin/python}"
+fi
+if [[ "$LOADER" == 1 ]]; then
+  SAMPLES=$("$OURS_PY" -c "print(max(2000, int(20_000 * $SCALE)))")
+  "$OURS_PY" "$HERE/loader_handover.py" --samples "$SAMPLES" --rounds "${BENCH_ROUNDS:-3}" \
+    --reference-python "${BENCH_REF_PYTHON:-$ROOT/.venv-ref/bin/python}"
 fi

@@ -20,9 +20,10 @@ def copy_fixture(name: str, dest: str) -> str:
 def assert_same_value(got: Any, expected: Any, where: str = "") -> None:
     """The suite's one deep comparison of decoded values: same types, same values, NaN equal to NaN.
 
-    numpy arrays and scalars compare by dtype, shape and bits (so NaN matches NaN and -0.0 differs from 0.0);
-    images by class name, mode, size and pixels; ``Decimal`` by value and scale; dicts by keys in order;
-    lists and tuples item by item; anything else by type and ``==`` (float NaN equal to NaN).
+    numpy arrays and scalars compare by dtype, shape and bits (so NaN matches NaN and -0.0 differs from 0.0), torch
+    tensors (a collated batch) the same way and must be contiguous; images by class name, mode, size and pixels;
+    ``Decimal`` by value and scale; dicts by keys in order; lists and tuples item by item; anything else by type and
+    ``==`` (float NaN equal to NaN).
     """
     if isinstance(expected, np.ndarray):
         assert isinstance(got, np.ndarray), f"{where}: expected ndarray, got {type(got)}"
@@ -32,6 +33,11 @@ def assert_same_value(got: Any, expected: Any, where: str = "") -> None:
                 assert_same_value(a, b, f"{where}[{index}]")
         else:
             assert got.tobytes() == expected.tobytes(), f"{where}: {got!r} != {expected!r}"
+    elif type(expected).__module__ == "torch" and type(expected).__name__ == "Tensor":
+        assert type(got) is type(expected), f"{where}: expected a tensor, got {type(got)}"
+        assert got.dtype == expected.dtype and got.shape == expected.shape, f"{where}: {got!r} != {expected!r}"
+        assert got.is_contiguous(), f"{where}: not contiguous"
+        assert got.numpy().tobytes() == expected.numpy().tobytes(), f"{where}: {got!r} != {expected!r}"
     elif isinstance(expected, np.generic):
         assert type(got) is type(expected), f"{where}: expected {type(expected)}, got {type(got)}"
         assert got.tobytes() == expected.tobytes(), f"{where}: {got!r} != {expected!r}"
@@ -47,6 +53,8 @@ def assert_same_value(got: Any, expected: Any, where: str = "") -> None:
         assert type(got) is type(expected) and len(got) == len(expected), f"{where}: {got!r} != {expected!r}"
         for index, (a, b) in enumerate(zip(got, expected)):
             assert_same_value(a, b, f"{where}[{index}]")
+    elif type(expected).__name__ == "Decimal":  # by its text: a signaling NaN cannot even be compared
+        assert type(got) is type(expected) and str(got) == str(expected), f"{where}: {got!r} != {expected!r}"
     else:
         both_nan = got != got and expected != expected
         assert type(got) is type(expected) and (got == expected or both_nan), f"{where}: {got!r} != {expected!r}"

@@ -65,6 +65,16 @@ def add_parser(commands: Any, common: argparse.ArgumentParser) -> None:
     machine.add_argument("--latency", type=float, default=0.0, help="seconds before each download's first byte")
     machine.add_argument("--step-time", type=float, default=0.1, help="seconds per training step")
     machine.add_argument("--prefetch-factor", type=int, default=2, help="DataLoader batches per worker in flight")
+    machine.add_argument(
+        "--per-sample-reads",
+        action="store_true",
+        help="workers read one sample at a time (a custom collate_fn, or a dataset overriding __getitem__)",
+    )
+    machine.add_argument("--batch-read-us", type=float, default=60.0, help="a worker's CPU µs per batch (batch reads)")
+    machine.add_argument("--row-read-us", type=float, default=0.3, help="a worker's CPU µs per sample (batch reads)")
+    machine.add_argument(
+        "--sample-read-us", type=float, default=6.0, help="a worker's CPU µs per sample (per-sample reads)"
+    )
     parser.add_argument("--out", help="folder for summary.txt/json, PNG charts and report.html")
     parser.set_defaults(run=run)
 
@@ -108,6 +118,10 @@ def settings_from(args: argparse.Namespace) -> Any:
         latency=args.latency,
         step_time=args.step_time,
         epoch=args.epoch,
+        batch_reads=not args.per_sample_reads,
+        batch_read_time=args.batch_read_us * 1e-6,
+        row_read_time=args.row_read_us * 1e-6,
+        sample_read_time=args.sample_read_us * 1e-6,
     )
 
 
@@ -122,6 +136,10 @@ def summary_text(summary: dict[str, Any], settings: Any) -> str:
         ["epoch time", f"{summary['epoch_time_s']:.2f} s"],
         ["throughput", f"{summary['throughput_samples_per_s']} samples/s"],
         ["steps slowed by downloads", f"{summary['stalled_steps']} ({summary['stall_time_s']:.2f} s waiting)"],
+        [
+            "of which waiting for workers' reads",
+            f"{summary['steps_waiting_for_reads']} ({'batch' if settings.batch_reads else 'per-sample'} reads)",
+        ],
         [
             "min cache_limit (no stall)",
             human_bytes(max(summary["min_cache_limit_bytes"], summary["cache_limit_floor_bytes"])),

@@ -15,7 +15,12 @@ Time is modelled, with these assumptions:
   batches ahead of training (PyTorch's default 2);
 * a node's downloads share its link: the active downloads split `bandwidth` equally (at most
   `threads * workers` at once, in order of request), each after a fixed `latency`;
-* a step waits for every shard its batches need on every node (that wait is a stall).
+* a worker reads its batches one after another, each as soon as it has room for it (`prefetch_factor` batches
+  not yet taken by training) and its shards are ready, for `read_time` of its own CPU (a worker per core):
+  with batch reads (`StreamingDataLoader` with torch's default collate) a fixed cost per batch plus a small one
+  per sample (the gather), else a cost per sample (a dict per sample, then collation);
+* a step waits for every shard its batches need on every node, and for its batch to be read (that wait is a
+  stall).
 
 From the timeline: time to first batch, stalled steps, throughput over the run, the cache a node needs at the
 peak (raw + compressed bytes of shards downloaded and not yet finished with), and shuffle quality.
@@ -92,6 +97,19 @@ class Settings:
     latency: float = 0.0  # seconds before each download's first byte
     step_time: float = 0.1  # seconds per training step
     epoch: int = 0
+    # How a worker reads a batch: batch reads (True) or one sample at a time (a custom collate_fn or a dataset
+    # overriding __getitem__/get_item), and the CPU seconds that costs (measured here: benchmarks/tabular_bench.py,
+    # loader_handover.py; 100 float32 features per sample).
+    batch_reads: bool = True
+    batch_read_time: float = 60e-6  # per batch, batch reads
+    row_read_time: float = 0.3e-6  # per sample, batch reads
+    sample_read_time: float = 6e-6  # per sample, one sample at a time
+
+    def read_time(self, samples: int) -> float:
+        """CPU seconds a worker spends reading (and collating) a batch of ``samples``."""
+        if self.batch_reads:
+            return self.batch_read_time + self.row_read_time * samples
+        return self.sample_read_time * samples
 
 
 @dataclass
@@ -106,6 +124,7 @@ class Result:
     total_time: float
     stalled_steps: int
     stall_time: float
+    read_stalled_steps: int
     min_cache_limit: int
     cache_limit_floor: int
     shuffle_quality: float
@@ -128,6 +147,7 @@ class Result:
             "throughput_samples_per_s": round(throughput, 2) if throughput else None,
             "stalled_steps": self.stalled_steps,
             "stall_time_s": round(self.stall_time, 3),
+            "steps_waiting_for_reads": self.read_stalled_steps,
             "min_cache_limit_bytes": self.min_cache_limit,
             "cache_limit_floor_bytes": self.cache_limit_floor,
             "shuffle_quality": round(self.shuffle_quality, 4),
@@ -271,13 +291,25 @@ def simulate(
     index_time = (shards.index_bytes / settings.bandwidth + settings.latency) if shards.index_bytes else 0.0
     start = np.zeros(steps)
     end_previous = index_time
-    stalled, stall_time = 0, 0.0
+    stalled, stall_time, read_stalled = 0, 0.0, 0
+    worker_free = np.full(workers, index_time)  # when each worker (of every rank alike) finishes its last read
+    batch_sizes = (shard_of >= 0).sum(axis=4).max(axis=(0, 1))  # (workers, batches): samples per batch
     for step in range(steps):
-        ready = end_previous
+        shards_ready = index_time
         for node, link in enumerate(links):
             for _, _, shard in sorted(requests[node].get(step, [])):
                 link.request(end_previous, shard, shards.stored_bytes[shard])
-            ready = max(ready, link.finish_time(needs[node][step]))
+            shards_ready = max(shards_ready, link.finish_time(needs[node][step]))
+        ready = max(end_previous, shards_ready)
+        worker, number = step % workers, step // workers
+        # The worker reads this batch once the previous one is read, there is room for it (the step of the batch
+        # prefetch_factor before it has started) and its shards are there.
+        room = start[step - settings.prefetch_factor * workers] if number >= settings.prefetch_factor else index_time
+        read = max(worker_free[worker], room, shards_ready) + settings.read_time(int(batch_sizes[worker, number]))
+        worker_free[worker] = read
+        if read > ready + 1e-9:
+            ready = read
+            read_stalled += step > 0
         if ready > end_previous + 1e-9 and step > 0:
             stalled += 1
             stall_time += ready - end_previous
@@ -306,6 +338,7 @@ def simulate(
         total_time=float(end_previous),
         stalled_steps=stalled,
         stall_time=stall_time,
+        read_stalled_steps=read_stalled,
         min_cache_limit=max(peaks, default=0),
         cache_limit_floor=4 * int(shards.cache_bytes.max(initial=0)),
         shuffle_quality=(distinct - 1) / (expected - 1) if expected > 1 else 1.0,

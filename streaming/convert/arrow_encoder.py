@@ -5,12 +5,14 @@ are numpy views of Arrow's own buffers, strings and binary reuse Arrow's data bu
 vectorised shape header in front of their values. Arrow's ``binary_join_element_wise`` then lays the
 pieces out row by row in MDS sample layout (§2.2: the uint32 sizes of the variable-size columns, then
 each column's bytes, columns in name order), which ``MDSWriter.write_encoded_batch`` cuts into shards.
-Only ``json`` columns build Python values (see ``json_values``).
+Arrays nested to any depth and Spark ML vectors become ``ndarray`` values through `arrow_arrays`. Only
+``json`` columns build Python values (see ``json_values``); JSON text (a VARIANT) is checked and kept as it is.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import json
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 from decimal import Decimal
 
@@ -18,7 +20,9 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from streaming.convert.arrow_arrays import BadRow, dense_vectors, nested_arrays, sparse_vectors
 from streaming.convert.json_values import json_payloads
+from streaming.convert.type_rules import FLOAT_DTYPES, array_element, is_ml_vector
 from streaming.format.distinct import distinct
 from streaming.format.mds.encodings import NDARRAY_DTYPE_CODES, NDArray, get_mds_coder
 
@@ -138,13 +142,25 @@ class BatchEncoder:
         where: prefix for error messages, e.g. ``"Spark partition 3, "``.
         nulls: value column → its NULL-mask column (``streaming.format.mds.nulls``); both are in ``columns``,
             the batch holds only the value column: its NULLs become the zero value and the mask is derived.
+        parts: column → ``(ML vector column, part)`` for the columns a ``sparse`` vector is kept as
+            (`streaming.convert.type_rules.expand_sparse`; part ``indices``, ``size`` or ``values``).
+        json_text: columns whose values are JSON text (a VARIANT): a ``json`` column stores the text as it is.
     """
 
-    def __init__(self, columns: dict[str, str], where: str = "", nulls: Mapping[str, str] | None = None) -> None:
+    def __init__(
+        self,
+        columns: dict[str, str],
+        where: str = "",
+        nulls: Mapping[str, str] | None = None,
+        parts: Mapping[str, tuple[str, str]] | None = None,
+        json_text: Collection[str] = (),
+    ) -> None:
         self.columns = dict(columns)
         self.names = sorted(columns)
         self.where = where
         self.masks = {mask: value for value, mask in (nulls or {}).items()}
+        self.parts = dict(parts or {})
+        self.json_text = frozenset(json_text)
         for name in self.names:
             get_mds_coder(self.columns[name])  # an unknown encoding fails here, before any data
 
@@ -155,16 +171,20 @@ class BatchEncoder:
             return memoryview(b""), np.zeros(0, np.int64)
         pieces = []
         for name in self.names:
-            source = self.masks.get(name, name)
+            source = self.masks.get(name) or self.parts.get(name, (name, ""))[0]
             index = batch.schema.get_field_index(source)
             if index < 0:
                 raise KeyError(f"{self.where}the record batch has no column {source!r}; it has {batch.schema.names}.")
             array = batch.column(index)
+            masked = name in self.masks.values()
             if name in self.masks:
                 array = array.is_null()
-            elif name in self.masks.values():
+            elif name in self.parts:
+                pieces.append(self._vector_part(name, self.parts[name], array, first_row))
+                continue
+            elif masked and not is_ml_vector(array.type):  # a NULL vector is written as an empty one
                 array = _zero_filled(array)
-            pieces.append(self._encode_column(name, self.columns[name], array, first_row))
+            pieces.append(self._encode_column(name, self.columns[name], array, first_row, masked))
         arrays = []
         variable = [piece.sizes for piece in pieces if piece.sizes is not None]
         if variable:
@@ -184,12 +204,14 @@ class BatchEncoder:
         return buffer, np.diff(offsets)
 
     # -- one column ------------------------------------------------------------------------------------
-    def _encode_column(self, name: str, encoding: str, array: pa.Array, first_row: int) -> _Piece:
+    def _encode_column(self, name: str, encoding: str, array: pa.Array, first_row: int, masked: bool = False) -> _Piece:
         if isinstance(array, pa.ChunkedArray):
             array = array.combine_chunks()
+        if encoding == "json" and name in self.json_text:
+            return self._json_text(name, array, first_row)
         if encoding == "json":
             return _binary_piece(pa.array(json_payloads(array), pa.large_binary()))
-        if array.null_count:
+        if array.null_count and not masked:
             self._null_error(name, encoding, array, first_row)
         rows = len(array)
         if encoding in _INTEGER_DTYPES:
@@ -202,7 +224,7 @@ class BatchEncoder:
         if encoding == "str_decimal":
             return _binary_piece(pc.cast(array, pa.string()))
         if encoding == "str" or encoding in _VERBATIM:
-            return _binary_piece(array)
+            return _binary_piece(array.storage if isinstance(array, pa.ExtensionArray) else array)
         if encoding.split(":")[0] == "ndarray":
             return self._ndarray(name, encoding, array, first_row)
         raise ValueError(
@@ -233,85 +255,141 @@ class BatchEncoder:
         return values.astype(dtype)
 
     def _ndarray(self, name: str, encoding: str, array: pa.Array, first_row: int) -> _Piece:
-        """1-D arrays: ``[dtype code][shape header]values`` per row, or fixed-size values with a static shape."""
+        """``[dtype code][shape header]values`` per row, or fixed-size values with a static shape, from arrays of
+        any depth (each row's shape) or ML vectors (densified, 1-D)."""
         coder = get_mds_coder(encoding)
         if not isinstance(coder, NDArray):
             raise ValueError(
                 f"{self.where}column {name!r}: {encoding!r} is registered to {type(coder).__name__}, which is not "
                 f"an ndarray coder, so it cannot be written from Arrow arrays."
             )
-        types = pa.types
-        if not (types.is_list(array.type) or types.is_large_list(array.type) or types.is_fixed_size_list(array.type)):
+        vector = is_ml_vector(array.type)
+        nested = array_element(array.type)
+        if not vector and nested is None and not _is_list(array.type):
             raise ValueError(
                 f"{self.where}column {name!r}: {encoding!r} needs an array column, got Arrow type {array.type}."
             )
-        rows = len(array)
-        flat = array.flatten()
-        if flat.null_count:
-            inner_rows = np.repeat(np.arange(rows), self._lengths(array))
-            bad = first_row + int(inner_rows[int(np.argmax(np.asarray(flat.is_null())))])
-            raise ColumnValueError(
-                f"{self.where}row {bad}: column {name!r} (encoding {encoding!r}) holds an array with a NULL "
-                f"element, and an ndarray has no NULL. Choices: fill or filter them first (e.g. "
-                f"transform(x, v -> coalesce(v, 0))), or declare the column as 'json' (columns={{{name!r}: "
-                f"'json'}}), which keeps NULL as null."
-            )
-        dtype_name = coder.dtype or _natural_dtype(flat.type)
-        if dtype_name != _natural_dtype(flat.type):
+        try:
+            if vector:
+                numbers, lengths = dense_vectors(array)
+                shapes, natural = lengths[:, None], "float64"
+            else:
+                flat, shapes = nested_arrays(array, nested[1] if nested else 1)
+                numbers, natural = _numbers(flat), _natural_dtype(flat.type)
+        except BadRow as bad:
+            raise self._bad_row(name, encoding, first_row, bad) from None
+        dtype_name = coder.dtype or natural
+        if dtype_name != natural and not (vector and dtype_name in FLOAT_DTYPES):
             raise ValueError(
-                f"{self.where}column {name!r}: {encoding!r} stores {dtype_name} but the array elements "
-                f"are {_natural_dtype(flat.type)}."
+                f"{self.where}column {name!r}: {encoding!r} stores {dtype_name} but the array elements are {natural}."
             )
         dtype = np.dtype(dtype_name).newbyteorder("<")
-        values = np.ascontiguousarray(_numbers(flat).astype(dtype, copy=False))
-        lengths = self._lengths(array)
+        values = np.ascontiguousarray(numbers.astype(dtype, copy=False))
+        rows = len(array)
+        counts = shapes.prod(axis=1)
         if coder.shape is not None:
             expected = int(np.prod(coder.shape))
-            wrong = lengths != expected
+            wrong = counts != expected
             if wrong.any():
                 index = int(np.argmax(wrong))
                 raise ColumnValueError(
-                    f"{self.where}row {first_row + index}: column {name!r} holds an array of {lengths[index]} "
+                    f"{self.where}row {first_row + index}: column {name!r} holds an array of {counts[index]} "
                     f"elements but {encoding!r} needs exactly {expected}; use 'ndarray:{dtype_name}' for arrays "
                     f"of any length."
                 )
             return _fixed_piece(values.reshape(rows, expected), rows)
-        header, header_sizes = self._shape_headers(lengths, None if coder.dtype else NDARRAY_DTYPE_CODES[dtype_name])
+        header, header_sizes = self._shape_headers(shapes, None if coder.dtype else NDARRAY_DTYPE_CODES[dtype_name])
         value_offsets = np.zeros(rows + 1, np.int64)
-        np.cumsum(lengths * dtype.itemsize, out=value_offsets[1:])
+        np.cumsum(counts * dtype.itemsize, out=value_offsets[1:])
         value_array = pa.Array.from_buffers(
             pa.large_binary(), rows, [None, pa.py_buffer(value_offsets), pa.py_buffer(values)]
         )
-        return _Piece([header, value_array], header_sizes + lengths * dtype.itemsize)
+        return _Piece([header, value_array], header_sizes + counts * dtype.itemsize)
+
+    def _bad_row(self, name: str, encoding: str, first_row: int, bad: BadRow) -> ColumnValueError:
+        if "NULL" in bad.reason:
+            return ColumnValueError(
+                f"{self.where}row {first_row + bad.row}: column {name!r} (encoding {encoding!r}) {bad.reason}, and "
+                f"an ndarray has no NULL. Choices: fill or filter them first (e.g. transform(x, v -> coalesce(v, "
+                f"0))), or declare the column as 'json' (columns={{{name!r}: 'json'}}), which keeps NULL as null."
+            )
+        return ColumnValueError(
+            f"{self.where}row {first_row + bad.row}: column {name!r} (encoding {encoding!r}) {bad.reason}; declare "
+            f"the column as 'json' (columns={{{name!r}: 'json'}}) to store such values."
+        )
+
+    def _vector_part(self, name: str, part: tuple[str, str], array: pa.Array, first_row: int) -> _Piece:
+        """One of the columns a ``sparse`` ML vector column is kept as: its indices, values or size."""
+        vector, which = part
+        encoding = self.columns[name]
+        if array.null_count:
+            self._null_error(vector, encoding, _combined(array), first_row)
+        try:
+            indices, values, lengths, sizes = sparse_vectors(array)
+        except BadRow as bad:
+            raise self._bad_row(vector, encoding, first_row, bad) from None
+        rows = len(array)
+        if which == "size":
+            return _fixed_piece(sizes.astype("<i4"), rows)
+        numbers = indices.astype("<i4") if which == "indices" else values.astype(encoding.split(":")[1])
+        numbers = np.ascontiguousarray(numbers.astype(numbers.dtype.newbyteorder("<"), copy=False))
+        header, header_sizes = self._shape_headers(lengths[:, None], None)
+        value_offsets = np.zeros(rows + 1, np.int64)
+        np.cumsum(lengths * numbers.itemsize, out=value_offsets[1:])
+        value_array = pa.Array.from_buffers(
+            pa.large_binary(), rows, [None, pa.py_buffer(value_offsets), pa.py_buffer(numbers)]
+        )
+        return _Piece([header, value_array], header_sizes + lengths * numbers.itemsize)
+
+    def _json_text(self, name: str, array: pa.Array, first_row: int) -> _Piece:
+        """JSON text stored as it is (NULL as ``null``), each value checked to be JSON any reader can load."""
+        if isinstance(array, pa.ExtensionArray):
+            array = array.storage
+        texts = array.to_pylist()
+        for row, text in enumerate(texts):
+            if text is None:
+                continue
+            try:
+                json.loads(text)
+            except ValueError as err:
+                raise ColumnValueError(
+                    f"{self.where}row {first_row + row}: column {name!r} holds JSON text that does not parse ({err})."
+                ) from None
+        payloads = [b"null" if text is None else text.encode("utf-8") for text in texts]
+        return _binary_piece(pa.array(payloads, pa.large_binary()))
 
     @staticmethod
-    def _lengths(array: pa.Array) -> np.ndarray:
-        if pa.types.is_fixed_size_list(array.type):
-            return np.full(len(array), array.type.list_size, np.int64)
-        return np.diff(np.asarray(array.offsets, dtype=np.int64))
-
-    @staticmethod
-    def _shape_headers(lengths: np.ndarray, dtype_code: int | None) -> tuple[pa.Array, np.ndarray]:
-        """Per-row ``[dtype code] (1 << 2 | width) dim`` headers of 1-D shapes, built with numpy."""
-        rows = len(lengths)
+    def _shape_headers(shapes: np.ndarray, dtype_code: int | None) -> tuple[pa.Array, np.ndarray]:
+        """Per-row ``[dtype code] (ndim << 2 | width) dims`` headers of ``(rows, ndim)`` shapes, built with numpy."""
+        rows, ndim = shapes.shape
+        largest = shapes.max(axis=1) if ndim else np.zeros(rows, np.int64)
         width_code = np.zeros(rows, np.int64)
-        width_code[lengths >= 1 << 8] = 1
-        width_code[lengths >= 1 << 16] = 2
-        width_code[lengths >= 1 << 32] = 3
+        width_code[largest >= 1 << 8] = 1
+        width_code[largest >= 1 << 16] = 2
+        width_code[largest >= 1 << 32] = 3
         lead = 0 if dtype_code is None else 1
-        sizes = lead + 1 + (1 << width_code)
+        sizes = lead + 1 + ndim * (1 << width_code)
         offsets = np.zeros(rows + 1, np.int64)
         np.cumsum(sizes, out=offsets[1:])
         out = np.zeros(int(offsets[-1]), np.uint8)
         starts = offsets[:-1]
         if dtype_code is not None:
             out[starts] = dtype_code
-        out[starts + lead] = (1 << 2) | width_code
+        out[starts + lead] = (ndim << 2) | width_code
         for code in distinct(width_code):
             chosen = np.flatnonzero(width_code == code)
             width = 1 << int(code)
-            dims = lengths[chosen].astype(f"<u{width}").view(np.uint8).reshape(-1, width)
-            positions = (starts[chosen] + lead + 1)[:, None] + np.arange(width)
+            dims = shapes[chosen].astype(f"<u{width}").view(np.uint8).reshape(len(chosen), ndim * width)
+            positions = (starts[chosen] + lead + 1)[:, None] + np.arange(ndim * width)
             out[positions] = dims
         header = pa.Array.from_buffers(pa.large_binary(), rows, [None, pa.py_buffer(offsets), pa.py_buffer(out)])
         return header, sizes
+
+
+def _is_list(data_type: pa.DataType) -> bool:
+    types = pa.types
+    return types.is_list(data_type) or types.is_large_list(data_type) or types.is_fixed_size_list(data_type)
+
+
+def _combined(array: pa.Array | pa.ChunkedArray) -> pa.Array:
+    return array.combine_chunks() if isinstance(array, pa.ChunkedArray) else array

@@ -51,6 +51,16 @@ class TaskConfig:
     partition_folders: bool = False
     #: How errors name a task: ``"Spark partition"`` or the command line's ``"input task"``.
     task_label: str = "Spark partition"
+    #: Column → ``(ML vector column, part)`` for the columns a ``sparse`` vector is kept as.
+    parts: dict[str, tuple[str, str]] = field(default_factory=dict)
+    #: Columns whose values arrive as JSON text, stored as they are (a VARIANT).
+    json_text: tuple[str, ...] = ()
+
+    def input_columns(self) -> list[str]:
+        """The input's columns the tasks read (a NULL mask and a sparse vector's parts come from their column)."""
+        masks = set(self.nulls.values())
+        names = [self.parts[name][0] if name in self.parts else name for name in self.columns if name not in masks]
+        return list(dict.fromkeys(names))
 
 
 @dataclass(frozen=True)
@@ -153,7 +163,11 @@ def write_attempt(config: TaskConfig, batches: Iterator[pa.RecordBatch], partiti
     folder = (partition_folder if config.partition_folders else attempt_folder)(config.run, partition, attempt)
     output = _AttemptWriter(config, folder)
     where = f"{config.task_label} {partition}, "
-    encoder = None if config.udf else BatchEncoder(config.columns, where=where, nulls=config.nulls)
+    encoder = None
+    if not config.udf:
+        encoder = BatchEncoder(
+            config.columns, where=where, nulls=config.nulls, parts=config.parts, json_text=config.json_text
+        )
     samples = 0
     try:
         for batch in batches:

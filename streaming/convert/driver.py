@@ -28,6 +28,7 @@ from streaming.convert.attempt import Attempt, TaskConfig
 from streaming.convert.null_plan import NullPlan, check_policy, dataset_columns, null_columns
 from streaming.convert.runs import new_run_id
 from streaming.convert.source import Source
+from streaming.convert.type_rules import expand_sparse
 from streaming.storage.dataset_root import DatasetRoot
 
 logger = logging.getLogger(__name__)
@@ -42,10 +43,20 @@ class Engine(Protocol):
     task_label: str
 
     def nullable_columns(self, columns: Collection[str]) -> tuple[list[str], list[str]]:
-        """Of ``columns``: those the input marks nullable, and the array columns whose elements are nullable."""
+        """Of ``columns``: those the input marks nullable, and the array columns whose elements (at any depth)
+        are nullable."""
 
-    def count_nulls(self, values: list[str], elements: list[str]) -> tuple[dict[str, int], dict[str, int]]:
-        """One pass over the rows: NULLs of each of ``values``, rows with a NULL element of each of ``elements``."""
+    def nested_columns(self, columns: Collection[str]) -> list[str]:
+        """Of ``columns``: those holding arrays of arrays of numbers (`type_rules.array_element` depth 2 or more)."""
+
+    def json_text_columns(self, columns: Collection[str]) -> list[str]:
+        """Of ``columns``: those whose values reach a task as JSON text (`type_rules.is_json_text`)."""
+
+    def count_nulls(
+        self, values: list[str], elements: list[str], nested: list[str]
+    ) -> tuple[dict[str, int], dict[str, int], dict[str, int]]:
+        """One pass over the rows: NULLs of each of ``values``, rows with a NULL element (at any depth) of each of
+        ``elements``, rows that are not rectangular of each of ``nested``."""
 
     def run_attempts(self, config: TaskConfig, destination: DatasetRoot) -> list[Attempt]:
         """Run every task attempt with ``config``; the attempts the engine reports successful, one per task."""
@@ -68,6 +79,8 @@ class ConversionResult:
         nulls: value column → its NULL-mask column, for the columns whose NULLs were stored with a mask
             (``columns`` lists both; see `streaming.convert.null_plan`).
         nulls_json: ``ndarray`` columns written as ``json`` because their arrays hold NULL elements.
+        ragged_json: ``ndarray`` columns written as ``json`` because some row's arrays of arrays are not
+            rectangular.
         nulls_counted_by: where the NULL counts came from (``"delta statistics"``, ``"aggregate"``), or None.
         tasks: task attempts that wrote shards.
     """
@@ -85,6 +98,7 @@ class ConversionResult:
     nulls_json: list[str] = field(default_factory=list)
     nulls_counted_by: str | None = None
     tasks: int = 0
+    ragged_json: list[str] = field(default_factory=list)
 
 
 @dataclass(frozen=True)
@@ -131,13 +145,15 @@ def run_conversion(
     base = commit.check_destination(destination, settings.mode)
     joined = [*(base.shards if settings.mode == "append" else ()), *join_shards]
     null_plan = _null_plan(engine, columns, explicit, settings, joined)
-    commit.check_append_columns(joined, null_plan.columns, destination.url)
+    written, parts = expand_sparse(null_plan.columns)
+    commit.check_append_columns(joined, written, destination.url)
     run = new_run_id()
     flat = settings.partition_folders or not settings.merge_index
+    json_text = engine.json_text_columns(columns) if settings.udf is None else []
     config = TaskConfig(
         destination=destination.url,
         run=run,
-        columns=null_plan.columns,
+        columns=written,
         compression=settings.compression,
         hashes=settings.hashes,
         size_limit=settings.size_limit,
@@ -148,6 +164,8 @@ def run_conversion(
         nulls=null_plan.masks,
         partition_folders=flat,
         task_label=engine.task_label,
+        parts=parts,
+        json_text=tuple(name for name in json_text if written.get(name) == "json"),
     )
     try:
         attempts = commit.first_per_partition(engine.run_attempts(config, destination))
@@ -161,7 +179,7 @@ def run_conversion(
         "run": run,
         "mode": settings.mode,
         "source": engine.source.to_json(),
-        "columns": null_plan.columns,
+        "columns": written,
         "nulls": null_plan.to_json(),
         "compression": settings.compression,
         "hashes": list(settings.hashes),
@@ -183,7 +201,7 @@ def run_conversion(
         samples=samples,
         bytes=size,
         table_version=engine.source.version,
-        columns=null_plan.columns,
+        columns=written,
         mode=settings.mode,
         run=run,
         peak_local_bytes=max((attempt.peak_local_bytes for attempt in attempts), default=0),
@@ -191,6 +209,7 @@ def run_conversion(
         nulls_json=null_plan.as_json,
         nulls_counted_by=null_plan.counted_by,
         tasks=sum(1 for attempt in attempts if attempt.shards),
+        ragged_json=null_plan.ragged,
     )
 
 
@@ -215,4 +234,5 @@ def _null_plan(
         count=engine.count_nulls,
         dataset=dataset_columns(joined),
         caller=settings.caller,
+        nested=engine.nested_columns(columns),
     )

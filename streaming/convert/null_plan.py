@@ -7,6 +7,8 @@ NULL as ``null``) and that the input marks nullable:
   encoding's zero value and the mask says which rows were NULL; our readers give ``None`` back;
 * an ``ndarray`` column whose arrays hold NULL elements (a mask per row cannot say which element) is
   written as ``json``, which keeps them as ``null``;
+* an ``ndarray`` column of arrays of arrays with a row that is not rectangular (an ndarray has one shape) is
+  written as ``json`` too, with either policy: that is a type rule, found in the same pass;
 * columns the user gave an encoding for (``columns={...}``) are left as they are, as is everything with
   ``nulls="error"``: a NULL there stops the conversion naming the column and row.
 
@@ -24,7 +26,7 @@ anything is written (its shards must share their columns). Imports pyarrow only,
 from __future__ import annotations
 
 import warnings
-from collections.abc import Callable, Collection, Mapping
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -38,8 +40,9 @@ NULL_POLICIES = ("mask", "error")
 DELTA_STATISTICS = "delta statistics"
 AGGREGATE = "aggregate"
 
-#: ``count(values, elements)`` → (NULL count of each of ``values``, rows with a NULL element of each of ``elements``).
-NullCounter = Callable[[list[str], list[str]], tuple[dict[str, int], dict[str, int]]]
+#: ``count(values, elements, nested)`` → (NULL count of each of ``values``, rows with a NULL element (at any depth)
+#: of each of ``elements``, rows that are not rectangular of each of ``nested``).
+NullCounter = Callable[[list[str], list[str], list[str]], tuple[dict[str, int], dict[str, int], dict[str, int]]]
 
 
 @dataclass(frozen=True)
@@ -50,6 +53,7 @@ class NullPlan:
         columns: column name → encoding, mask columns included.
         masks: value column → its NULL-mask column.
         as_json: ``ndarray`` columns written as ``json`` because their arrays hold NULL elements.
+        ragged: ``ndarray`` columns written as ``json`` because some row's arrays of arrays are not rectangular.
         counted_by: where the NULL counts came from (``"delta statistics"``, ``"aggregate"``, both joined
             by ``+``), or None when nothing needed counting.
     """
@@ -58,9 +62,10 @@ class NullPlan:
     masks: dict[str, str] = field(default_factory=dict)
     as_json: list[str] = field(default_factory=list)
     counted_by: str | None = None
+    ragged: list[str] = field(default_factory=list)
 
     def to_json(self) -> dict[str, Any]:
-        return {"masks": self.masks, "as_json": self.as_json, "counted_by": self.counted_by}
+        return {"masks": self.masks, "as_json": self.as_json, "ragged": self.ragged, "counted_by": self.counted_by}
 
 
 def check_policy(policy: str) -> None:
@@ -88,6 +93,7 @@ def null_columns(
     count: NullCounter,
     dataset: Mapping[str, str] | None = None,
     caller: str = "dataframe_to_mds",
+    nested: Collection[str] = (),
 ) -> NullPlan:
     """Count the NULLs of the columns that need it and return the columns to write (see the module docstring).
 
@@ -101,50 +107,76 @@ def null_columns(
         count: the engine's one pass over the rows for the counts the statistics do not give.
         dataset: the columns of the dataset these rows join, or None for a new dataset.
         caller: the function named in the warning.
+        nested: the columns of arrays of arrays (whose rows must be rectangular for an ``ndarray``).
     """
     check_policy(policy)
     plan = dict(columns)
-    if policy == "error":
-        return NullPlan(plan)
     chosen = [name for name in plan if name not in explicit]
     joined = dict(dataset or {})
+    arrays = [name for name in chosen if plan[name].startswith("ndarray")]
+    kept_json = [name for name in arrays if joined.get(name) == "json"]
+    shaped = [name for name in arrays if name in nested and name not in kept_json]
+    if policy == "error":
+        ragged = _ragged(shaped, joined, count([], [], shaped)[2] if shaped else {})
+        for name in ragged + [name for name in kept_json if name in nested]:
+            plan[name] = "json"
+        _warn(caller, {}, [], {}, ragged)
+        return NullPlan(plan, ragged=ragged)
     kept_masks = {
         name: mask for name, mask in masked_columns(list(joined), list(joined.values())).items() if name in chosen
     }
-    kept_json = [name for name in chosen if joined.get(name) == "json" and plan[name].startswith("ndarray")]
     values = [
         name
         for name in chosen
         if plan[name] != "json" and name in nullable and name not in kept_masks and name not in kept_json
     ]
-    elements = [
-        name for name in chosen if plan[name].startswith("ndarray") and name in null_elements and name not in kept_json
-    ]
+    elements = [name for name in arrays if name in null_elements and name not in kept_json]
     counts: dict[str, int] = {}
     element_counts: dict[str, int] = {}
+    ragged_rows: dict[str, int] = {}
     sources = []
-    if values or elements:
+    if values or elements or shaped:
         counts = _delta_null_counts(source, values)
         sources = [DELTA_STATISTICS] if counts else []
         unknown = [name for name in values if name not in counts]
-        if unknown or elements:
-            counted, element_counts = count(unknown, elements)
+        if unknown or elements or shaped:
+            # One pass: NULLs, NULL elements and rows that are not rectangular together.
+            counted, element_counts, ragged_rows = count(unknown, elements, shaped)
             counts.update(counted)
-            sources.append(AGGREGATE)
-    as_json = [name for name in elements if element_counts[name]]
+            if unknown or elements:
+                sources.append(AGGREGATE)
+    ragged = _ragged(shaped, joined, ragged_rows)
+    as_json = [name for name in elements if element_counts[name] and name not in ragged]
     masks = {name: mask for name, mask in kept_masks.items() if name not in as_json}
     new_masks = {
-        name: _free_mask_name(name, plan) for name in values if counts[name] and name not in as_json + kept_json
+        name: _free_mask_name(name, plan)
+        for name in values
+        if counts[name] and name not in as_json + kept_json + ragged
     }
     if dataset is not None:
         _check_dataset_keeps_columns(dataset, new_masks, as_json, counts, element_counts)
     masks.update(new_masks)
-    for name in as_json + kept_json:
+    for name in as_json + kept_json + ragged:
         plan[name] = "json"
     for mask in masks.values():
         plan[mask] = MASK_ENCODING
-    _warn(caller, new_masks, as_json, counts)
-    return NullPlan(plan, masks, as_json + kept_json, "+".join(sources) or None)
+    _warn(caller, new_masks, as_json, counts, ragged)
+    return NullPlan(plan, masks, as_json + kept_json, "+".join(sources) or None, ragged)
+
+
+def _ragged(shaped: list[str], joined: Mapping[str, str], ragged_rows: Mapping[str, int]) -> list[str]:
+    """The columns of arrays of arrays with rows that are not rectangular; refused when they join a dataset that
+    stores them as ``ndarray`` (its shards share their columns)."""
+    found = [name for name in shaped if ragged_rows.get(name)]
+    refused = [f"{name!r} ({ragged_rows[name]} rows)" for name in found if name in joined]
+    if refused:
+        raise ValueError(
+            f"The rows to append hold arrays of arrays that are not rectangular in column(s) {', '.join(refused)}, "
+            f"which the dataset's shards store as ndarray, and all shards of a dataset share their columns. Choices: "
+            f"convert all rows again into a new dataset (such columns are then stored as json), or make them "
+            f"rectangular first."
+        )
+    return found
 
 
 def _check_dataset_keeps_columns(
@@ -176,8 +208,15 @@ def _free_mask_name(name: str, plan: Mapping[str, str]) -> str:
     return mask
 
 
-def _warn(caller: str, masks: Mapping[str, str], as_json: list[str], counts: Mapping[str, int]) -> None:
+def _warn(
+    caller: str, masks: Mapping[str, str], as_json: list[str], counts: Mapping[str, int], ragged: Sequence[str] = ()
+) -> None:
     parts = []
+    if ragged:
+        parts.append(
+            f"columns {list(ragged)} hold arrays of arrays that are not rectangular in some rows, which an ndarray "
+            f"cannot hold, and are written as 'json'"
+        )
     if masks:
         listed = ", ".join(
             f"{name!r} ({counts[name]} NULL{'s' if counts[name] != 1 else ''}, mask {mask!r})"
@@ -191,12 +230,13 @@ def _warn(caller: str, masks: Mapping[str, str], as_json: list[str], counts: Map
     if as_json:
         parts.append(f"array columns {as_json} hold NULL elements and are written as 'json' (NULL as null)")
     if parts:
-        warnings.warn(
-            f"{caller}: " + "; ".join(parts) + ". Pass nulls='error' (--nulls error on the command line) to "
-            "refuse NULLs instead, or `columns` to choose the encodings.",
-            UserWarning,
-            stacklevel=5,
-        )
+        advice = "Pass `columns` to choose the encodings."
+        if masks or as_json:
+            advice = (
+                "Pass nulls='error' (--nulls error on the command line) to refuse NULLs instead, or `columns` to "
+                "choose the encodings."
+            )
+        warnings.warn(f"{caller}: " + "; ".join(parts) + ". " + advice, UserWarning, stacklevel=5)
 
 
 def _delta_null_counts(source: Source, names: list[str]) -> dict[str, int]:

@@ -24,14 +24,22 @@ TimeType (time64)              ``int64``          nanoseconds since midnight
 DayTimeIntervalType (duration) ``int64``          microseconds
 YearMonthIntervalType          ``int32``          months
 CalendarIntervalType           ``json``           ``{"months": m, "days": d, "microseconds": us}``
-ArrayType(numeric, boolean,    ``ndarray:<dtype>`` 1-D ``numpy.ndarray`` of the element's dtype above
-date, timestamp, time,                            (an empty array has shape ``(0,)``)
-day-time interval) (list)
+ArrayType(numeric, boolean,    ``ndarray:<dtype>`` ``numpy.ndarray`` of the element's dtype above with the sample's
+date, timestamp, time,                            shape: 1-D for an array, ``(rows, columns)`` for an array of
+day-time interval), nested at                     arrays, ... (an empty array has shape ``(0,)``, ``(0, 0)``,
+any depth (list of lists)                         ...). Arrays of arrays that are not rectangular in some row
+                                                  are stored as ``json`` instead, named in a warning
+Spark ML vector (``VectorUDT``, ``ndarray:float64`` 1-D ``numpy.ndarray`` of the vector's size: dense vectors as
+struct<type, size, indices,                       they are, sparse ones filled in with zeros
+values>)
+VariantType (JSON text,        ``json``           the value as ``json.loads`` reads its JSON text (Spark turns
+``arrow.json``)                                   it into JSON with ``to_json``)
 any other ArrayType, MapType,  ``json``           the JSON rule of `streaming.convert.json_values`
 StructType, NullType
-VariantType, GeometryType,     refused            convert first (``to_json``, ``st_asbinary``, a struct)
-GeographyType, user-defined
-(unions, extension types)
+GeometryType, GeographyType,   refused            convert first (``st_asbinary``, a struct)
+other user-defined types
+(unions, other extension
+types)
 =============================  =================  ===========================================================
 
 Arrow has a few types Spark lacks; they get the nearest lossless rule: unsigned integers keep their own
@@ -49,8 +57,13 @@ User-given encodings replace the defaults when these rules allow them: any integ
 ``uint64``, ``int``, ``str_int``) for integer, boolean, date, time, timestamp and interval columns (values
 are range-checked as they are written, so nothing wraps); ``float64`` for a 32-bit float column;
 ``ndarray``, ``ndarray:<dtype>`` or ``ndarray:<dtype>:<shape>`` (each array then has exactly
-``prod(shape)`` elements and is reshaped) for arrays; ``pil``, ``png``, ``jpeg`` and ``pkl`` for binary
-columns (the bytes are stored as they are, as upstream does); and ``json`` for every type.
+``prod(shape)`` elements and is reshaped) for arrays; for ML vectors also ``ndarray:float32`` or
+``ndarray:float16`` (values rounded to that dtype), a fixed ``ndarray:<dtype>:<size>`` (every vector of that
+size: a fixed-size column, read back without a per-sample header), and ``sparse`` or ``sparse:<dtype>``,
+which keeps each vector as its indices and values: two columns ``<name>__indices`` (``ndarray:int32``) and
+``<name>__values`` (``ndarray:<dtype>``, float64 by default) plus ``<name>__size`` (``int32``), dense vectors
+listing every position; ``pil``, ``png``, ``jpeg`` and ``pkl`` for binary columns (the bytes are stored as
+they are, as upstream does); ``str`` for JSON text (the text as it is); and ``json`` for every type.
 """
 
 from __future__ import annotations
@@ -62,7 +75,22 @@ import pyarrow as pa
 
 INTEGER_ENCODINGS = ("int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64", "int", "str_int")
 BINARY_ENCODINGS = ("bytes", "pil", "png", "jpeg", "pkl")
+FLOAT_DTYPES = ("float64", "float32", "float16")
 _SIGNED = {8: "int8", 16: "int16", 32: "int32", 64: "int64"}
+
+#: The Arrow form of a Spark ML vector (``pyspark.ml.linalg.VectorUDT``, what ``VectorAssembler`` and Spark ML's
+#: feature transformers emit; Spark hands it to a task, and writes it to Parquet, as this struct): its kind (0
+#: sparse, 1 dense), its size (sparse only), the positions of its values (sparse only) and its values.
+ML_VECTOR = pa.struct(
+    [
+        pa.field("type", pa.int8(), nullable=False),
+        pa.field("size", pa.int32()),
+        pa.field("indices", pa.list_(pa.field("element", pa.int32(), nullable=False))),
+        pa.field("values", pa.list_(pa.field("element", pa.float64(), nullable=False))),
+    ]
+)
+#: ``sparse`` keeps a vector column as these columns (suffix, encoding; the values' dtype is the user's).
+SPARSE_PARTS = (("__indices", "ndarray:int32"), ("__size", "int32"), ("__values", "ndarray:{dtype}"))
 _UNSIGNED = {8: "uint8", 16: "uint16", 32: "uint32", 64: "uint64"}
 
 
@@ -109,10 +137,41 @@ def spark_equivalent(data_type: pa.DataType) -> pa.DataType:
     return data_type
 
 
+def is_ml_vector(data_type: pa.DataType) -> bool:
+    """Whether ``data_type`` is the Arrow form of a Spark ML vector (`ML_VECTOR`, nullability aside)."""
+    data_type = spark_equivalent(data_type)
+    if not pa.types.is_struct(data_type) or [field.name for field in data_type] != [field.name for field in ML_VECTOR]:
+        return False
+    for field, expected in zip(data_type, ML_VECTOR):
+        if pa.types.is_list(expected.type):
+            if not pa.types.is_list(field.type) or field.type.value_type != expected.type.value_type:
+                return False
+        elif field.type != expected.type:
+            return False
+    return True
+
+
+def is_json_text(data_type: pa.DataType) -> bool:
+    """Whether values of ``data_type`` are JSON text (Arrow's ``arrow.json``, the form Spark's VARIANT takes)."""
+    json_type = getattr(pa, "JsonType", None)  # pyarrow 19+
+    return json_type is not None and isinstance(data_type, json_type)
+
+
+def array_element(data_type: pa.DataType) -> tuple[str, int] | None:
+    """``(dtype, depth)`` of an array of numbers (1), an array of arrays of them (2), ...; None for anything else."""
+    data_type = spark_equivalent(data_type)
+    depth = 0
+    while pa.types.is_list(data_type):
+        depth += 1
+        data_type = data_type.value_type
+    dtype = element_dtype(data_type)
+    return (dtype, depth) if depth and dtype is not None else None
+
+
 def _is_view(data_type: pa.DataType, kind: str) -> bool:
-    """Whether ``data_type`` is Arrow's ``string_view``/``binary_view`` (pyarrow 16+; DBR 14-15 ship 14)."""
+    """Whether ``data_type`` is Arrow's string or binary view (pyarrow 16+; the DBR line's pyarrow 14 has none)."""
     check = getattr(pa.types, f"is_{kind}_view", None)
-    return check is not None and check(data_type)
+    return bool(check is not None and check(data_type))
 
 
 def element_dtype(data_type: pa.DataType) -> str | None:
@@ -140,6 +199,13 @@ def _check_storable(data_type: pa.DataType, column: str, wording: Wording, path:
     """Refuse a type nothing can store, looking inside lists, maps and structs."""
     where = f"column {column!r}" + (f" at {path}" if path else "")
     types = pa.types
+    if is_json_text(data_type) and path:
+        raise ValueError(
+            f"Cannot convert {where}: JSON values (a VARIANT) are only supported as top-level columns; turn the "
+            f"column into JSON text first (e.g. to_json), or leave it out of {wording.argument}."
+        )
+    if is_json_text(data_type):
+        return
     if types.is_union(data_type) or isinstance(data_type, pa.ExtensionType):
         raise ValueError(
             f"Cannot convert {where}: {wording.describe(column, data_type)} has no lossless MDS form; convert it to a "
@@ -165,6 +231,8 @@ def _check_storable(data_type: pa.DataType, column: str, wording: Wording, path:
 def default_encoding(data_type: pa.DataType, column: str, wording: Wording = ARROW_WORDING) -> str:
     """The encoding a column of ``data_type`` gets when the user does not choose one."""
     _check_storable(data_type, column, wording)
+    if is_json_text(data_type):
+        return "json"
     data_type = spark_equivalent(data_type)
     scalar = element_dtype(data_type)
     if scalar is not None:
@@ -175,10 +243,11 @@ def default_encoding(data_type: pa.DataType, column: str, wording: Wording = ARR
         return "str"
     if pa.types.is_binary(data_type):
         return "bytes"
-    if pa.types.is_list(data_type):
-        inner = element_dtype(data_type.value_type)
-        if inner is not None:
-            return f"ndarray:{inner}"
+    if is_ml_vector(data_type):
+        return "ndarray:float64"
+    array = array_element(data_type)
+    if array is not None:
+        return f"ndarray:{array[0]}"
     return "json"
 
 
@@ -186,7 +255,12 @@ def allowed_encodings(data_type: pa.DataType, column: str, wording: Wording = AR
     """Every encoding a user may declare for a column of ``data_type`` (the default first)."""
     default = default_encoding(data_type, column, wording)
     equivalent = spark_equivalent(data_type)
-    if default in INTEGER_ENCODINGS:
+    if is_json_text(data_type):
+        choices = ["json", "str"]
+    elif is_ml_vector(data_type):
+        choices = [*(f"ndarray:{dtype}" for dtype in FLOAT_DTYPES), "ndarray", "ndarray:<dtype>:<size>"]
+        choices += ["sparse", "sparse:<dtype>"]
+    elif default in INTEGER_ENCODINGS:
         choices = [default, *INTEGER_ENCODINGS]
     elif pa.types.is_float32(equivalent):
         choices = ["float32", "float64"]
@@ -205,6 +279,11 @@ def is_allowed(encoding: str, data_type: pa.DataType, column: str, wording: Word
     if encoding in allowed_encodings(data_type, column, wording):
         return True
     default = default_encoding(data_type, column, wording)
+    parts = encoding.split(":")
+    if is_ml_vector(data_type):
+        if parts[0] == "sparse":
+            return len(parts) == 2 and parts[1] in FLOAT_DTYPES
+        return len(parts) == 3 and parts[0] == "ndarray" and parts[1] in FLOAT_DTYPES and _valid_shape(parts[2])
     if default.startswith("ndarray:"):
         parts = encoding.split(":")
         return len(parts) == 3 and f"{parts[0]}:{parts[1]}" == default and _valid_shape(parts[2])
@@ -216,6 +295,39 @@ def _valid_shape(text: str) -> bool:
         return all(int(dim) >= 1 for dim in text.split(","))
     except ValueError:
         return False
+
+
+def sparse_dtype(encoding: str) -> str | None:
+    """The values' dtype when ``encoding`` asks to keep an ML vector sparse (``sparse``, ``sparse:<dtype>``)."""
+    name, _, dtype = encoding.partition(":")
+    return (dtype or "float64") if name == "sparse" else None
+
+
+def expand_sparse(columns: Mapping[str, str]) -> tuple[dict[str, str], dict[str, tuple[str, str]]]:
+    """The columns to write once each ``sparse`` vector column is replaced by its parts (`SPARSE_PARTS`), in
+    place, and ``{part column: (vector column, part)}`` for the encoder (part: ``indices``, ``size``, ``values``)."""
+    written: dict[str, str] = {}
+    parts: dict[str, tuple[str, str]] = {}
+    for name, encoding in columns.items():
+        dtype = sparse_dtype(encoding)
+        if dtype is None:
+            written[name] = encoding
+            continue
+        for suffix, part_encoding in SPARSE_PARTS:
+            part = name + suffix
+            if part in columns:
+                raise ValueError(
+                    f"Column {name!r} is kept sparse as {part!r} and more, which clashes with the input's column of "
+                    f"that name; rename that column or store {name!r} dense (ndarray:<dtype>)."
+                )
+            written[part] = part_encoding.format(dtype=dtype)
+            parts[part] = (name, suffix[2:])
+    return written, parts
+
+
+def json_text_columns(fields: Sequence[tuple[str, pa.DataType]]) -> list[str]:
+    """The columns whose values are JSON text (`is_json_text`): a task writes their text as it is for ``json``."""
+    return [name for name, data_type in fields if is_json_text(data_type)]
 
 
 def resolve_columns(
@@ -271,6 +383,10 @@ def normalize_batch(batch: pa.RecordBatch, columns: Mapping[str, str]) -> pa.Rec
     fields = []
     for name in columns:
         array = batch.column(batch.schema.get_field_index(name))
+        if is_json_text(array.type):  # JSON text: kept as Arrow's JSON type, which marks it as such
+            arrays.append(array)
+            fields.append(pa.field(name, array.type))
+            continue
         target = spark_equivalent(array.type)
         if pa.types.is_dictionary(array.type):
             array = array.dictionary_decode()

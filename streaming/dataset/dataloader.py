@@ -3,6 +3,11 @@
 With worker processes over a StreamingDataset, batches are made in the workers and handed over through a reused
 shared-memory ring (`streaming.dataset.handover`): same batches, same order, several times fewer costs per batch.
 ``STREAMING_LOADER_HANDOVER=torch`` turns that off (torch's own per-batch collation and hand-over).
+
+With torch's default collate over a dataset that reads its stored samples (no ``__getitem__``/``get_item`` of
+its own), each batch is read at once, column by column (`StreamingDataset.iter_batches`), in the workers or,
+without workers, in this process: the same batches as collating the samples one by one, which a ``collate_fn``
+of your own, such a subclass, or ``STREAMING_BATCH_READS=0`` keeps.
 """
 
 from __future__ import annotations
@@ -14,12 +19,13 @@ from typing import Any
 from torch import Tensor
 from torch.utils.data import DataLoader, default_collate
 
-from streaming.dataset.dataset import StreamingDataset
+from streaming.dataset.dataset import StreamingDataset, _overrides_item_access
 from streaming.dataset.handover import (
     BATCHES_PER_MESSAGE,
     MESSAGE_BYTES,
     RingBatch,
     WorkerBatches,
+    collate_columns,
     forget_rings,
     in_batch_order,
     pass_through,
@@ -52,6 +58,12 @@ class StreamingDataLoader(DataLoader):
     # yields is the documented way to extend it, so the narrower torch type cannot be kept.
     def __iter__(self) -> Iterator[Any]:  # type: ignore[override]
         self.num_samples_yielded = 0
+        # Without workers (and without pinning, which torch's own iterator decides per accelerator).
+        if self.num_workers == 0 and not self.pin_memory and self._reads_columns():
+            for batch in self._batches_in_process():
+                self.num_samples_yielded += batch_length(batch)
+                yield batch
+            return
         inner = self._batches_from_workers()
         if inner is None:
             for batch in super().__iter__():
@@ -68,6 +80,22 @@ class StreamingDataLoader(DataLoader):
             if not self.persistent_workers and self._ring_token is not None:
                 forget_rings(self._ring_token)
 
+    def _reads_columns(self) -> bool:
+        """Whether batches are read as columns: torch's default collate over a dataset reading stored samples."""
+        return (
+            isinstance(self.dataset, StreamingDataset)
+            and self.batch_size is not None
+            and self.collate_fn is default_collate
+            and not _overrides_item_access(type(self.dataset))
+            and os.environ.get("STREAMING_BATCH_READS", "1") != "0"
+        )
+
+    def _batches_in_process(self) -> Iterator[Any]:
+        """Without workers: the batches torch's single-process loader makes, read as columns."""
+        assert isinstance(self.dataset, StreamingDataset) and self.batch_size is not None
+        for columns in self.dataset.iter_batches(self.batch_size, self.drop_last):
+            yield collate_columns(columns)
+
     def _batches_from_workers(self) -> DataLoader | None:
         """The inner DataLoader whose workers yield whole batches, when this loader's setup allows one."""
         if self._worker_batches is not None:
@@ -81,8 +109,7 @@ class StreamingDataLoader(DataLoader):
             return None
         prefetch = self.prefetch_factor or 2
         dataset = self.dataset
-        # From the index alone (nothing is read): the shards' bytes per sample.
-        sample_bytes = sum(int(t.raw_bytes.sum()) for t in dataset._shard_cache.tables) / max(dataset.num_samples, 1)
+        sample_bytes = dataset.bytes_per_sample
         per_message = int(max(1, min(BATCHES_PER_MESSAGE, MESSAGE_BYTES // max(1.0, sample_bytes * self.batch_size))))
         batches = WorkerBatches(
             dataset,
@@ -93,6 +120,7 @@ class StreamingDataLoader(DataLoader):
             # yielding from and of the one the worker is filling, plus a few the caller still holds.
             slots=per_message * (prefetch + 2) + 4,
             batches_per_message=per_message,
+            columnar=self._reads_columns(),
         )
         self._ring_token = batches.token
         self._worker_batches = DataLoader(

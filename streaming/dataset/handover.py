@@ -18,6 +18,11 @@ dataset to yield whole batches):
 Columns the fast path does not cover (strings, bytes, nested structures, ragged arrays) are collated by torch's
 ``default_collate`` itself, so values, dtypes and error messages are torch's. A user's ``collate_fn`` runs in the
 worker on the same lists of samples and its output is passed through unchanged.
+
+With torch's default collate and a dataset that reads its stored samples (`columnar`), a worker does not read
+samples one by one at all: it takes each batch from `StreamingDataset.iter_batches`, whose stacked columns are
+exactly the tensors ``default_collate`` would make of the samples' values, and copies them into the slot as they
+are (`collate_columns` outside a worker); list columns are collated by ``default_collate``.
 """
 
 from __future__ import annotations
@@ -36,6 +41,9 @@ import torch
 from torch.utils.data import IterableDataset, default_collate, get_worker_info
 from torch.utils.data._utils.pin_memory import pin_memory as pin_structure
 
+from streaming.format.columns import Columns
+from streaming.format.mds.gather import BatchRead
+
 # The ring's first bytes are one flag per slot (1: the main process may still hold it); slots follow, aligned so
 # every column starts on a cache line and any dtype view of it is aligned.
 HEADER_BYTES = 64
@@ -52,8 +60,10 @@ MESSAGE_BYTES = 4 << 20
 # free take torch's own way, so memory stays bounded whatever the batch size.
 RING_BYTES = 64 << 20
 
-# A column of the ring layout: (key, numpy dtype string, shape of the batched column, byte offset in the slot).
-RingColumn = tuple[str, str, tuple[int, ...], int]
+# A run of the ring layout: columns of one dtype and batched shape stored back to back as one block of shape
+# (len(keys), *shape): (keys, numpy dtype string, shape of each batched column, byte offset in the slot). A batch of
+# 100 float32 features then costs one copy into the slot and one block view out of it, not 100 of each.
+RingColumns = tuple[tuple[str, ...], str, tuple[int, ...], int]
 
 
 def _aligned(size: int) -> int:
@@ -165,7 +175,7 @@ def _rebuild(
     tensor: torch.Tensor | None,
     slot: int,
     start: int,
-    layout: list[RingColumn],
+    layout: list[RingColumns],
     objects: dict[str, Any],
     order: list[str],
 ) -> RingBatch:
@@ -189,7 +199,7 @@ class RingBatch:
         ring: Ring | MappedRing,
         slot: int,
         start: int,
-        layout: list[RingColumn],
+        layout: list[RingColumns],
         objects: dict[str, Any],
         order: list[str],
         key: str = "",
@@ -219,16 +229,20 @@ class RingBatch:
             raise RuntimeError("A RingBatch is materialized once, in the main process.")
         self._held = False
         ring_array, start = ring.array, self.start
-        arrays = {
-            key: ring_array[start + offset : start + offset + _nbytes(column)].view(dtype).reshape(shape)
-            for column in self.layout
-            for key, dtype, shape, offset in (column,)
-        }
-        # Each tensor's storage owns its array and frees it with the last view of that tensor: then the slot
-        # returns to the worker.
-        ring.release_after(self.slot, list(arrays.values()))
+        tensors: dict[str, torch.Tensor] = {}
+        columns: list[np.ndarray] = []
+        for keys, dtype, shape, offset in self.layout:
+            begin = start + offset
+            block = ring_array[begin : begin + _nbytes(keys, dtype, shape)].view(dtype).reshape(len(keys), *shape)
+            # A tensor of its own per column (as default_collate gives one storage per column), over its row.
+            rows = list(block)
+            columns.extend(rows)
+            tensors.update(zip(keys, map(torch.from_numpy, rows)))
+        # Each tensor's storage owns its row array and frees it with the last view of that tensor: the slot
+        # returns to the worker once every one is freed.
+        ring.release_after(self.slot, columns)
         objects = self.objects
-        return {key: torch.from_numpy(arrays[key]) if key in arrays else objects[key] for key in self.order}
+        return {key: tensors[key] if key in tensors else objects[key] for key in self.order}
 
     def pin_memory(self) -> dict[str, Any]:
         """torch's pin-memory thread calls this: the materialized batch, pinned."""
@@ -240,8 +254,28 @@ class RingBatch:
             self.ring.release(self.slot)  # type: ignore[union-attr]
 
 
-def _nbytes(column: RingColumn) -> int:
-    return math.prod(column[2]) * np.dtype(column[1]).itemsize
+def _nbytes(keys: tuple[str, ...], dtype: str, shape: tuple[int, ...]) -> int:
+    """Bytes of a run of the ring layout."""
+    return len(keys) * math.prod(shape) * np.dtype(dtype).itemsize
+
+
+def _runs(
+    columns: list[tuple[tuple[str, ...], np.dtype, tuple[int, ...]]], merge: bool = True
+) -> tuple[list[RingColumns], int]:
+    """The ring layout of ``(keys, dtype, batched shape of each)`` runs, each starting on a cache line; with ``merge``,
+    consecutive ones of one dtype and shape are joined. Returns the layout and the bytes it takes."""
+    runs: list[list[Any]] = []
+    for keys, dtype, shape in columns:
+        if merge and runs and runs[-1][1] == dtype.str and runs[-1][2] == shape:
+            runs[-1][0].extend(keys)
+        else:
+            runs.append([list(keys), dtype.str, shape])
+    layout: list[RingColumns] = []
+    nbytes = 0
+    for keys, dtype_name, shape in runs:
+        layout.append((tuple(keys), dtype_name, shape, nbytes))
+        nbytes = _aligned(nbytes + _nbytes(tuple(keys), dtype_name, shape))
+    return layout, nbytes
 
 
 class WorkerMessage:
@@ -304,6 +338,8 @@ class WorkerBatches(IterableDataset):
         collate_fn: the user's collate function, or None for torch's ``default_collate`` with the ring fast path.
         slots: ring slots per worker.
         batches_per_message: batches a worker sends per message after its first; the same for every worker.
+        columnar: read each batch at once with ``dataset.iter_batches`` (a StreamingDataset that reads its
+            stored samples, with torch's default collate): the same batches, without a dict per sample.
     """
 
     def __init__(
@@ -314,8 +350,12 @@ class WorkerBatches(IterableDataset):
         collate_fn: Callable[[list[Any]], Any] | None,
         slots: int,
         batches_per_message: int = BATCHES_PER_MESSAGE,
+        columnar: bool = False,
     ) -> None:
+        if columnar and collate_fn is not None:
+            raise ValueError("Columnar batches are collated as torch's default_collate does: no collate_fn.")
         self.dataset = dataset
+        self.columnar = columnar
         self.batches_per_message = batches_per_message
         self.batch_size = batch_size
         self.drop_last = drop_last
@@ -327,22 +367,42 @@ class WorkerBatches(IterableDataset):
     def __iter__(self) -> Iterator[WorkerMessage]:
         info = get_worker_info()
         worker = 0 if info is None else info.id
-        samples = iter(self.dataset)
         # Every worker groups its batches alike (1, then batches_per_message each), so message m of each worker
         # covers the same batch positions and the main process can restore the per-batch round robin.
+        if self.columnar:
+            yield from self._columnar_messages(worker, info is not None)
+            return
+        batches = self._sample_batches(info is not None)
         group = 1
         while True:
-            batches = []
-            for _ in range(group):
-                batch = list(itertools.islice(samples, self.batch_size))
-                if not batch or (self.drop_last and len(batch) < self.batch_size):
-                    break
-                batches.append(self._collate(batch, info is not None))
-            if batches:
-                yield WorkerMessage(worker, batches)
-            if len(batches) < group:
+            message = list(itertools.islice(batches, group))
+            if message:
+                yield WorkerMessage(worker, message)
+            if len(message) < group:
                 return
             group = self.batches_per_message
+
+    def _sample_batches(self, in_worker: bool) -> Iterator[Any]:
+        """Batches of ``batch_size`` consecutive samples, as torch's fetcher takes them, collated."""
+        samples = iter(self.dataset)
+        while True:
+            batch = list(itertools.islice(samples, self.batch_size))
+            if not batch or (self.drop_last and len(batch) < self.batch_size):
+                return
+            yield self._collate(batch, in_worker)
+
+    def _columnar_messages(self, worker: int, in_worker: bool) -> Iterator[WorkerMessage]:
+        """The same batches, each message's read at once as columns (`StreamingDataset.iter_batch_reads`)."""
+        size = self.batch_size
+        counts = itertools.chain([1], itertools.repeat(self.batches_per_message))
+        reads = self.dataset.iter_batch_reads(size, self.drop_last, counts)  # type: ignore[attr-defined]
+        for read in reads:
+            starts = range(0, read.count, size)
+            if in_worker:
+                batches = [self._read_to_ring(read, start, min(start + size, read.count)) for start in starts]
+            else:
+                batches = [collate_columns(read.columns(start, start + size)) for start in starts]
+            yield WorkerMessage(worker, batches)
 
     def _collate(self, batch: list[Any], in_worker: bool) -> Any:
         if self.collate_fn is not None:
@@ -353,34 +413,81 @@ class WorkerBatches(IterableDataset):
         first = batch[0]
         if type(first) is not dict:
             return default_collate(batch)
-        layout: list[RingColumn] = []
+        stacked: list[tuple[str, np.dtype, tuple[int, ...]]] = []
         objects: dict[str, Any] = {}
         columns: dict[str, list[Any]] = {}
-        nbytes = 0
         for key in first:
             column = [sample[key] for sample in batch]
             stack = _stackable(column)
             if stack is None:
                 objects[key] = default_collate(column)
                 continue
-            dtype, shape = stack
-            layout.append((key, dtype.str, shape, nbytes))
+            stacked.append((key, *stack))
             columns[key] = column
-            nbytes = _aligned(nbytes + math.prod(shape) * dtype.itemsize)
+
+        layout, nbytes = _runs([((key,), dtype, shape) for key, dtype, shape in stacked])
+
+        def fill(blocks: list[np.ndarray]) -> None:
+            for block, (keys, _, _, _) in zip(blocks, layout):
+                for row, key in zip(block, keys):
+                    _fill(row, columns[key])
+
+        return self._to_ring(layout, nbytes, objects, list(first), fill, lambda: default_collate(batch))
+
+    def _read_to_ring(self, read: BatchRead, start: int, stop: int) -> Any:
+        """Rows ``start..stop`` of a batch read as columns, its stacked columns copied straight from the shards into
+        a ring slot."""
+        if any(dtype.kind not in "biufc" or not dtype.isnative for _, dtype, _ in read.runs):
+            return collate_columns(read.columns(start, stop))
+        runs = [(keys, dtype, (stop - start, *shape[1:])) for keys, dtype, shape in read.runs]
+        layout, nbytes = _runs(runs, merge=False)
+        objects = {key: default_collate(values[start:stop]) for key, values in read.lists.items()}
+        return self._to_ring(
+            layout,
+            nbytes,
+            objects,
+            list(read.keys),
+            lambda blocks: read.fill(blocks, start, stop),
+            lambda: collate_columns(read.columns(start, stop)),
+        )
+
+    def _to_ring(
+        self,
+        layout: list[RingColumns],
+        nbytes: int,
+        objects: dict[str, Any],
+        order: list[str],
+        fill: Callable[[list[np.ndarray]], Any],
+        otherwise: Callable[[], Any],
+    ) -> Any:
+        """A `RingBatch` of ``layout``'s runs, their blocks (one per run) filled by ``fill(blocks)`` in a free slot;
+        ``otherwise()`` when there is none."""
         ring = self._ring
         if ring is None and layout:
             ring = self._ring = Ring(nbytes, max(2, min(self.slots, RING_BYTES // max(nbytes, 1))))
         slot = ring.claim() if ring is not None and nbytes <= ring.slot_bytes else None
         if ring is None or slot is None:
             # No slot free (the caller holds them all) or a batch larger than a slot: torch's own way.
-            return default_collate(batch)
+            return otherwise()
         start = ring.start(slot)
         area = ring.array[start : start + nbytes]
+        blocks = [
+            area[offset : offset + _nbytes(keys, dtype_name, shape)].view(dtype_name).reshape(len(keys), *shape)
+            for keys, dtype_name, shape, offset in layout
+        ]
         try:
-            for entry in layout:
-                key, dtype_name, shape, offset = entry
-                _fill(area[offset : offset + _nbytes(entry)].view(dtype_name).reshape(shape), columns[key])
+            fill(blocks)
         except (OverflowError, ValueError, TypeError):
             ring.flags[slot] = 0
-            return default_collate(batch)
-        return RingBatch(ring, slot, start, layout, objects, list(first), self.token + ring.key)
+            return otherwise()
+        return RingBatch(ring, slot, start, layout, objects, order, self.token + ring.key)
+
+
+def _collate_column(column: Any) -> Any:
+    """One column of a batch read as columns, as ``default_collate`` makes it of the samples' values."""
+    return torch.from_numpy(column) if isinstance(column, np.ndarray) else default_collate(column)
+
+
+def collate_columns(batch: Columns) -> dict[str, Any]:
+    """A batch read as columns, as ``default_collate`` makes it of the samples (a dict in their key order)."""
+    return {key: _collate_column(column) for key, column in batch.items()}

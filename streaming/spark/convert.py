@@ -25,7 +25,7 @@ from streaming.format.mds.encodings import get_mds_encodings, is_mds_encoding
 from streaming.format.writer import parse_size_limit
 from streaming.spark.executor_access import check_executor_access
 from streaming.spark.nulls import aggregate_null_counts, nullable_columns
-from streaming.spark.schema import resolve_columns, select_expressions
+from streaming.spark.schema import array_depth, is_variant, resolve_columns, select_expressions
 from streaming.spark.table_input import resolve
 from streaming.spark.task import RESULT_SCHEMA, PartitionWriter
 from streaming.spark.workspace_share import task_environment
@@ -39,16 +39,25 @@ class SparkEngine:
 
     task_label = "Spark partition"
 
-    def __init__(self, frame: Any, source: Source, progress: bool) -> None:
+    def __init__(self, frame: Any, source: Source, progress: bool, json_text: Collection[str] = ()) -> None:
         self.frame = frame
         self.source = source
         self.progress = progress
+        self.json_text = list(json_text)
 
     def nullable_columns(self, columns: Collection[str]) -> tuple[list[str], list[str]]:
         return nullable_columns(self.frame, columns)
 
-    def count_nulls(self, values: list[str], elements: list[str]) -> tuple[dict[str, int], dict[str, int]]:
-        return aggregate_null_counts(self.frame, values, elements)
+    def nested_columns(self, columns: Collection[str]) -> list[str]:
+        return [name for name in columns if array_depth(self.frame.schema[name].dataType) >= 2]
+
+    def json_text_columns(self, columns: Collection[str]) -> list[str]:
+        return [name for name in columns if name in self.json_text]
+
+    def count_nulls(
+        self, values: list[str], elements: list[str], nested: list[str]
+    ) -> tuple[dict[str, int], dict[str, int], dict[str, int]]:
+        return aggregate_null_counts(self.frame, values, elements, nested)
 
     def run_attempts(self, config: TaskConfig, destination: DatasetRoot) -> list[Attempt]:
         bar = Progress(
@@ -143,8 +152,11 @@ def dataframe_to_mds(
         env=dict(executor_env or {}),
     )
     frame, source = resolve(data, spark, version)
+    json_text: list[str] = []
     if udf is None:
         plan = resolve_columns(frame.schema, columns)
+        # VARIANT columns reach the tasks as their JSON text (`select_expressions`).
+        json_text = [field.name for field in frame.schema.fields if field.name in plan and is_variant(field.dataType)]
         frame = frame.selectExpr(*select_expressions(frame.schema, plan))
     else:
         plan = _checked_user_columns(columns)
@@ -152,7 +164,12 @@ def dataframe_to_mds(
     check_executor_access(destination.url, executor_env, frame.sparkSession)
     explicit = set(columns) if isinstance(columns, Mapping) else set()
     return run_conversion(
-        SparkEngine(frame, source, progress), destination, plan, settings, explicit=explicit, join_shards=join_shards
+        SparkEngine(frame, source, progress, json_text),
+        destination,
+        plan,
+        settings,
+        explicit=explicit,
+        join_shards=join_shards,
     )
 
 

@@ -2,9 +2,11 @@
 
 The rules themselves (defaults, choices, refusals) are `streaming.convert.type_rules`'s; this module maps
 every Spark type to the Arrow type its values cross into a task as (`arrow_type`), refuses up front the Spark
-types that have no lossless form whatever the rules (VARIANT, geometry, geography, user-defined types, and
-year-month intervals inside other types), and names Spark types in messages. Year-month intervals do not
-cross into Arrow at all: `select_expressions` turns them into their number of months first.
+types that have no lossless form whatever the rules (geometry, geography, user-defined types other than Spark
+ML's vectors, and year-month intervals or VARIANTs inside other types), and names Spark types in messages.
+Spark ML vectors (``VectorUDT``) cross as their SQL struct, which the rules know (`type_rules.ML_VECTOR`).
+Year-month intervals and VARIANTs do not cross into Arrow as they are: `select_expressions` turns them into
+their number of months and their JSON text (``to_json``, Arrow's JSON type here) first.
 """
 
 from __future__ import annotations
@@ -47,14 +49,38 @@ _LEAVES: tuple[tuple[type[T.DataType], pa.DataType], ...] = (
 )
 
 
-def _refusal_hint(data_type: T.DataType) -> str | None:
+def is_variant(data_type: T.DataType) -> bool:
+    """Whether ``data_type`` is Spark's VARIANT (Spark 4.0+, Databricks)."""
+    return type(data_type).__name__ == "VariantType"
+
+
+def is_ml_vector(data_type: T.DataType) -> bool:
+    """Whether ``data_type`` is Spark ML's vector type (``pyspark.ml.linalg.VectorUDT`` or the older mllib one)."""
+    return (
+        isinstance(data_type, T.UserDefinedType)
+        and type(data_type).__name__ == "VectorUDT"
+        and type_rules.is_ml_vector(arrow_type(data_type.sqlType()))
+    )
+
+
+def array_depth(data_type: T.DataType) -> int:
+    """How deep arrays of numbers are nested in ``data_type`` (1: an array of them), 0 for any other type."""
+    try:
+        found = type_rules.array_element(arrow_type(data_type))
+    except ValueError:
+        return 0
+    return found[1] if found else 0
+
+
+def _refusal_hint(data_type: T.DataType, nested: bool) -> str | None:
     """Why a Spark type cannot be stored, with what to do instead; None when it can."""
     name = type(data_type).__name__
-    if name == "VariantType":
-        return "convert it first, e.g. F.to_json(col) for its JSON text, then store that string"
+    if is_variant(data_type) and (nested or not hasattr(pa, "json_")):
+        where = "inside another type" if nested else "with pyarrow older than 19 (no JSON type)"
+        return f"VARIANT is stored {where} only as JSON text: convert it first, e.g. F.to_json(col), then store it"
     if name in ("GeometryType", "GeographyType"):
         return "convert it first, e.g. F.st_asbinary(col) for WKB bytes (and keep the SRID in another column)"
-    if isinstance(data_type, T.UserDefinedType):
+    if isinstance(data_type, T.UserDefinedType) and not is_ml_vector(data_type):
         return (
             f"convert it first to its SQL type ({data_type.sqlType().simpleString()}) or to a plain column, "
             f"e.g. with pyspark.ml.functions.vector_to_array for ML vectors"
@@ -65,7 +91,7 @@ def _refusal_hint(data_type: T.DataType) -> str | None:
 def _check_storable(data_type: T.DataType, column: str, path: str = "") -> None:
     """Refuse the Spark types no rule can store, looking inside arrays, maps and structs."""
     where = f"column {column!r}" + (f" at {path}" if path else "")
-    hint = _refusal_hint(data_type)
+    hint = _refusal_hint(data_type, bool(path))
     if hint is not None:
         raise ValueError(
             f"Cannot convert {where}: Spark type {data_type.simpleString()} has no lossless MDS "
@@ -92,6 +118,10 @@ def arrow_type(data_type: T.DataType) -> pa.DataType:
     for spark_type, arrow in _LEAVES:
         if isinstance(data_type, spark_type):
             return arrow
+    if isinstance(data_type, T.UserDefinedType) and type(data_type).__name__ == "VectorUDT":
+        return type_rules.ML_VECTOR
+    if is_variant(data_type) and hasattr(pa, "json_"):
+        return pa.json_()  # as its JSON text, by `select_expressions`
     if isinstance(data_type, (T.CharType, T.VarcharType)):
         return pa.string()
     if isinstance(data_type, T.DecimalType):
@@ -166,7 +196,8 @@ def quote_name(name: str) -> str:
 def select_expressions(schema: T.StructType, columns: Mapping[str, str]) -> list[str]:
     """SQL expressions that pick the columns to write, in a form Arrow can carry.
 
-    Year-month intervals do not cross into Arrow, so they are turned into their number of months here.
+    Year-month intervals do not cross into Arrow, so they are turned into their number of months here; VARIANTs
+    into their JSON text.
     """
     fields = {field.name: field for field in schema.fields}
     expressions = []
@@ -176,6 +207,8 @@ def select_expressions(schema: T.StructType, columns: Mapping[str, str]) -> list
             expressions.append(
                 f"CAST(extract(YEAR FROM {quoted}) * 12 + extract(MONTH FROM {quoted}) AS INT) AS {quoted}"
             )
+        elif is_variant(fields[name].dataType):
+            expressions.append(f"to_json({quoted}) AS {quoted}")
         else:
             expressions.append(quoted)
     return expressions

@@ -169,6 +169,7 @@ def test_convert_usage_errors_say_what_to_do(tmp_path):
 def test_the_spark_face_of_the_rules_matches_pysparks_own_arrow_mapping():
     """Every Spark type gets the encoding and choices that the one set of rules gives the Arrow type pyspark itself
     hands a task for it (pyspark's ``to_arrow_type`` is the oracle of `streaming.spark.schema.arrow_type`)."""
+    from pyspark.ml.linalg import VectorUDT
     from pyspark.sql import types as T
     from pyspark.sql.pandas.types import to_arrow_type
 
@@ -191,9 +192,11 @@ def test_the_spark_face_of_the_rules_matches_pysparks_own_arrow_mapping():
         T.TimestampNTZType(),
         T.DayTimeIntervalType(),
         T.ArrayType(T.IntegerType()),
+        T.ArrayType(T.ArrayType(T.FloatType(), False)),
         T.ArrayType(T.StringType()),
         T.MapType(T.StringType(), T.LongType()),
         T.StructType([T.StructField("a", T.LongType())]),
+        VectorUDT(),  # crosses as its SQL struct, which the rules know as an ML vector
     ]
     assert arrow_schema.INTEGER_ENCODINGS == schema.INTEGER_ENCODINGS
     assert arrow_schema.BINARY_ENCODINGS == schema.BINARY_ENCODINGS

@@ -20,7 +20,8 @@ import pytest
 from streaming import LocalDataset
 from tests.cli.conftest import run_cli
 from tests.cli.test_convert import REPO
-from tests.spark.test_nulls import COLUMNS, _assert_reads_back, _reference_reads, _table
+from tests.spark.helpers import reference_reads
+from tests.spark.test_nulls import COLUMNS, _assert_reads_back, _table
 
 MASKED = {name for name, (_, values) in COLUMNS.items() if None in values} - {"floats", "point", "tags"}
 
@@ -62,7 +63,7 @@ def test_nulls_in_every_type_convert_with_default_columns(kind, tmp_path):
     assert "convert: column(s) 'i8' (2 NULLs, mask 'i8__is_null')" in done.stderr
     _assert_reads_back(out)
 
-    reference = _reference_reads(out)
+    reference = reference_reads(out)
     assert [sample["i32__is_null"] for sample in reference] == [1, 0, 0, 1]
     assert [sample["blob"] for sample in reference] == ["0001", "", "", ""]
     assert [sample["price"] for sample in reference] == ["123.45", "0.00", "-0.01", "0.00"]

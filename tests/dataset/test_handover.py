@@ -156,7 +156,7 @@ def test_in_batch_order_restores_torchs_round_robin():
 
 def test_a_ring_batch_is_materialized_only_in_the_main_process():
     ring = Ring(64, 2)
-    batch = RingBatch(ring, ring.claim(), ring.start(0), [("x", "<i4", (16,), 0)], {}, ["x"])
+    batch = RingBatch(ring, ring.claim(), ring.start(0), [(("x",), "<i4", (16,), 0)], {}, ["x"])
     with pytest.raises(RuntimeError, match="main process"):
         batch.materialize()
 

@@ -4,7 +4,11 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
+import textwrap
 from typing import Any
+
+import pytest
 
 from streaming.dataset.local import LocalDataset
 
@@ -68,3 +72,34 @@ def assert_no_orphans(root: str) -> None:
 def read_samples(root: str) -> list[dict[str, Any]]:
     """Every sample of the dataset at ``root``, in index order."""
     return list(LocalDataset(root))
+
+
+def reference_reads(out: str) -> list[dict[str, Any]]:
+    """The samples streaming-community 0.14.2 (MosaicML Streaming) reads, as JSON-able values, by ``id``."""
+    python = os.environ.get("MDS_REFERENCE_PYTHON")
+    if not python or not os.access(python, os.X_OK):
+        pytest.fail("MDS_REFERENCE_PYTHON must name streaming-community 0.14.2's python (make test sets it).")
+    script = textwrap.dedent(
+        """
+        import json, sys
+        import numpy as np
+        from streaming import LocalDataset
+        def plain(value):
+            if isinstance(value, np.ndarray):
+                return value.tolist()
+            if isinstance(value, np.generic):
+                return value.item()
+            if isinstance(value, bytes):
+                return value.hex()
+            return value if isinstance(value, (int, float, str, list, dict, type(None))) else str(value)
+        dataset = LocalDataset(sys.argv[1])
+        samples = [{k: plain(v) for k, v in dataset[i].items()} for i in range(len(dataset))]
+        print(json.dumps(sorted(samples, key=lambda s: s["id"])))
+        """
+    )
+    environment = {key: value for key, value in os.environ.items() if key != "PYTHONPATH"}
+    done = subprocess.run(
+        [python, "-I", "-c", script, out], capture_output=True, text=True, env=environment, timeout=120, check=False
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    return json.loads(done.stdout)

@@ -12,8 +12,6 @@ from __future__ import annotations
 import datetime
 import json
 import os
-import subprocess
-import textwrap
 import warnings
 from decimal import Decimal
 from typing import Any
@@ -26,6 +24,7 @@ from streaming.convert.null_plan import _delta_null_counts
 from streaming.convert.source import Source
 from streaming.dataset.local import LocalDataset
 from streaming.spark import dataframe_to_mds
+from tests.spark.helpers import reference_reads
 
 UTC = datetime.timezone.utc
 ROWS = 4
@@ -112,37 +111,6 @@ def _check_result(result: Any) -> None:
     assert result.columns["point"] == "json" and "point__is_null" not in result.columns
 
 
-def _reference_reads(out: str) -> list[dict[str, Any]]:
-    """The samples streaming-community 0.14.2 reads, as JSON-able values, by ``id``."""
-    python = os.environ.get("MDS_REFERENCE_PYTHON")
-    if not python or not os.access(python, os.X_OK):
-        pytest.fail("MDS_REFERENCE_PYTHON must name streaming-community 0.14.2's python (make test sets it).")
-    script = textwrap.dedent(
-        """
-        import json, sys
-        import numpy as np
-        from streaming import LocalDataset
-        def plain(value):
-            if isinstance(value, np.ndarray):
-                return value.tolist()
-            if isinstance(value, np.generic):
-                return value.item()
-            if isinstance(value, bytes):
-                return value.hex()
-            return value if isinstance(value, (int, float, str, list, dict, type(None))) else str(value)
-        dataset = LocalDataset(sys.argv[1])
-        samples = [{k: plain(v) for k, v in dataset[i].items()} for i in range(len(dataset))]
-        print(json.dumps(sorted(samples, key=lambda s: s["id"])))
-        """
-    )
-    environment = {key: value for key, value in os.environ.items() if key != "PYTHONPATH"}
-    done = subprocess.run(
-        [python, "-I", "-c", script, out], capture_output=True, text=True, env=environment, timeout=120, check=False
-    )
-    assert done.returncode == 0, done.stderr[-3000:]
-    return json.loads(done.stdout)
-
-
 @pytest.mark.reference
 def test_delta_table_with_nulls_in_every_type_converts_with_defaults(spark, tmp_path):
     from deltalake import write_deltalake
@@ -163,7 +131,7 @@ def test_delta_table_with_nulls_in_every_type_converts_with_defaults(spark, tmp_
     with open(os.path.join(out, "mds_conversion.json"), encoding="utf-8") as file:
         assert json.load(file)["latest"]["nulls"]["masks"]["text"] == "text__is_null"
 
-    reference = _reference_reads(out)
+    reference = reference_reads(out)
     assert [sample["id"] for sample in reference] == [0, 1, 2, 3]
     assert [sample["i32"] for sample in reference] == [0, 1, -2, 0]
     assert [sample["i32__is_null"] for sample in reference] == [1, 0, 0, 1]
@@ -221,7 +189,7 @@ def test_incremental_runs_of_a_delta_table_with_nulls_in_every_type(spark, tmp_p
         second = incremental_to_mds(table, out, spark=spark, progress=False)
     assert (second.method, second.previous_version, second.version, second.samples) == ("snapshot_diff", 0, 1, 1)
     _assert_reads_back(out)
-    reference = _reference_reads(out)
+    reference = reference_reads(out)
     assert [sample["i16__is_null"] for sample in reference] == [0, 1, 0, 0]
     assert [sample["blob"] for sample in reference] == ["0001", "", "", ""]
     assert [sample["floats"] for sample in reference] == [[0.5], None, [1.0, None], None]

@@ -45,7 +45,10 @@ def _newer(type_name: str, build, expected: str) -> list[tuple[T.DataType, str]]
         (T.ArrayType(T.DateType()), "ndarray:int32"),
         (T.ArrayType(T.TimestampType()), "ndarray:int64"),
         (T.ArrayType(T.StringType()), "json"),
-        (T.ArrayType(T.ArrayType(T.IntegerType())), "json"),
+        (T.ArrayType(T.ArrayType(T.IntegerType())), "ndarray:int32"),
+        (T.ArrayType(T.ArrayType(T.ArrayType(T.FloatType(), False))), "ndarray:float32"),
+        (T.ArrayType(T.ArrayType(T.StringType())), "json"),
+        *_newer("VariantType", lambda kind: kind(), "json"),
         (T.ArrayType(T.DecimalType(5, 2)), "json"),
         (T.MapType(T.StringType(), T.LongType()), "json"),
         (T.MapType(T.IntegerType(), T.BinaryType()), "json"),
@@ -59,7 +62,6 @@ def test_default_encoding_for_every_type(data_type, encoding):
 @pytest.mark.parametrize(
     "data_type, hint",
     [
-        *_newer("VariantType", lambda kind: kind(), "to_json"),
         *_newer("GeometryType", lambda kind: kind(0), "st_asbinary"),
         *_newer("GeographyType", lambda kind: kind(4326), "st_asbinary"),
         *_newer("VariantType", lambda kind: T.ArrayType(kind()), "to_json"),
@@ -74,11 +76,33 @@ def test_types_without_a_lossless_form_are_refused_naming_the_column(data_type, 
     assert hint in str(err.value)
 
 
-def test_user_defined_type_is_refused():
-    from pyspark.ml.linalg import VectorUDT
+def test_ml_vectors_are_ndarrays_other_user_defined_types_are_refused():
+    from pyspark.ml.linalg import MatrixUDT, VectorUDT
+    from pyspark.mllib.linalg import VectorUDT as OldVectorUDT
 
-    with pytest.raises(ValueError, match="vector_to_array"):
-        resolve_columns(T.StructType([T.StructField("v", VectorUDT())]), None)
+    schema = T.StructType([T.StructField("v", VectorUDT()), T.StructField("w", OldVectorUDT())])
+    assert resolve_columns(schema, None) == {"v": "ndarray:float64", "w": "ndarray:float64"}
+    assert allowed_encodings(VectorUDT(), "v")[:3] == ["ndarray:float64", "ndarray:float32", "ndarray:float16"]
+    chosen = {"v": "ndarray:float32:3", "w": "sparse:float32"}
+    assert resolve_columns(schema, chosen) == chosen
+    with pytest.raises(ValueError, match=r"Column 'v' of Spark type vector cannot be stored as 'ndarray:int32'"):
+        resolve_columns(schema, {"v": "ndarray:int32"})
+    with pytest.raises(ValueError, match=r"column 'm'.*vector_to_array"):
+        resolve_columns(T.StructType([T.StructField("m", MatrixUDT())]), None)
+
+
+@pytest.mark.parametrize("variant", [kind() for kind in [getattr(T, "VariantType", None)] if kind] or [None])
+def test_variant_is_json_text_at_the_top_level_only(variant):
+    """VARIANT (pyspark 4): its JSON text, from to_json; on pyspark 3.5 (no such type) the string stays a string."""
+    if variant is None:
+        assert resolve_columns(T.StructType([T.StructField("v", T.StringType())]), None) == {"v": "str"}
+        return
+    schema = T.StructType([T.StructField("v", variant), T.StructField("s", T.ArrayType(variant))])
+    assert resolve_columns(schema, ["v"]) == {"v": "json"}
+    assert allowed_encodings(variant, "v") == ["json", "str"]
+    assert select_expressions(schema, {"v": "json"}) == ["to_json(`v`) AS `v`"]
+    with pytest.raises(ValueError, match=r"column 's' at \[\]: .*to_json"):
+        resolve_columns(schema, ["s"])
 
 
 def test_struct_with_duplicate_field_names_is_refused():

@@ -104,6 +104,7 @@ __all__ = [
     "mds_decode",
     "mds_encode",
     "register_mds_encoding",
+    "value_decoder",
 ]
 
 _U32 = struct.Struct("<I")
@@ -1039,6 +1040,29 @@ def get_mds_coder(encoding: str) -> Encoding:
     coder = _build_coder(encoding)
     _coders[encoding] = coder
     return coder
+
+
+#: Decodes one column value stored at ``buffer[start:stop]``.
+ValueDecoder = Callable[[memoryview, int, int], Any]
+
+
+def value_decoder(encoding: str) -> ValueDecoder:
+    """How readers decode one value of ``encoding`` where it lies in a shard's buffer, given its byte range."""
+    coder = get_mds_coder(encoding)
+    # Every column value is decoded from the shard's mmap where it lies: no copy unless a decoder makes one.
+    # Inlined only for the built-in classes themselves: a subclass registered in their place keeps its decode.
+    if type(coder) is Str:
+        return lambda buffer, start, stop: str(buffer[start:stop], "utf-8")
+    if type(coder) is Bytes:
+        return lambda buffer, start, stop: bytes(buffer[start:stop])
+    if type(coder) is Int or type(coder) is NDArray:
+        # Decoded in place (an ndarray is a read-only view of the mmap: the shard stays mapped while it lives).
+        return coder.decode_at
+    if decodes_views(coder):
+        decode = coder.decode
+        return lambda buffer, start, stop: decode(buffer[start:stop])
+    # Third-party coders were written for bytes (upstream's contract): give them a private copy.
+    return lambda buffer, start, stop: coder.decode(bytes(buffer[start:stop]))
 
 
 def is_mds_encoding(encoding: str) -> bool:

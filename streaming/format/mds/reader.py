@@ -8,16 +8,12 @@ from functools import lru_cache
 from itertools import repeat
 from typing import Any, NamedTuple
 
+import numpy as np
+
+from streaming.format.columns import Columns
 from streaming.format.errors import ShardCorruptError
-from streaming.format.mds.encodings import (
-    Bytes,
-    Int,
-    NDArray,
-    Str,
-    decodes_views,
-    get_mds_coder,
-    is_mds_encoding_safe,
-)
+from streaming.format.mds.encodings import ValueDecoder, get_mds_coder, is_mds_encoding_safe, value_decoder
+from streaming.format.mds.gather import Segment, ShardGather, ShardView, shard_gather
 from streaming.format.mds.nulls import fold_nulls, masked_columns
 from streaming.format.reader import JointReader, _map_file, _release_mapping, read_offsets
 
@@ -35,28 +31,6 @@ class _MappedShard(NamedTuple):
     buffer: memoryview
     offsets: Sequence[int]
     decode: Decoder
-
-
-#: Decodes one column value stored at ``buffer[start:stop]``.
-ColumnDecoder = Callable[[memoryview, int, int], Any]
-
-
-def _column_decoder(encoding: str) -> ColumnDecoder:
-    coder = get_mds_coder(encoding)
-    # Every column value is decoded from the shard's mmap where it lies: no copy unless a decoder makes one.
-    # Inlined only for the built-in classes themselves: a subclass registered in their place keeps its decode.
-    if type(coder) is Str:
-        return lambda buffer, start, stop: str(buffer[start:stop], "utf-8")
-    if type(coder) is Bytes:
-        return lambda buffer, start, stop: bytes(buffer[start:stop])
-    if type(coder) is Int or type(coder) is NDArray:
-        # Decoded in place (an ndarray is a read-only view of the mmap: the shard stays mapped while it lives).
-        return coder.decode_at
-    if decodes_views(coder):
-        decode = coder.decode
-        return lambda buffer, start, stop: decode(buffer[start:stop])
-    # Third-party coders were written for bytes (upstream's contract): give them a private copy.
-    return lambda buffer, start, stop: coder.decode(bytes(buffer[start:stop]))
 
 
 def build_decoder(names: tuple[str, ...], encodings: tuple[str, ...], sizes: tuple[int | None, ...]) -> Decoder:
@@ -79,10 +53,10 @@ def _build_decoder(
     num_variable = sum(size is None for size in sizes)
     unpack_sizes = struct.Struct(f"<{num_variable}I").unpack_from
     # Per column: (name, decoder, fixed size or 0, index of its length in the sample header or -1 when fixed).
-    plan: list[tuple[str, ColumnDecoder, int, int]] = []
+    plan: list[tuple[str, ValueDecoder, int, int]] = []
     variable_index = 0
     for name, encoding, size in zip(names, encodings, sizes):
-        plan.append((name, _column_decoder(encoding), size or 0, -1 if size is not None else variable_index))
+        plan.append((name, value_decoder(encoding), size or 0, -1 if size is not None else variable_index))
         variable_index += size is None
     fixed = sum(size for size in sizes if size is not None)
     if len(plan) == 1:
@@ -138,7 +112,7 @@ def _first_bad_column(
         if stop > len(data):
             return name, ValueError(f"its bytes end past the sample (at {stop} of {len(data)})")
         try:
-            _column_decoder(encoding)(data, position, stop)
+            value_decoder(encoding)(data, position, stop)
         except Exception as err:  # noqa: BLE001 - any failure of a decoder on corrupt bytes is reported
             return name, err
         position = stop
@@ -187,11 +161,12 @@ class MDSReader(JointReader):
         self.allow_unsafe_types = False
         self._mapped: _MappedShard | None = None
         self._decode: Decoder | None = None
+        self._batch_view: tuple[ShardGather, ShardView] | None = None
 
     def __getstate__(self) -> dict[str, Any]:
         # An mmap cannot be pickled (DataLoader workers receive the dataset pickled): each process maps anew.
         state = self.__dict__.copy()
-        state.update(_mapped=None, _decode=None)
+        state.update(_mapped=None, _decode=None, _batch_view=None)
         return state
 
     def validate(self, allow_unsafe_types: bool) -> None:
@@ -280,6 +255,43 @@ class MDSReader(JointReader):
             raise self._corrupt(
                 failed, mapped.buffer[mapped.offsets[failed] : mapped.offsets[failed + 1]], err
             ) from err
+
+    def batch_view(self) -> tuple[ShardGather, ShardView]:
+        """The batch reader of this shard's columns and the shard's numpy view (`streaming.format.mds.gather`),
+        mapping the shard if needed."""
+        mapped = self._mapped or self.open()
+        if self._batch_view is None:
+            gather = shard_gather(self.column_names, self.column_encodings, self.column_sizes)
+            self._batch_view = (gather, gather.view(mapped.buffer, self.samples))
+        return self._batch_view
+
+    def get_batch(self, indices: Any) -> Columns:
+        """Samples ``indices`` of this shard read at once, as columns (`streaming.format.columns`).
+
+        The values are those of `get_item`, sample by sample; a sample that does not decode raises the error
+        `get_item` raises for it (the first such sample in ``indices``' order).
+        """
+        wanted = np.asarray(indices, np.int64).reshape(-1)
+        if wanted.size and (int(wanted.min()) < 0 or int(wanted.max()) >= self.samples):
+            bad = int(wanted[(wanted < 0) | (wanted >= self.samples)][0])
+            raise IndexError(
+                f"Sample {bad} is out of range for shard {self.raw_data.basename} of {self.samples} samples."
+            )
+        gather, view = self.batch_view()
+        try:
+            return gather.gather([Segment(view, wanted, None)], len(wanted))
+        except Exception as err:
+            raise self.first_failure(wanted.tolist(), err) from err
+
+    def first_failure(self, indices: Sequence[int], err: BaseException) -> BaseException:
+        """The error `get_item` raises for the first of ``indices`` that fails to decode, else ``err`` itself
+        (a batch read failed where every sample decodes: not the shard's fault)."""
+        for index in indices:
+            try:
+                self.get_item(index)
+            except ShardCorruptError as corrupt:
+                return corrupt
+        return err
 
     def _decodes(self, mapped: _MappedShard, idx: int) -> bool:
         try:
