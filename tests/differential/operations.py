@@ -191,6 +191,27 @@ def order_function(function: str, args: list[Any]) -> dict[str, Any]:
     return {"ids": np.asarray(result).astype(np.int64).tolist(), "shape": list(np.shape(result))}
 
 
+SHM_RACE_ATTEMPTS = 5
+
+
+def _new_dataset(dataset_class: Any, streams: list[Any], dataset_kwargs: dict[str, Any]) -> Any:
+    """A dataset over ``streams``, tried again when the reference loses the race for a /dev/shm prefix.
+
+    Upstream looks for a free prefix and then creates its blocks without O_EXCL retry, so a dataset built by another
+    process in between (the core lane runs beside this one) makes it raise FileExistsError on a name like
+    ``/000451_locals``. That race is the host's, not the plan's; any other error is the result.
+    """
+    for _ in range(SHM_RACE_ATTEMPTS - 1):
+        try:
+            return dataset_class(streams=streams, **dataset_kwargs)
+        except FileExistsError as err:
+            name = str(err.filename or "")
+            if not (is_reference() and name.startswith("/") and name.count("/") == 1):
+                raise
+            gc.collect()
+    return dataset_class(streams=streams, **dataset_kwargs)
+
+
 def epoch_plan(
     streams: list[dict[str, Any]],
     dataset_kwargs: dict[str, Any],
@@ -213,7 +234,7 @@ def epoch_plan(
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         try:
-            dataset = StreamingDataset(streams=[Stream(**stream) for stream in streams], **dataset_kwargs)
+            dataset = _new_dataset(StreamingDataset, [Stream(**stream) for stream in streams], dataset_kwargs)
             if is_reference():
                 # Upstream resolves num_canonical_nodes and shuffle_block_size defaults for the world at the
                 # start of an epoch, in _resume; no resumption state exists, so it only fills in defaults.
