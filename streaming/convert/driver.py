@@ -25,7 +25,7 @@ from typing import Any, Protocol
 from streaming._version import DISTRIBUTION_VERSION
 from streaming.convert import commit
 from streaming.convert.attempt import Attempt, TaskConfig
-from streaming.convert.null_plan import NullPlan, check_policy, dataset_columns, null_columns
+from streaming.convert.null_plan import WIDENING_POLICY, NullPlan, check_policy, dataset_columns, null_columns
 from streaming.convert.partition_folders import discard_partitions, publish_partitions
 from streaming.convert.runs import new_run_id
 from streaming.convert.source import Source
@@ -129,7 +129,8 @@ def run_conversion(
     base = commit.check_destination(destination, settings.mode)
     joined = [*(base.shards if settings.mode == "append" else ()), *join_shards]
     null_plan = _null_plan(engine, columns, explicit, settings, joined)
-    commit.check_append_columns(joined, null_plan.columns, destination.url)
+    widening = settings.nulls == WIDENING_POLICY
+    commit.check_append_columns(joined, null_plan.columns, destination.url, widening=widening)
     run = new_run_id()
     config = TaskConfig(
         destination=destination.url,
@@ -170,7 +171,7 @@ def run_conversion(
     }
     root_url = destination.url
     if settings.merge_index:
-        commit.publish(destination, run, attempts, settings.mode, metadata=record, base=base)
+        commit.publish(destination, run, attempts, settings.mode, metadata=record, base=base, widening=widening)
     else:
         publish_partitions(destination, run, attempts, settings.mode)
     logger.info("%s wrote %d samples in %d shards (%d bytes) to %s", settings.caller, samples, shards, size, root_url)

@@ -15,7 +15,7 @@ from streaming.storage.base import Storage
 from streaming.storage.errors import ObjectNotFoundError
 from streaming.storage.local import LocalStorage, local_path
 from streaming.storage.out_argument import normalize_root
-from streaming.storage.registry import storage_for
+from streaming.storage.registry import exclusive_storage_for, storage_for
 from streaming.storage.scratch import scratch
 from streaming.storage.url import join_url, relative_to
 
@@ -83,12 +83,13 @@ class DatasetRoot:
         self.write_bytes(relative, text.encode("utf-8"))
 
     def create_text(self, relative: str, text: str) -> bool:
-        """Create a small file only if none is there (the store's create-only write); False if one was."""
+        """Create a small file only if none is there, exclusively across machines (`exclusive_storage_for`: the
+        store's create-only write, the Files API for a mounted volume); False if one was."""
         with scratch("mds-root-") as folder:
             path = os.path.join(folder, os.path.basename(relative))
             with open(path, "w", encoding="utf-8") as file:
                 file.write(text)
-            return self.storage.put_if_absent(path, self.child(relative))
+            return exclusive_storage_for(self.child(relative)).put_if_absent(path, self.child(relative))
 
     def delete(self, relatives: Iterable[str]) -> int:
         """Delete files by root-relative path; return how many were deleted."""
