@@ -112,7 +112,7 @@ class TableCommit:
         parameters: ``commitInfo.operationParameters``.
         adds, removes: the commit's file actions (empty when ``files_known`` is False).
         configuration: the table properties a ``metaData`` action of this commit set, or None without one.
-        schema: the ``schemaString`` of that ``metaData`` action.
+        schema: the ``schemaString`` of that ``metaData`` action (`normal_schema`).
         files_known: whether the file actions are known (False for a ``DESCRIBE HISTORY`` row).
     """
 
@@ -150,7 +150,7 @@ class TableWindow:
         end: the last version of the window.
         commits: one commit per version, in order.
         feed_at_start: whether the Change Data Feed was enabled at ``start`` (None: not known).
-        schema_at_start: the table's schema string at ``start``, when known.
+        schema_at_start: the table's schema string at ``start`` (`normal_schema`), when known.
     """
 
     start: int
@@ -288,7 +288,7 @@ def parse_commit(version: int, lines: Iterable[str], where: str) -> TableCommit:
         elif "metaData" in action:
             metadata = action["metaData"] or {}
             configuration = dict(metadata.get("configuration") or {})
-            schema = metadata.get("schemaString")
+            schema = normal_schema(metadata.get("schemaString"))
     return TableCommit(version, operation, parameters, tuple(adds), tuple(removes), configuration, schema)
 
 
@@ -313,8 +313,18 @@ def read_log_window(
                 f"older than the table's delta.logRetentionDuration when it writes a checkpoint)",
                 version,
             )
-        commits.append(parse_commit(version, text.splitlines(), f"{table}/{name}"))
+        commits.append(parse_commit(version, text.split("\n"), f"{table}/{name}"))
     return TableWindow(start, end, tuple(commits), feed_at_start, schema_at_start)
+
+
+def normal_schema(schema: str | None) -> str | None:
+    """A ``schemaString`` in one spelling (keys sorted), so that equal schemas compare equal as text."""
+    if schema is None:
+        return None
+    try:
+        return json.dumps(json.loads(schema), sort_keys=True)
+    except (TypeError, ValueError):
+        return schema
 
 
 def history_commit(version: int, operation: str, parameters: Mapping[str, Any] | None) -> TableCommit:

@@ -9,7 +9,6 @@ the table. Every table read goes through delta-rs's own object store (its creden
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 from typing import Any
 from urllib.parse import unquote
@@ -24,6 +23,7 @@ from streaming.convert.delta_history import (
     FileAction,
     HistoryUnavailableError,
     TableWindow,
+    normal_schema,
     read_log_window,
 )
 
@@ -164,7 +164,7 @@ def _plain(table: pa.Table) -> pa.Table:
 def _schema_string(table: Any) -> str | None:
     """The table's schema as the Delta log writes it (``schemaString``), to compare with later ``metaData``."""
     try:
-        return json.dumps(json.loads(table.schema().to_json()), sort_keys=True)
+        return normal_schema(table.schema().to_json())
     except Exception:  # noqa: BLE001 - only used to tell schema changes apart; unknown is handled
         return None
 
