@@ -202,9 +202,8 @@ class TableWindow:
         return found
 
     def changed_files(self) -> tuple[list[tuple[FileAction, int]], list[tuple[FileAction, int]]]:
-        """The ``dataChange=true`` files the window added and removed, each with the version whose snapshot holds
-        it (an added file: its commit's; a removed file: the one before), after cancelling every file that was
-        both added and removed inside the window."""
+        """The ``dataChange=true`` files the window added and removed, each with the version that added or
+        removed it, after cancelling every file that was both added and removed inside the window."""
         added: dict[tuple[str, str | None], tuple[FileAction, int]] = {}
         removed: list[tuple[FileAction, int]] = []
         for commit in self.commits:
@@ -214,7 +213,7 @@ class TableWindow:
                 if action.key in added:
                     del added[action.key]  # added and removed inside the window: its rows never counted
                 else:
-                    removed.append((action, commit.version - 1))
+                    removed.append((action, commit.version))
             for action in commit.adds:
                 if action.data_change:
                     added[action.key] = (action, commit.version)

@@ -92,10 +92,11 @@ class DeltaLakeTable:
         return self._conform(plus, columns), self._conform(minus, columns)
 
     def files(self, actions: Sequence[tuple[FileAction, int]], columns: Sequence[str]) -> pa.Table:
-        """The rows of the data files ``actions`` name (each with the version it was read for), with ``columns``.
+        """The rows of the data files ``actions`` name (each with the version that added or removed it), with
+        ``columns``.
 
         Raises `FilesNotReadable` when a file cannot be read on its own here, and `HistoryUnavailableError`
-        naming the version when a file is gone (removed by VACUUM).
+        naming that version when a file is gone (removed by VACUUM).
         """
         configuration = self.table.metadata().configuration
         if str(configuration.get(COLUMN_MAPPING_PROPERTY, "none")).lower() not in ("", "none"):
@@ -119,7 +120,8 @@ class DeltaLakeTable:
         except FileNotFoundError as err:
             version = _version_of_missing(err, actions)
             raise HistoryUnavailableError(
-                f"a data file of version {version} of {self.uri} is gone (removed by VACUUM): {_first_line(err)}",
+                f"a data file that version {version} of {self.uri} added or removed is gone (removed by VACUUM): "
+                f"{_first_line(err)}",
                 version,
             ) from None
         return self._conform(_plain(rows), columns)

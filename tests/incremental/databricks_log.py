@@ -1,4 +1,4 @@
-"""Commits written by hand into a delta-rs table's ``_delta_log``, as Databricks writes them, for what delta-rs cannot do.
+"""Commits written by hand into a delta-rs table's ``_delta_log`` as Databricks writes them: what delta-rs cannot do.
 
 Each function writes the table's next commit file following the Delta protocol (``commitInfo``, ``add``/``remove``
 with ``dataChange``, ``metaData``) with the operation names and parameters of delta-io/delta's

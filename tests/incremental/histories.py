@@ -76,8 +76,11 @@ rows_strategy_fields = {
 }
 
 
+IDS = st.integers(0, 30)
+
+
 @st.composite
-def new_rows(draw: Any, ids: st.SearchStrategy[int] = st.integers(0, 30), size: int = 4) -> list[dict[str, Any]]:
+def new_rows(draw: Any, ids: st.SearchStrategy[int] = IDS, size: int = 4) -> list[dict[str, Any]]:
     """A few rows with every column (``extra`` is dropped where the table does not have it yet)."""
     count = draw(st.integers(1, size))
     return [
@@ -343,7 +346,7 @@ def check_table(path: Path, model: TableModel) -> None:
     )
 
 
-ids = st.integers(0, 30)
+ids = IDS
 table_changes = st.one_of(
     new_rows().map(Append),
     st.builds(Overwrite, new_rows(), st.booleans()),
