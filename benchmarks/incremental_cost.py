@@ -66,7 +66,9 @@ def main() -> None:
     held = DeltaTable(table).version()
     DeltaTable(table).update(new_values={"text": "changed"}, predicate=f"id = {args.rows // 2}")
     feed, feed_seconds = timed(lambda: incremental_to_mds(table, feed_out, progress=False))
-    by_files, files_seconds = timed(lambda: incremental_to_mds(table, files_out, change_data_feed=False, progress=False))
+    by_files, files_seconds = timed(
+        lambda: incremental_to_mds(table, files_out, change_data_feed=False, progress=False)
+    )
     whole, whole_seconds = timed(
         lambda: (DeltaTable(table, version=held).to_pyarrow_table(), DeltaTable(table).to_pyarrow_table())
     )

@@ -28,7 +28,9 @@ HOUR = 3600.0
 
 def shard_entry(number: int) -> dict:
     """An index entry as `incremental_to_mds` writes one (a zstd MDS shard in an increment folder)."""
-    folder = f"increments/v{number // 100:08d}-{number:08x}/20250101T000000Z-{number % 0xFFFFFF:06x}/part-00000-attempt-0"
+    folder = (
+        f"increments/v{number // 100:08d}-{number:08x}/20250101T000000Z-{number % 0xFFFFFF:06x}/part-00000-attempt-0"
+    )
     return {
         "column_encodings": ["int64", "str", "ndarray:float32", "uint8"],
         "column_names": ["id", "text", "score", "text__is_null"],

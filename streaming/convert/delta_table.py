@@ -82,10 +82,13 @@ class DeltaLakeTable:
     def feed(self, start: int, columns: Sequence[str]) -> tuple[pa.Table, pa.Table]:
         """The Change Data Feed of versions ``start + 1 ..`` the pinned version: the rows it adds (inserts and
         post-images) and those it takes away (deletes and pre-images), with ``columns``."""
-        reader = self.table.load_cdf(
+        feed = self.table.load_cdf(
             starting_version=start + 1, ending_version=self.version, columns=[*columns, "_change_type"]
         )
-        changes = _plain(pa.RecordBatchReader.from_stream(reader).read_all())
+        extra = {"_change_type": pa.string()}
+        schema = self.schema
+        wanted = pa.schema([schema.field(n) if n in schema.names else (n, extra[n]) for n in feed.schema.names])
+        changes = _plain(_read_stream(feed, wanted))
         kinds = changes.column("_change_type").cast(pa.string())
         plus = changes.filter(pc.is_in(kinds, pa.array(FEED_PLUS)))
         minus = changes.filter(pc.is_in(kinds, pa.array(FEED_MINUS)))
@@ -150,16 +153,29 @@ class DeltaLakeTable:
         return rows.select(names).cast(target)
 
 
+def _read_stream(stream: Any, schema: pa.Schema) -> pa.Table:
+    """An Arrow C stream (what delta-rs returns) as a table of ``schema``, asked of the stream itself: delta-rs
+    hands view types (``string_view``), which pyarrow before 16 cannot import (nor has it ``from_stream``)."""
+    if hasattr(pa.RecordBatchReader, "from_stream"):
+        return pa.RecordBatchReader.from_stream(stream, schema=schema).read_all()
+    capsule = stream.__arrow_c_stream__(schema.__arrow_c_schema__())
+    return pa.RecordBatchReader._import_from_c_capsule(capsule).read_all()
+
+
+def _plain_field(field: pa.Field) -> pa.Field:
+    views = (
+        (getattr(pa.types, "is_string_view", None), pa.string()),
+        (getattr(pa.types, "is_binary_view", None), pa.binary()),
+    )
+    for is_view, plain in views:
+        if is_view is not None and is_view(field.type):
+            return field.with_type(plain)
+    return field
+
+
 def _plain(table: pa.Table) -> pa.Table:
     """``table`` with view types (which delta-rs may return) as their plain counterparts."""
-    fields = []
-    for item in table.schema:
-        if pa.types.is_string_view(item.type):
-            item = item.with_type(pa.string())
-        elif pa.types.is_binary_view(item.type):
-            item = item.with_type(pa.binary())
-        fields.append(item)
-    target = pa.schema(fields)
+    target = pa.schema([_plain_field(item) for item in table.schema])
     return table if target == table.schema else table.cast(target)
 
 

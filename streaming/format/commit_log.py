@@ -27,6 +27,11 @@ while creating it (only a store without an atomic create-with-body can leave one
 number that changed nothing, and never blocks later writers. A dataset without a log (written by MosaicML
 Streaming or an older version) is version 0: its ``index.json`` and metadata. Logs written before checkpoints
 existed (every commit holding the whole state) are read as they are.
+
+The log folder also holds an empty ``index.json`` (`LOG_MARKER`), written with the first commit: tools that
+walk a dataset root treating every folder as a dataset of its own, as upstream's layout lets them (its tests,
+user code building a `Stream` per partition folder, `merge_index` of a root), read the log folder as an empty
+dataset rather than as a broken one.
 """
 
 from __future__ import annotations
@@ -48,6 +53,8 @@ from streaming.storage.dataset_root import DatasetRoot
 logger = logging.getLogger(__name__)
 
 LOG_FOLDER = "_mds_log"
+#: The empty index inside the log folder (see the module docstring).
+LOG_MARKER = f"{LOG_FOLDER}/{INDEX_BASENAME}"
 
 APPEND = "append"
 OVERWRITE = "overwrite"
@@ -163,6 +170,8 @@ def commit(
         }
         state = _apply(base, body)
         if destination.create_text(commit_path(state.version), json.dumps(body, sort_keys=True)):
+            if state.version == 1:
+                destination.write_text(LOG_MARKER, dumps_index([]))
             if state.version % CHECKPOINT_INTERVAL == 0:
                 write_log_checkpoint(destination, state)
             return state

@@ -184,8 +184,8 @@ def incremental_to_mds(
         raise ValueError(f"nulls must be 'mask' or 'error', got {nulls!r}.")
     destination = DatasetRoot(out)
     source = open_table(spark, table, version)
-    if source.reader == "spark":
-        check_executor_access(destination.url, executor_env)  # Spark's tasks write the shards
+    if isinstance(source, SparkDeltaChanges):
+        check_executor_access(destination.url, executor_env, source.session)  # Spark's tasks write the shards
     base = commit_log.read_snapshot(destination)
     held = held_version(destination, table, base)
     target = source.version
