@@ -183,9 +183,10 @@ def incremental_to_mds(
     if nulls not in ("mask", "error"):
         raise ValueError(f"nulls must be 'mask' or 'error', got {nulls!r}.")
     destination = DatasetRoot(out)
-    source = open_table(spark, table, version)
-    if isinstance(source, SparkDeltaChanges):
-        check_executor_access(destination.url, executor_env, source.session)  # Spark's tasks write the shards
+    session = _reading_session(spark, table)
+    if session is not None:
+        check_executor_access(destination.url, executor_env, session)  # Spark's tasks will write the shards
+    source = open_table(session, table, version)
     base = commit_log.read_snapshot(destination)
     held = held_version(destination, table, base)
     target = source.version
@@ -262,14 +263,20 @@ def incremental_to_mds(
     return result
 
 
-def open_table(spark: Any, table: str, version: int | None) -> DeltaLakeChanges | SparkDeltaChanges:
-    """The reader of ``table`` pinned to ``version`` (the latest when None), without reading any row: Spark's
-    Delta reader where Spark has one (a table name always), delta-rs for a Delta path where it has not or where
-    no SparkSession is running."""
+def _reading_session(spark: Any, table: str) -> Any:
+    """The SparkSession that reads ``table``, or None when delta-rs reads it (a Delta path where Spark has no
+    Delta support or no session runs), decided without reading a row."""
     session = spark if spark is not None else _running_session()
     if looks_like_path(table) and (session is None or not spark_reads_delta(session, table)):
+        return None
+    return active_session(session)  # a table name needs Spark: this names the missing session
+
+
+def open_table(session: Any, table: str, version: int | None) -> DeltaLakeChanges | SparkDeltaChanges:
+    """The reader of ``table`` pinned to ``version`` (the latest when None), without reading any row: Spark's
+    Delta reader with ``session``, delta-rs without one (see `_reading_session`)."""
+    if session is None:
         return DeltaLakeChanges(table, version)
-    session = active_session(session)  # a table name needs Spark: this names the missing session
     latest = latest_version(session, sql_identifier(table))
     if latest is None:
         raise ValueError(
@@ -296,6 +303,11 @@ def held_version(destination: DatasetRoot, table: str, state: commit_log.Snapsho
     """
     if table in state.source_versions:
         return state.source_versions[table]
+    if state.source_versions:
+        raise ValueError(
+            f"{destination.url} holds versions of {sorted(state.source_versions)}, not of {table!r}: one dataset "
+            f"follows one table. Choices: the table it follows, or another `out`."
+        )
     shards = state.shards
     # Datasets written before the state recorded source versions: the newest increment folder a shard lies in.
     found = (increment_version(stored_file(shard)["basename"]) for shard in shards)

@@ -130,6 +130,11 @@ def test_refusals_name_the_problem_and_the_choices(spark, tmp_path):
     with pytest.raises(ValueError, match="change_data_feed=True but .* delta.enableChangeDataFeed was not true"):
         run(table, out, change_data_feed=True)
 
+    other = tmp_path / "other"
+    write_events(other, 0, 2)
+    with pytest.raises(ValueError, match=r"holds versions of \[.*events'\], not of .*other.*one dataset follows one"):
+        run(other, out)
+
     foreign = tmp_path / "foreign"
     dataframe_to_mds(spark.range(0, 5, 1, 1), str(foreign), progress=False)
     with pytest.raises(ValueError, match="holds 1 shard but no record of which version .* Choices: another `out`"):
