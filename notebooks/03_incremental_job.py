@@ -1,25 +1,30 @@
 # Databricks notebook source
 # MAGIC %md
-# MAGIC # 3 · Scheduled job: append what is new in a Delta table to the MDS dataset
+# MAGIC # 3 · Scheduled job: bring an MDS dataset up to the newest version of a Delta table
 # MAGIC
-# MAGIC Each run converts only the rows added to `table` since the version the dataset holds, into their own folder
-# MAGIC of the dataset, and then publishes the dataset's `index.json` with them appended: one atomic update. Readers
-# MAGIC see all of a run's rows or none. The version the dataset holds is read from that index, so:
+# MAGIC Each run brings the dataset from the table version it holds to the newest one: it appends the rows the new
+# MAGIC version has that the old one did not, into its own folder of the dataset, and records the new version in one
+# MAGIC commit of the dataset's log. Readers see all of a run's rows or none. So:
 # MAGIC
 # MAGIC * a run at the table version the dataset already holds changes nothing;
-# MAGIC * a run that fails (or a cluster that dies) leaves the dataset as it was, and the next run redoes the work.
+# MAGIC * a run that fails (or a cluster that dies) leaves the dataset as it was, and the next run redoes the work;
+# MAGIC * an updated row's new value is appended and its old value stays; deleted rows stay (the run counts them);
+# MAGIC   an overwrite or `CREATE OR REPLACE TABLE … AS SELECT` appends only the rows that are new; `OPTIMIZE`,
+# MAGIC   Z-ordering and predictive optimization change nothing and cost nothing;
+# MAGIC * every nullable column is stored with a NULL mask from the first run, so a NULL arriving later never stops it.
 # MAGIC
-# MAGIC New rows come from the table's Change Data Feed when it is enabled
-# MAGIC (`ALTER TABLE … SET TBLPROPERTIES (delta.enableChangeDataFeed = true)`), otherwise from comparing the two
-# MAGIC table versions. The dataset is append-only: rows later deleted or updated in the table stay as they were
-# MAGIC (the run reports how many). A dataset first written by notebook 1 from this table continues from the
-# MAGIC version notebook 1 recorded.
+# MAGIC The change is read from the table's Change Data Feed when it was on for every version since the last run,
+# MAGIC otherwise from the data files those versions added and removed: either way a run reads what changed, not the
+# MAGIC table. If `VACUUM` removed files the change needs, the run stops naming the version; run it once with
+# MAGIC `resync` = `true` to append what the dataset is missing, compared with its own rows.
 # MAGIC
-# MAGIC **Schedule it**: *Workflows → Jobs → Create job*, task type *Notebook*, this notebook, parameters `table` and
-# MAGIC `out`, a schedule (e.g. hourly) or a *Table update* trigger on the table, and *Maximum concurrent runs* = 1.
+# MAGIC **Schedule it** with the bundle in `bundle/` (`databricks bundle deploy`: a classic job cluster, or
+# MAGIC serverless), or in the UI: *Jobs & Pipelines → Create job*, task type *Notebook*, this notebook, parameters
+# MAGIC `table` and `out`, a *Table update* trigger on the table (or a schedule), and *Maximum concurrent runs* = 1.
 # MAGIC
-# MAGIC **Widgets**: `table` (name or Delta path), `out` (the dataset folder in a volume), `version` (empty: the
-# MAGIC latest), `change_data_feed` (`auto` uses it when the table has it enabled).
+# MAGIC **Widgets**: `table` (name or Delta path; the default demo table is created with 100 events when it is
+# MAGIC missing), `out` (the dataset folder in a volume), `version` (empty: the latest), `change_data_feed` (`auto`
+# MAGIC uses it whenever it was on throughout), `resync` (`true` once, after a vacuumed history stopped the job).
 
 # COMMAND ----------
 
@@ -63,11 +68,18 @@ def default_location(name: str) -> str:
     return os.path.join(tempfile.gettempdir(), "mds_demo", name)
 
 
-dbutils.widgets.text("table", "main.default.mds_demo_events", "Delta table (name or path)")
+DEMO_TABLE = (
+    "main.default.mds_demo_events"
+    if "DATABRICKS_RUNTIME_VERSION" in os.environ
+    else os.path.join(tempfile.gettempdir(), "mds_demo", "events_table")
+)
+
+dbutils.widgets.text("table", DEMO_TABLE, "Delta table (name or path)")
 dbutils.widgets.text("out", default_location("events"), "MDS dataset folder")
 dbutils.widgets.text("version", "", "Table version (empty: latest)")
 dbutils.widgets.dropdown("change_data_feed", "auto", list(CDF_CHOICES), "Use the Change Data Feed")
 dbutils.widgets.text("compression", "zstd", "Shard compression (empty: none)")
+dbutils.widgets.dropdown("resync", "false", ["false", "true"], "Resync (after a vacuumed history)")
 
 table = dbutils.widgets.get("table").strip()
 out = dbutils.widgets.get("out").strip()
@@ -75,12 +87,51 @@ version_text = dbutils.widgets.get("version").strip()
 version = int(version_text) if version_text else None
 change_data_feed = CDF_CHOICES[dbutils.widgets.get("change_data_feed")]
 compression = dbutils.widgets.get("compression").strip() or None
+resync = dbutils.widgets.get("resync") == "true"
+
+# COMMAND ----------
+
+
+def create_demo_table(name: str) -> None:
+    """The demo events table, 100 events with its Change Data Feed on, when it does not exist yet."""
+    ids = list(range(100))
+    if os.path.isabs(name):  # a Delta path (a run outside Databricks, where Spark reads Delta with delta-rs)
+        if os.path.isdir(os.path.join(name, "_delta_log")):
+            return
+        import pyarrow as pa
+        from deltalake import write_deltalake
+
+        events = pa.table(
+            {
+                "id": pa.array(ids, pa.int64()),
+                "text": [f"event {i}" for i in ids],
+                "score": pa.array([[i / 2, -i / 2] for i in ids], pa.list_(pa.float32())),
+            }
+        )
+        write_deltalake(name, events, configuration={"delta.enableChangeDataFeed": "true"})
+    else:
+        if spark.catalog.tableExists(name):
+            return
+        quoted = ".".join(f"`{part}`" for part in name.split("."))
+        spark.sql(
+            f"CREATE TABLE {quoted} (id BIGINT, text STRING, score ARRAY<FLOAT>) "
+            f"TBLPROPERTIES (delta.enableChangeDataFeed = true)"
+        )
+        rows = [(i, f"event {i}", [i / 2, -i / 2]) for i in ids]
+        spark.createDataFrame(rows, "id BIGINT, text STRING, score ARRAY<FLOAT>").write.mode("append").saveAsTable(name)
+    print(f"created the demo table {name} with {len(ids)} events")
+
+
+if table == DEMO_TABLE:
+    create_demo_table(table)
 
 # COMMAND ----------
 
 from streaming.spark import incremental_to_mds
 
-result = incremental_to_mds(table, out, version=version, change_data_feed=change_data_feed, compression=compression)
+result = incremental_to_mds(
+    table, out, version=version, change_data_feed=change_data_feed, compression=compression, resync=resync
+)
 if result.method == "up_to_date":
     print(f"{result.path} already holds version {result.version} of {table}: nothing to do")
 else:
@@ -90,9 +141,11 @@ else:
     )
 if result.unapplied_changes:
     print(
-        f"note: {result.unapplied_changes} rows were deleted or updated in the table; the dataset keeps them as "
-        f"they were"
+        f"note: {result.unapplied_changes} rows of v{result.previous_version} are no longer in the table (deleted, "
+        f"or old values of updated rows); the append-only dataset keeps them"
     )
+if result.ignored_columns:
+    print(f"note: the table's columns {result.ignored_columns} came after the dataset's first run and are not in it")
 
 # COMMAND ----------
 

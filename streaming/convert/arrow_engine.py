@@ -10,31 +10,28 @@ footers where every row group has them, else in one read of the input.
 from __future__ import annotations
 
 import multiprocessing
-from collections.abc import Callable, Collection, Iterator
+from collections.abc import Callable, Iterator
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from typing import Any
 
 import pyarrow as pa
 
-from streaming.convert.arrow_arrays import nested_row_flags
+from streaming.convert.arrow_columns import ArrowColumns
 from streaming.convert.arrow_inputs import ArrowInput, Task, batches, detect, read_schema
 from streaming.convert.attempt import Attempt, TaskConfig, write_attempt
 from streaming.convert.driver import ConversionResult, Settings, run_conversion
 from streaming.convert.null_plan import check_policy
 from streaming.convert.source import Source
 from streaming.convert.type_rules import (
-    array_element,
-    json_text_columns,
     normalize_batch,
     resolve_columns,
-    spark_equivalent,
 )
 from streaming.storage.dataset_root import DatasetRoot
 from streaming.storage.out_argument import normalize_root
 from streaming.storage.url import is_remote
 
 
-class ArrowEngine:
+class ArrowEngine(ArrowColumns):
     """Reads the input with pyarrow and runs one task attempt per input task in a process pool."""
 
     task_label = "input task"
@@ -55,42 +52,17 @@ class ArrowEngine:
         reader = "deltalake" if source.kind == "delta" else "pyarrow"
         self.source = Source(source.kind, source.root, source.version, reader)
 
-    def nullable_columns(self, columns: Collection[str]) -> tuple[list[str], list[str]]:
-        fields = {item.name: item for item in self.schema}
-        nullable = [name for name in columns if fields[name].nullable]
-        elements = [name for name in columns if _elements_nullable(fields[name].type)]
-        return nullable, elements
-
-    def nested_columns(self, columns: Collection[str]) -> list[str]:
-        return [name for name in columns if (array_element(self.schema.field(name).type) or ("", 0))[1] >= 2]
-
-    def json_text_columns(self, columns: Collection[str]) -> list[str]:
-        return json_text_columns([(name, self.schema.field(name).type) for name in columns])
-
     def count_nulls(
         self, values: list[str], elements: list[str], nested: list[str]
     ) -> tuple[dict[str, int], dict[str, int], dict[str, int]]:
-        """NULLs of ``values`` (Parquet footers first), rows with NULL elements of ``elements`` and rows that are
-        not rectangular of ``nested``, in one read."""
+        """Like `ArrowColumns.count_batches` over the whole input, with NULLs from Parquet footers first."""
         counts = _parquet_footer_null_counts(self.input, values)
         unread = [name for name in values if name not in counts]
-        counts.update(dict.fromkeys(unread, 0))
-        rows_with_null_elements = dict.fromkeys(elements, 0)
-        ragged_rows = dict.fromkeys(nested, 0)
-        if not unread and not elements and not nested:
-            return counts, rows_with_null_elements, ragged_rows
-        depths = {name: (array_element(self.schema.field(name).type) or ("", 1))[1] for name in elements + nested}
-        for task in self.input.tasks:
-            for batch in batches(task):
-                for name in unread:
-                    counts[name] += batch.column(name).null_count
-                for name in dict.fromkeys(elements + nested):
-                    nulls, ragged = nested_row_flags(batch.column(name), depths[name])
-                    if name in rows_with_null_elements:
-                        rows_with_null_elements[name] += int(nulls.sum())
-                    if name in ragged_rows:
-                        ragged_rows[name] += int(ragged.sum())
-        return counts, rows_with_null_elements, ragged_rows
+        if unread or elements or nested:
+            everything = (batch for task in self.input.tasks for batch in batches(task))
+            counted, rows_with_null_elements, ragged_rows = self.count_batches(everything, unread, elements, nested)
+            return {**counts, **counted}, rows_with_null_elements, ragged_rows
+        return counts, dict.fromkeys(elements, 0), dict.fromkeys(nested, 0)
 
     def run_attempts(self, config: TaskConfig, destination: DatasetRoot) -> list[Attempt]:
         tasks = self.input.tasks
@@ -181,16 +153,6 @@ def _convert_task(config: TaskConfig, task: Task, partition: int, target: pa.Sch
             yield normalized
 
     return write_attempt(config, cast(batches(task)), partition, 0)
-
-
-def _elements_nullable(data_type: pa.DataType) -> bool:
-    """Whether a list type (nested at any depth) allows NULL elements or NULL inner lists."""
-    data_type = spark_equivalent(data_type)
-    while pa.types.is_list(data_type):
-        if data_type.value_field.nullable:
-            return True
-        data_type = data_type.value_type
-    return False
 
 
 def _parquet_footer_null_counts(source: ArrowInput, names: list[str]) -> dict[str, int]:

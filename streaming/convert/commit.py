@@ -20,6 +20,7 @@ import contextlib
 from typing import Any
 
 from streaming.convert.attempt import Attempt
+from streaming.convert.null_plan import widens
 from streaming.convert.runs import attempt_folder_of, in_run_folder, written_by_run
 from streaming.format import commit_log
 from streaming.format.commit_log import Snapshot
@@ -50,15 +51,20 @@ def check_destination(destination: DatasetRoot, mode: str) -> Snapshot:
     return state
 
 
-def check_append_columns(existing: list[dict[str, Any]], columns: dict[str, str], where: str) -> None:
-    """Refuse to append samples whose columns differ from the dataset's."""
+def check_append_columns(
+    existing: list[dict[str, Any]], columns: dict[str, str], where: str, *, widening: bool = False
+) -> None:
+    """Refuse to append samples whose columns differ from the dataset's (with ``widening``, unless they only
+    widen them: `null_plan.widens`)."""
     names = sorted(columns)
     encodings = [columns[name] for name in names]
     for shard in existing:
         if shard.get("format") != "mds":
             continue
-        if shard.get("column_names") != names or shard.get("column_encodings") != encodings:
-            have = dict(zip(shard.get("column_names", []), shard.get("column_encodings", [])))
+        if shard.get("column_names") == names and shard.get("column_encodings") == encodings:
+            continue
+        have = dict(zip(shard.get("column_names", []), shard.get("column_encodings", [])))
+        if not (widening and widens(have, columns)):
             raise ValueError(
                 f"Cannot append to {where}: its shards have columns {have} but this DataFrame would "
                 f"write {dict(zip(names, encodings))}. Choices: pass matching `columns`, "
@@ -92,16 +98,23 @@ def publish(
     metadata: dict[str, Any] | None = None,
     base: Snapshot | None = None,
     flat: bool = False,
+    widening: bool = False,
 ) -> list[dict[str, Any]]:
     """Commit a run on top of ``base`` (the state `check_destination` returned; read now if None), publish
-    the index and metadata, then delete what is not part of the dataset. Returns the shard entries it added."""
+    the index and metadata, then delete what is not part of the dataset. ``widening``: an append may widen the
+    dataset's columns (`check_append_columns`). Returns the shard entries it added."""
     kept = {attempt.directory for attempt in first_per_partition(attempts) if attempt.directory}
     added = committed_shards(attempts)
     start = commit_log.read_snapshot(destination) if base is None else base
     operation = commit_log.APPEND if mode == "append" else commit_log.OVERWRITE
     try:
         state = commit_log.commit(
-            destination, operation, added, base=start, record=metadata, check=lambda newer: _check_rebase(newer, added)
+            destination,
+            operation,
+            added,
+            base=start,
+            record=metadata,
+            check=lambda newer: _check_rebase(newer, added, widening),
         )
     except BaseException:
         discard_run(destination, run, flat=flat)
@@ -120,12 +133,14 @@ def publish_folders(destination: DatasetRoot, run: str, attempts: list[Attempt],
     delete_leftovers(destination, run, kept, flat=True, everything_else=mode == "overwrite")
 
 
-def _check_rebase(newer: Snapshot, added: list[dict[str, Any]]) -> None:
+def _check_rebase(newer: Snapshot, added: list[dict[str, Any]], widening: bool) -> None:
     """Before an append is put on top of a newer commit: refuse it if that commit changed the columns."""
     mds = next((entry for entry in added if entry.get("format") == "mds"), None)
     if mds is not None:
         columns = dict(zip(mds.get("column_names", []), mds.get("column_encodings", [])))
-        check_append_columns(newer.shards, columns, "the dataset as another writer just committed it")
+        check_append_columns(
+            newer.shards, columns, "the dataset as another writer just committed it", widening=widening
+        )
 
 
 def delete_leftovers(destination: DatasetRoot, run: str, kept: set[str], *, flat: bool, everything_else: bool) -> int:

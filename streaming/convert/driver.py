@@ -25,7 +25,7 @@ from typing import Any, Protocol
 from streaming._version import DISTRIBUTION_VERSION
 from streaming.convert import commit
 from streaming.convert.attempt import Attempt, TaskConfig
-from streaming.convert.null_plan import NullPlan, check_policy, dataset_columns, null_columns
+from streaming.convert.null_plan import WIDENING_POLICY, NullPlan, check_policy, dataset_columns, null_columns
 from streaming.convert.runs import new_run_id
 from streaming.convert.source import Source
 from streaming.convert.type_rules import expand_sparse
@@ -146,7 +146,8 @@ def run_conversion(
     joined = [*(base.shards if settings.mode == "append" else ()), *join_shards]
     null_plan = _null_plan(engine, columns, explicit, settings, joined)
     written, parts = expand_sparse(null_plan.columns)
-    commit.check_append_columns(joined, written, destination.url)
+    widening = settings.nulls == WIDENING_POLICY
+    commit.check_append_columns(joined, written, destination.url, widening=widening)
     run = new_run_id()
     flat = settings.partition_folders or not settings.merge_index
     json_text = engine.json_text_columns(columns) if settings.udf is None else []
@@ -191,7 +192,9 @@ def run_conversion(
     }
     root_url = destination.url
     if settings.merge_index:
-        commit.publish(destination, run, attempts, settings.mode, metadata=record, base=base, flat=flat)
+        commit.publish(
+            destination, run, attempts, settings.mode, metadata=record, base=base, flat=flat, widening=widening
+        )
     else:
         commit.publish_folders(destination, run, attempts, settings.mode)
     logger.info("%s wrote %d samples in %d shards (%d bytes) to %s", settings.caller, samples, shards, size, root_url)

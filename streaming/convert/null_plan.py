@@ -17,10 +17,16 @@ and every file has them; the engine counts whatever is left in one pass before t
 aggregate job, `streaming.spark.nulls`; the pyarrow engine: one read, `streaming.convert.arrow_engine`).
 
 A column without NULLs keeps its encoding and bytes, so converting NULL-free data is unchanged. Rows joining
-an existing dataset (``mode="append"``, every run of ``incremental_to_mds`` after the first) keep its columns:
-a column the dataset masks (or stores as ``json`` for NULL elements) is written that way whether or not the
-new rows hold NULLs, and NULLs in a column the dataset stores without a mask are refused, naming it, before
-anything is written (its shards must share their columns). Imports pyarrow only, no pyspark.
+an existing dataset (``mode="append"``) keep its columns: a column the dataset masks (or stores as ``json`` for
+NULL elements) is written that way whether or not the new rows hold NULLs, and NULLs in a column the dataset
+stores without a mask are refused, naming it, before anything is written (its shards must share their columns).
+
+``nulls="nullable"`` (what ``incremental_to_mds`` writes with, so that no later NULL can stop it) decides from
+the input's schema instead of its data: every nullable column gets a NULL mask whether or not it holds NULLs
+(nothing is counted), and only arrays whose elements may be NULL are counted (``json`` when some are). Rows
+joining a dataset may *widen* it: a column its shards store without a mask gets one, and an ``ndarray`` column
+whose new arrays hold NULL elements is written as ``json``, in the new shards only (`widens` says which
+differences are such widenings; readers decode each shard by its own columns). Imports pyarrow only, no pyspark.
 """
 
 from __future__ import annotations
@@ -36,7 +42,9 @@ import pyarrow.compute as pc
 from streaming.convert.source import Source
 from streaming.format.mds.nulls import MASK_ENCODING, mask_name, masked_columns
 
-NULL_POLICIES = ("mask", "error")
+NULL_POLICIES = ("mask", "error", "nullable")
+#: The policy under which rows joining a dataset may widen its columns (masks added, ndarray to json).
+WIDENING_POLICY = "nullable"
 DELTA_STATISTICS = "delta statistics"
 AGGREGATE = "aggregate"
 
@@ -75,11 +83,37 @@ def check_policy(policy: str) -> None:
 
 
 def dataset_columns(shards: list[dict[str, Any]]) -> dict[str, str] | None:
-    """``{name: encoding}`` of a dataset's first MDS shard (the columns new rows must keep), or None."""
+    """``{name: encoding}`` that new rows must keep: the columns of a dataset's MDS shards at their widest (a mask
+    any shard has, ``json`` where any shard widened an ``ndarray``), or None without MDS shards."""
+    widest: dict[str, str] | None = None
     for shard in shards:
-        if shard.get("format") == "mds":
-            return dict(zip(shard.get("column_names", []), shard.get("column_encodings", [])))
-    return None
+        if shard.get("format") != "mds":
+            continue
+        columns = dict(zip(shard.get("column_names", []), shard.get("column_encodings", [])))
+        if widest is None:
+            widest = columns
+            continue
+        for name, encoding in columns.items():
+            if name not in widest or (encoding == "json" and widest[name].startswith("ndarray")):
+                widest[name] = encoding
+    return widest
+
+
+def widens(old: Mapping[str, str], new: Mapping[str, str]) -> bool:
+    """Whether shards with columns ``new`` may join shards with columns ``old`` under the widening policy: the
+    same value columns, each with the same encoding or ``json`` in place of an ``ndarray``, and every mask of
+    ``old`` kept (``new`` may add masks)."""
+    old_masks, new_masks = masked_columns(list(old), list(old.values())), masked_columns(list(new), list(new.values()))
+    old_values = {name: encoding for name, encoding in old.items() if name not in set(old_masks.values())}
+    new_values = {name: encoding for name, encoding in new.items() if name not in set(new_masks.values())}
+    if set(old_values) != set(new_values):
+        return False
+    if any(new_values[name] != "json" and new_masks.get(name) != mask for name, mask in old_masks.items()):
+        return False  # a mask is dropped only where the column became json, which holds null itself
+    return all(
+        new_values[name] == encoding or (new_values[name] == "json" and encoding.startswith("ndarray"))
+        for name, encoding in old_values.items()
+    )
 
 
 def null_columns(
@@ -100,7 +134,7 @@ def null_columns(
     Args:
         columns: the resolved ``{name: encoding}`` without NULL handling.
         explicit: the columns the user chose an encoding for.
-        policy: ``"mask"`` or ``"error"``.
+        policy: ``"mask"``, ``"error"`` or ``"nullable"``.
         nullable: the columns the input marks nullable.
         null_elements: the array columns whose elements the input marks nullable.
         source: where the rows come from (its Delta statistics are used when it is a Delta table).
@@ -135,32 +169,38 @@ def null_columns(
     element_counts: dict[str, int] = {}
     ragged_rows: dict[str, int] = {}
     sources = []
-    if values or elements or shaped:
-        counts = _delta_null_counts(source, values)
+    widening = policy == WIDENING_POLICY
+    counted = [] if widening else values  # the widening policy masks from the schema alone: nothing to count
+    if counted or elements or shaped:
+        counts = _delta_null_counts(source, counted)
         sources = [DELTA_STATISTICS] if counts else []
-        unknown = [name for name in values if name not in counts]
+        unknown = [name for name in counted if name not in counts]
         if unknown or elements or shaped:
             # One pass: NULLs, NULL elements and rows that are not rectangular together.
-            counted, element_counts, ragged_rows = count(unknown, elements, shaped)
-            counts.update(counted)
+            found, element_counts, ragged_rows = count(unknown, elements, shaped)
+            counts.update(found)
             if unknown or elements:
                 sources.append(AGGREGATE)
     ragged = _ragged(shaped, joined, ragged_rows)
     as_json = [name for name in elements if element_counts[name] and name not in ragged]
-    masks = {name: mask for name, mask in kept_masks.items() if name not in as_json}
-    new_masks = {
-        name: _free_mask_name(name, plan)
-        for name in values
-        if counts[name] and name not in as_json + kept_json + ragged
-    }
-    if dataset is not None:
-        _check_dataset_keeps_columns(dataset, new_masks, as_json, counts, element_counts)
+    masks = {name: mask for name, mask in kept_masks.items() if name not in as_json + kept_json}
+    left_out = as_json + kept_json + ragged
+    if widening:
+        new_masks = {name: _free_mask_name(name, plan) for name in values if name not in left_out}
+        _warn_widening(caller, dataset, new_masks, as_json)
+    else:
+        new_masks = {name: _free_mask_name(name, plan) for name in values if counts[name] and name not in left_out}
+        if dataset is not None:
+            _check_dataset_keeps_columns(dataset, new_masks, as_json, counts, element_counts)
     masks.update(new_masks)
-    for name in as_json + kept_json + ragged:
+    for name in left_out:
         plan[name] = "json"
     for mask in masks.values():
         plan[mask] = MASK_ENCODING
-    _warn(caller, new_masks, as_json, counts, ragged)
+    if widening:
+        _warn(caller, {}, [], {}, ragged)
+    else:
+        _warn(caller, new_masks, as_json, counts, ragged)
     return NullPlan(plan, masks, as_json + kept_json, "+".join(sources) or None, ragged)
 
 
@@ -206,6 +246,25 @@ def _free_mask_name(name: str, plan: Mapping[str, str]) -> str:
             f"'json'), or nulls='error' after filling the NULLs."
         )
     return mask
+
+
+def _warn_widening(
+    caller: str, dataset: Mapping[str, str] | None, masks: Mapping[str, str], as_json: list[str]
+) -> None:
+    """Say when rows joining a dataset widen its columns (the new shards' columns differ from the older ones')."""
+    if not dataset:
+        return
+    added = [name for name in masks if name in dataset]
+    widened = [name for name in as_json if name in dataset and dataset[name] != "json"]
+    if added or widened:
+        parts = [f"NULL masks for {added}"] if added else []
+        parts += [f"'json' for the arrays with NULL elements of {widened}"] if widened else []
+        warnings.warn(
+            f"{caller}: the new rows are stored with {' and '.join(parts)}, which the dataset's earlier shards lack; "
+            f"each shard is read by its own columns (streaming gives None for a masked NULL).",
+            UserWarning,
+            stacklevel=5,
+        )
 
 
 def _warn(

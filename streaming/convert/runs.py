@@ -55,11 +55,6 @@ def new_increment_folder(version: int) -> str:
     return f"{INCREMENTS}/v{version:08d}-{secrets.token_hex(4)}"
 
 
-def increment_folder_prefix(version: int) -> str:
-    """What the folder of every incremental run for table ``version`` starts with."""
-    return f"{INCREMENTS}/v{version:08d}"
-
-
 def increment_version(relative: str) -> int | None:
     """The table version of the incremental run a root-relative path lies in, or None if it lies in none."""
     match = _INCREMENT.match(relative)

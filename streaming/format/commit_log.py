@@ -1,20 +1,32 @@
-"""The commit log of a dataset: numbered commit files created exclusively, with ``index.json`` as checkpoint.
+"""The commit log of a dataset: numbered commit files created exclusively, checkpoints of the state, ``index.json``.
 
 Concurrent writers of one dataset (two scheduled jobs, an overwrite racing an append) agree through
 ``<root>/_mds_log/<20-digit N>.json``: commit N is created with the store's create-only write
-(`Storage.put_if_absent`), so of two writers that both read version N-1 exactly one creates N. A commit
-records the operation (``append`` or ``overwrite``), the files it added and removed, the complete shard list
-after it and the conversion metadata (``mds_conversion.json``'s content), so metadata and shards are
-published in one atomic step. The newest commit is the dataset's state.
+(`DatasetRoot.create_text`: ``link`` on a filesystem, a conditional PUT on object stores, the Files API's
+no-overwrite upload for a Unity Catalog volume even where it is mounted), so of two writers that both read
+version N-1 exactly one creates N, and the file appears with its whole body. A commit records what changed,
+as Delta's ``_delta_log`` does: the operation (``append`` or ``overwrite``), the shard entries it added, the
+files an overwrite removed, this run's conversion record and the source versions it brings the dataset to
+(``source_versions``: e.g. the Delta table version an incremental run converted).
+
+Every `CHECKPOINT_INTERVAL` commits the committing writer also writes a checkpoint of the whole state,
+``_mds_log/<N>.checkpoint.json.gz`` (shards, metadata, source versions), so a reader needs only the newest
+checkpoint and the commits after it, and `referenced_files` lets ``vacuum`` remove older log files once they
+are past the retention: the log stays bounded however long a job runs. The state's metadata keeps the
+newest `RUNS_KEPT` run records (each commit file keeps its own).
 
 Readers keep reading ``index.json`` only (byte for byte the index MosaicML Streaming writes), which
-`publish_checkpoint` rewrites from the newest commit after every commit, convergently: after writing it, it
-looks for a newer commit and, if one appeared meanwhile, writes that one's state, until none is newer. A
-crash between a commit and its checkpoint leaves a stale ``index.json`` that the next writer repairs.
+`publish_checkpoint` rewrites from the newest state after every commit, convergently: after writing it, it
+looks for a newer commit and, if one appeared meanwhile, writes that state, until none is newer. A crash
+between a commit and its checkpoint leaves a stale ``index.json`` that the next writer repairs.
 
 An append that loses the race re-reads the newest state, puts its shards on top of it and tries N+1 (so
-concurrent appends all land); an overwrite that loses fails with `ConcurrentCommitError`. A dataset without
-a log (written by MosaicML Streaming or an older version) is version 0: its ``index.json`` and metadata.
+concurrent appends all land); an overwrite that loses fails with `ConcurrentCommitError`. A commit file that
+is still empty or not JSON `TORN_COMMIT_WAIT` seconds after it was last modified was left by a writer killed
+while creating it (only a store without an atomic create-with-body can leave one): it is void, a version
+number that changed nothing, and never blocks later writers. A dataset without a log (written by MosaicML
+Streaming or an older version) is version 0: its ``index.json`` and metadata. Logs written before checkpoints
+existed (every commit holding the whole state) are read as they are.
 
 The log folder also holds an empty ``index.json`` (`LOG_MARKER`), written with the first commit: tools that
 walk a dataset root treating every folder as a dataset of its own, as upstream's layout lets them (its tests,
@@ -24,17 +36,21 @@ dataset rather than as a broken one.
 
 from __future__ import annotations
 
+import gzip
 import json
+import logging
 import posixpath
 import random
 import re
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from streaming.format.index import INDEX_BASENAME, METADATA_BASENAME, dumps_index, parse_index, shard_files
 from streaming.storage.dataset_root import DatasetRoot
+
+logger = logging.getLogger(__name__)
 
 LOG_FOLDER = "_mds_log"
 #: The empty index inside the log folder (see the module docstring).
@@ -43,26 +59,48 @@ LOG_MARKER = f"{LOG_FOLDER}/{INDEX_BASENAME}"
 APPEND = "append"
 OVERWRITE = "overwrite"
 OPERATIONS = (APPEND, OVERWRITE)
+#: The format of the commit files and checkpoints this version writes (earlier commits held the whole state).
+LOG_FORMAT = 2
+#: A checkpoint of the state is written after every commit whose version is a multiple of this (Delta's default).
+CHECKPOINT_INTERVAL = 10
+#: How many run records the state's metadata (``mds_conversion.json``) keeps; every commit file keeps its own.
+RUNS_KEPT = 100
 #: How often an append re-reads and retries after losing the race for a version number.
 MAX_COMMIT_ATTEMPTS = 64
-#: How long a reader waits for a commit file that is still being written (where the store claims a name
-#: before its bytes arrive: ``O_EXCL`` on a FUSE mount without ``link()``).
-TORN_COMMIT_WAIT = 5.0
+#: How long after its last modification a commit file that is empty or not JSON is taken as left by a killed
+#: writer (void). Only a store without an atomic create-with-body (``O_EXCL`` on a filesystem without ``link``)
+#: can show such a file at all.
+TORN_COMMIT_WAIT = 10.0
 _COMMIT_NAME = re.compile(r"^(\d{20})\.json$")
+_CHECKPOINT_NAME = re.compile(r"^(\d{20})\.checkpoint\.json\.gz$")
 
 
 class ConcurrentCommitError(RuntimeError):
     """Another writer committed to the dataset first, and this operation cannot be put on top of it."""
 
 
+class LogDamagedError(RuntimeError):
+    """The commit log misses a commit the state needs (removed by hand, or by a vacuum that did not know it)."""
+
+
 @dataclass(frozen=True)
 class Snapshot:
-    """A dataset's committed state: its version (0 without a log), shard entries and conversion metadata."""
+    """A dataset's committed state.
+
+    Attributes:
+        version: the newest commit (0 without a log).
+        shards: the index entries of the dataset's shards.
+        metadata: the conversion metadata (``mds_conversion.json``: ``latest`` and ``runs``), or None.
+        logged: whether the state comes from a commit log.
+        source_versions: what the commits recorded they brought the dataset up to, by source (for example
+            ``{"main.default.events": 42}`` after an incremental run converted version 42 of that table).
+    """
 
     version: int
     shards: list[dict[str, Any]] = field(default_factory=list)
     metadata: dict[str, Any] | None = None
     logged: bool = False
+    source_versions: dict[str, int] = field(default_factory=dict)
 
     @property
     def is_empty(self) -> bool:
@@ -75,20 +113,25 @@ def commit_path(version: int) -> str:
     return f"{LOG_FOLDER}/{version:020d}.json"
 
 
+def checkpoint_path(version: int) -> str:
+    """The root-relative path of the checkpoint of the state at ``version``."""
+    return f"{LOG_FOLDER}/{version:020d}.checkpoint.json.gz"
+
+
 def commit_versions(destination: DatasetRoot) -> list[int]:
     """The versions of every commit file, ascending."""
-    names = (posixpath.basename(path) for path in destination.list_relative(LOG_FOLDER))
-    return sorted(int(match.group(1)) for name in names if (match := _COMMIT_NAME.match(name)))
+    return _log_listing(destination)[0]
 
 
 def read_snapshot(destination: DatasetRoot) -> Snapshot:
     """The newest committed state; for a dataset without a log, its ``index.json`` (version 0)."""
-    versions = commit_versions(destination)
-    if versions:
-        return _read_commit(destination, versions[-1])
-    text = destination.read_text(INDEX_BASENAME)
-    shards = [] if text is None else parse_index(text, destination.child(INDEX_BASENAME))
-    return Snapshot(0, shards, _legacy_metadata(destination), logged=False) if text is not None else Snapshot(0)
+    commits, checkpoints = _log_listing(destination)
+    if not commits and not checkpoints:
+        text = destination.read_text(INDEX_BASENAME)
+        if text is None:
+            return Snapshot(0)
+        return Snapshot(0, parse_index(text, destination.child(INDEX_BASENAME)), _legacy_metadata(destination))
+    return _state_at(destination, commits, checkpoints)[0]
 
 
 def commit(
@@ -99,32 +142,38 @@ def commit(
     base: Snapshot,
     record: dict[str, Any] | None = None,
     check: Callable[[Snapshot], None] | None = None,
+    source_versions: Mapping[str, int] | None = None,
 ) -> Snapshot:
     """Commit ``added`` shards on top of ``base`` (the state the writer read before it wrote them).
 
     ``append`` keeps the state's shards and adds these; ``overwrite`` replaces them. ``record`` (this run's
-    conversion record) becomes the metadata's ``latest`` and is appended to its ``runs`` (an overwrite
-    starts them afresh). When an append finds a newer commit than ``base`` it calls ``check`` on that state
-    (e.g. to refuse other columns) and retries on top of it; an overwrite raises `ConcurrentCommitError`.
-    Returns the committed state; `publish_checkpoint` then makes it visible to readers.
+    conversion record) becomes the metadata's ``latest`` and joins its ``runs`` (an overwrite starts them
+    afresh). ``source_versions`` are recorded in the state (an overwrite drops the earlier ones). When an
+    append finds a newer commit than ``base`` it calls ``check`` on that state (e.g. to refuse other columns,
+    or a source version another writer moved) and retries on top of it; an overwrite raises
+    `ConcurrentCommitError`. Returns the committed state; `publish_checkpoint` then makes it visible to readers.
     """
     if operation not in OPERATIONS:
         raise ValueError(f"operation must be one of {OPERATIONS}, got {operation!r}.")
+    stamped = None if record is None else {**record, "committed_at": _utc_now()}
     for attempt in range(MAX_COMMIT_ATTEMPTS):
-        state = _next_state(base, operation, added, record)
         body = {
-            "version": state.version,
+            "log_format": LOG_FORMAT,
+            "version": base.version + 1,
             "operation": operation,
             "base_version": base.version,
-            "added": _file_names(added),
-            "removed": _file_names(base.shards) if operation == OVERWRITE else [],
-            "shards": state.shards,
-            "metadata": state.metadata,
+            "add": added,
+            "remove": _file_names(base.shards) if operation == OVERWRITE else [],
+            "record": stamped,
+            "source_versions": dict(source_versions or {}),
             "committed_at": time.time(),
         }
+        state = _apply(base, body)
         if destination.create_text(commit_path(state.version), json.dumps(body, sort_keys=True)):
             if state.version == 1:
                 destination.write_text(LOG_MARKER, dumps_index([]))
+            if state.version % CHECKPOINT_INTERVAL == 0:
+                write_log_checkpoint(destination, state)
             return state
         newer = read_snapshot(destination)
         if operation == OVERWRITE:
@@ -143,6 +192,19 @@ def commit(
     )
 
 
+def write_log_checkpoint(destination: DatasetRoot, state: Snapshot) -> None:
+    """Write the checkpoint of ``state`` (any writer may, and it may be written twice: same content)."""
+    body = {
+        "log_format": LOG_FORMAT,
+        "version": state.version,
+        "shards": state.shards,
+        "metadata": state.metadata,
+        "source_versions": state.source_versions,
+    }
+    data = gzip.compress(json.dumps(body, sort_keys=True).encode("utf-8"), compresslevel=6, mtime=0)
+    destination.write_bytes(checkpoint_path(state.version), data)
+
+
 def publish_checkpoint(destination: DatasetRoot, state: Snapshot) -> Snapshot:
     """Write ``state`` as ``index.json`` (and ``mds_conversion.json``), then converge on the newest commit.
 
@@ -157,19 +219,29 @@ def publish_checkpoint(destination: DatasetRoot, state: Snapshot) -> Snapshot:
         newest = commit_versions(destination)
         if not newest or newest[-1] <= state.version:
             return state
-        state = _read_commit(destination, newest[-1])
+        state = read_snapshot(destination)
 
 
 def referenced_files(destination: DatasetRoot, since: float) -> set[str]:
-    """Root-relative paths vacuum must keep: every commit file, the files the newest commit names, and
-    those of commits made after ``since`` (POSIX seconds; Delta keeps the versions inside the retention)."""
-    versions = commit_versions(destination)
-    keep = {commit_path(version) for version in versions}
-    for version in reversed(versions):
-        body = _read_body(destination, version)
-        keep |= set(_file_names(body["shards"]))
+    """Root-relative paths vacuum must keep: the log files a reader needs (the newest checkpoint and every
+    commit after it), the files of the newest state, and the files that commits made after ``since`` (POSIX
+    seconds) removed, so a reader of an older ``index.json`` inside the retention still finds them (Delta keeps
+    the versions inside the retention). Older log files are left to vacuum's age check."""
+    commits, checkpoints = _log_listing(destination)
+    state, base, bodies = _state_at(destination, commits, checkpoints)
+    keep = {commit_path(version) for version in commits if version > base}
+    if base in checkpoints:
+        keep.add(checkpoint_path(base))
+    elif base in commits:
+        keep.add(commit_path(base))  # a commit that holds the whole state (an older log's format)
+    keep |= set(_file_names(state.shards))
+    for version in reversed(commits):
+        body = bodies.get(version) or _read_body(destination, version)
+        if body is None:
+            continue
         if float(body.get("committed_at", 0)) < since:
             break
+        keep |= set(body.get("remove") or ()) | set(_file_names(body.get("shards") or []))
     return keep
 
 
@@ -185,40 +257,117 @@ def removed_files(before: Snapshot, after: Snapshot) -> list[str]:
     return doomed + sorted(f"{folder}/{INDEX_BASENAME}" for folder in folders - kept_folders)
 
 
-def _next_state(base: Snapshot, operation: str, added: list[dict[str, Any]], record: dict[str, Any] | None) -> Snapshot:
-    shards = (base.shards if operation == APPEND else []) + added
-    metadata = base.metadata if operation == APPEND else None
+# -- reading the log ---------------------------------------------------------------------------------------
+def _log_listing(destination: DatasetRoot) -> tuple[list[int], list[int]]:
+    """The versions of the commit files and of the checkpoints, each ascending."""
+    commits, checkpoints = [], []
+    for path in destination.list_relative(LOG_FOLDER):
+        name = posixpath.basename(path)
+        if match := _COMMIT_NAME.match(name):
+            commits.append(int(match.group(1)))
+        elif match := _CHECKPOINT_NAME.match(name):
+            checkpoints.append(int(match.group(1)))
+    return sorted(commits), sorted(checkpoints)
+
+
+def _state_at(
+    destination: DatasetRoot, commits: list[int], checkpoints: list[int]
+) -> tuple[Snapshot, int, dict[int, dict[str, Any] | None]]:
+    """The newest state, the version it was built from (a checkpoint, a whole-state commit, or 0), and the
+    bodies of the commits read after it (None for a void one)."""
+    newest = max(commits[-1] if commits else 0, checkpoints[-1] if checkpoints else 0)
+    state: Snapshot | None = None
+    for version in reversed(checkpoints):
+        state = _read_checkpoint(destination, version)
+        if state is not None:
+            break
+    start = state.version if state is not None else 0
+    bodies: dict[int, dict[str, Any] | None] = {}
+    for version in reversed([v for v in commits if v > start]):
+        body = _read_body(destination, version)
+        bodies[version] = body
+        if body is not None and "shards" in body:  # an older log's commit holds the whole state
+            state, start = _whole_state(body, version), version
+            break
+    base = start
+    present = set(commits)
+    current = state if state is not None else Snapshot(0, logged=True)
+    for version in range(start + 1, newest + 1):
+        if version not in present:
+            raise LogDamagedError(
+                f"The commit log of {destination.url} has no commit {commit_path(version)} although later "
+                f"commits exist; the dataset's state cannot be rebuilt past version {version - 1}. Restore the "
+                f"file, or write the dataset again (mode='overwrite')."
+            )
+        body = bodies[version] if version in bodies else _read_body(destination, version)
+        current = _apply(current, body) if body is not None else _void(current, version)
+    return current, base, bodies
+
+
+def _apply(state: Snapshot, body: dict[str, Any]) -> Snapshot:
+    """The state after one commit (of this format or an older one)."""
+    if "shards" in body:
+        return _whole_state(body, int(body["version"]))
+    operation = body["operation"]
+    shards = (state.shards if operation == APPEND else []) + list(body.get("add") or [])
+    metadata = state.metadata if operation == APPEND else None
+    record = body.get("record")
     if record is not None:
         runs = list((metadata or {}).get("runs", [])) if operation == APPEND else []
-        stamped = {**record, "committed_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
-        metadata = {"runs": [*runs, stamped], "latest": stamped}
-    return Snapshot(base.version + 1, shards, metadata, logged=True)
+        metadata = {"runs": [*runs, record][-RUNS_KEPT:], "latest": record}
+    sources = dict(state.source_versions) if operation == APPEND else {}
+    sources.update({str(name): int(version) for name, version in (body.get("source_versions") or {}).items()})
+    return Snapshot(int(body["version"]), shards, metadata, logged=True, source_versions=sources)
+
+
+def _whole_state(body: dict[str, Any], version: int) -> Snapshot:
+    sources = {str(name): int(v) for name, v in (body.get("source_versions") or {}).items()}
+    return Snapshot(version, list(body["shards"]), body.get("metadata"), logged=True, source_versions=sources)
+
+
+def _void(state: Snapshot, version: int) -> Snapshot:
+    return Snapshot(version, state.shards, state.metadata, logged=True, source_versions=state.source_versions)
+
+
+def _read_checkpoint(destination: DatasetRoot, version: int) -> Snapshot | None:
+    try:
+        body = json.loads(gzip.decompress(destination.read_bytes(checkpoint_path(version))))
+    except (OSError, EOFError, ValueError):  # gone meanwhile (vacuumed), or unreadable: an older one serves
+        return None
+    return _whole_state(body, version)
+
+
+def _read_body(destination: DatasetRoot, version: int) -> dict[str, Any] | None:
+    """The body of commit ``version``, or None when it is void (left empty or cut short by a killed writer)."""
+    relative = commit_path(version)
+    while True:
+        text = destination.read_text(relative)
+        try:
+            body = json.loads(text or "")
+        except json.JSONDecodeError:
+            body = None
+        if isinstance(body, dict):
+            return body
+        modified = destination.storage.modified(destination.child(relative))
+        age = time.time() - (modified if modified is not None else 0)
+        if age > TORN_COMMIT_WAIT:
+            logger.warning(
+                "Commit file %s is empty or not a commit %.0f s after it was last written: a writer was killed "
+                "while creating it. It is void: version %d changed nothing.",
+                destination.child(relative),
+                age,
+                version,
+            )
+            return None
+        time.sleep(min(0.05, max(0.0, TORN_COMMIT_WAIT - age)) or 0.01)
 
 
 def _file_names(shards: list[dict[str, Any]]) -> list[str]:
     return [info["basename"] for entry in shards for _, info in shard_files(entry)]
 
 
-def _read_commit(destination: DatasetRoot, version: int) -> Snapshot:
-    body = _read_body(destination, version)
-    return Snapshot(version, list(body["shards"]), body.get("metadata"), logged=True)
-
-
-def _read_body(destination: DatasetRoot, version: int) -> dict[str, Any]:
-    relative = commit_path(version)
-    deadline = time.monotonic() + TORN_COMMIT_WAIT
-    while True:
-        text = destination.read_text(relative)
-        try:
-            return json.loads(text or "")
-        except json.JSONDecodeError:
-            if time.monotonic() > deadline:
-                raise ValueError(
-                    f"Commit file {destination.child(relative)} is empty or not JSON after "
-                    f"{TORN_COMMIT_WAIT:.0f} s; a writer crashed while creating it. Remove it only if no "
-                    f"writer is running."
-                ) from None
-            time.sleep(0.05)
+def _utc_now() -> str:
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
 
 
 def _legacy_metadata(destination: DatasetRoot) -> dict[str, Any] | None:

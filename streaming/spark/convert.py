@@ -130,7 +130,9 @@ def dataframe_to_mds(
             aggregate job first; see ``streaming.convert.null_plan``), with a warning naming them; ``"error"``:
             a NULL there stops the conversion. Columns given an encoding in a ``columns`` dict are never changed.
             When appending, columns the dataset masks stay masked, and NULLs in a column it stores without a
-            mask are refused before anything is written.
+            mask are refused before anything is written. ``"nullable"``: every column the input marks nullable
+            gets a mask whether or not it holds NULLs (nothing counted), and rows appended later may add masks
+            the dataset lacks (what ``incremental_to_mds`` writes with, so no later NULL can stop it).
         join_shards: index entries of the shards of a dataset the written shards will join (as
             ``incremental_to_mds`` does with each run's folder): the columns must match theirs, as for
             ``mode="append"``, and NULL masks follow theirs.

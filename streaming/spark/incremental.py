@@ -1,51 +1,79 @@
-"""`incremental_to_mds`: append what is new in a Delta table to an MDS dataset, safely re-runnable on a schedule.
+"""`incremental_to_mds`: bring an MDS dataset up to a newer version of a Delta table, safely re-runnable on a schedule.
 
-Each run converts the rows added to the table between the version the dataset holds and the target version
-(the latest by default) into its own folder ``increments/v<version>-<run>/`` of the dataset (one per run, so
-two runs never share files), then commits those shards to the dataset's commit log
-(`streaming.format.commit_log`) with a record of the table version: one create-only write, after which
-``index.json`` is rewritten. The dataset's state is therefore the log: the newest ``increments/v<version>``
-named by a shard path is the version it holds, committed together with its rows, so a run that dies anywhere
-before the commit leaves the dataset as it was and the next run simply redoes the work (the dead run's
-folder is a leftover for `streaming.vacuum`). A run at the version the dataset already holds changes
-nothing. Every run also leaves ``increment.json`` in its folder (what it found and how); for versions that
-bring no new rows (an OPTIMIZE, a delete) it is what tells the next run there is nothing to do. Two runs for
-one dataset at once cannot both append a version: the second to commit finds the first's commit and fails.
+**What the dataset holds** (the one semantics, whatever the table's history and however the run reads it).
+A run brings the dataset from the table version it holds, ``h``, to a version ``t``: it appends the rows of
+``t`` that ``h`` did not have, ``rows(t) - rows(h)`` as multisets, and removes nothing. So the first run
+holds version ``t``'s rows; after runs at versions ``v1 < v2 < ... < vn`` the dataset holds
+``rows(v1) + (rows(v2) - rows(v1)) + ... + (rows(vn) - rows(vn-1))``. In table terms:
 
-New rows come from the table's Change Data Feed when it is enabled (inserted rows only), otherwise from the
-difference of the two table snapshots. Versions that rewrite the table (an overwrite, ``REPLACE``,
-``RESTORE``), recognised from the table history, are never read from the feed (it reports every rewritten
-row as inserted): they too go through the snapshot diff. The diff compares a SHA-256 of each row's canonical
-JSON (map entries sorted by key), as a multiset, so it works for every column type the converter accepts,
-maps included, and tells rows rewritten by OPTIMIZE from new ones. MDS datasets are append-only: rows
-deleted or updated in the table stay in the dataset as they were, and the result counts them in
-``unapplied_changes``. A dataset first written by ``dataframe_to_mds(table, out)`` continues from the table
-version that conversion recorded.
+* appended rows are appended; an updated row's new value is appended and its old value stays; a deleted row
+  stays; a MERGE is its inserts, updates and deletes; an overwrite, a ``REPLACE``/``CREATE OR REPLACE ... AS
+  SELECT``, a ``TRUNCATE``, a ``RESTORE`` or a ``CLONE`` appends exactly the rows the new content has beyond the
+  old (rewriting the same rows appends nothing);
+* maintenance (``OPTIMIZE``, ``ZORDER BY``, auto compaction, predictive optimization, ``REORG``, ``VACUUM``,
+  property and constraint changes: every commit whose actions are ``dataChange=false``) changes nothing, and a
+  window of only such commits reads no rows at all;
+* a column the table adds later is not in the dataset (its columns are fixed by its first run or by
+  ``columns``), and rows are compared on the dataset's columns only; a dataset column the table drops stops the
+  run, naming it;
+* rows are compared by their identity (`streaming.convert.row_identity`): what the dataset stores of them, so
+  at full precision (microseconds, NaN and -0.0, decimals, binary, nested values), NULL told apart from zero.
+
+``unapplied_changes`` counts the rows of ``h`` that ``t`` no longer has (``rows(h) - rows(t)``): deleted rows
+and old values of updated rows, which the append-only dataset keeps.
+
+**How a run reads the change**, cheapest first; every way gives the same rows (the generated-history oracle
+in ``tests/incremental`` checks that on real delta-rs tables):
+
+1. nothing, when no commit of the window changed data (only ``dataChange=false`` commits);
+2. the Change Data Feed (``change_data_feed=None`` or True), when the feed was enabled at every version of the
+   window (read from the history, not today's properties) and no commit of the window replaces the table or
+   changes its schema: the rows it adds (inserts, update post-images) minus the rows it takes away (deletes,
+   pre-images);
+3. the changed files: the rows of the data files the window added minus those of the files it removed
+   (``dataChange=true`` actions of the Delta log, files added and removed inside the window cancelled), so
+   the cost follows the change, not the table;
+4. both versions whole, when the changed files cannot be read one by one (deletion vectors, column mapping).
+
+**When history is gone** (``VACUUM`` removed files the change needs, the log's retention removed its commit
+files) the run stops with `IncrementalHistoryError`, naming the version and the way out: ``resync=True``
+appends the rows of version ``t`` the dataset does not already hold, compared with the dataset's own stored
+rows (it reads the whole dataset and table once; nothing is appended twice).
+
+**The commit.** Each run that finds rows converts them into its own folder ``increments/v<version>-<run>/``
+(`streaming.convert.runs`), then makes one commit to the dataset's commit log (`streaming.format.commit_log`)
+that adds those shards and records the table version (``source_versions``), even when no row was added, so
+a later run starts from there. A run that dies before the commit changes nothing and the next redoes the
+work (the dead run's folder is a leftover for ``vacuum``). Two runs from the same version cannot both commit:
+the second to commit finds the first's version recorded and fails, appending nothing. Every run writes
+with ``nulls="nullable"`` (`streaming.convert.null_plan`): every nullable column is masked from the first
+run, so a NULL arriving later is stored as such, never refused. A dataset first written by
+``dataframe_to_mds(table, out)`` continues from the table version that conversion recorded.
 """
 
 from __future__ import annotations
 
-import contextlib
 import json
 import logging
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from streaming.convert.runs import INCREMENTS, increment_folder_prefix, increment_version, new_increment_folder
-from streaming.convert.source import Source
+from streaming.convert.delta_history import HistoryUnavailableError, TableWindow
+from streaming.convert.delta_table import FilesNotReadable
+from streaming.convert.null_plan import WIDENING_POLICY, dataset_columns
+from streaming.convert.row_identity import dataset_identities, value_columns
+from streaming.convert.runs import increment_version, new_increment_folder, new_run_id
 from streaming.format import commit_log
 from streaming.format.index import read_index, rebase, stored_file
-from streaming.spark.convert import dataframe_to_mds
 from streaming.spark.executor_access import check_executor_access
-from streaming.spark.schema import resolve_columns
+from streaming.spark.table_changes import DeltaLakeChanges, SparkDeltaChanges
 from streaming.spark.table_input import (
     active_session,
-    frame_from_arrow,
+    latest_version,
     looks_like_path,
-    quote_table_name,
-    resolve,
+    spark_reads_delta,
     sql_identifier,
 )
 from streaming.storage.dataset_root import DatasetRoot
@@ -53,10 +81,28 @@ from streaming.storage.dataset_root import DatasetRoot
 logger = logging.getLogger(__name__)
 
 RECORD_BASENAME = "increment.json"
-CDF_PROPERTY = "delta.enableChangeDataFeed"
-CDF_COLUMNS = ("_change_type", "_commit_version", "_commit_timestamp")
-#: Table history operations that rewrite rows: the Change Data Feed reports every row they wrote as inserted.
-REWRITES = ("CREATE OR REPLACE TABLE", "REPLACE TABLE", "REPLACE TABLE AS SELECT", "RESTORE", "OPTIMIZE")
+#: How a run found its rows (`IncrementResult.method`).
+METHODS = (
+    "up_to_date",
+    "snapshot",
+    "no_data_change",
+    "change_data_feed",
+    "snapshot_diff",
+    "full_snapshot_diff",
+    "resync",
+)
+
+
+class IncrementalHistoryError(RuntimeError):
+    """The change between the version a dataset holds and the target can no longer be read from the table.
+
+    Attributes:
+        version: the first table version whose change is missing.
+    """
+
+    def __init__(self, message: str, version: int) -> None:
+        super().__init__(message)
+        self.version = version
 
 
 @dataclass(frozen=True)
@@ -68,12 +114,12 @@ class IncrementResult:
         table: the table name or Delta path, as given.
         previous_version: the table version the dataset held before the run (None: there was no dataset).
         version: the table version the dataset holds now.
-        method: ``"up_to_date"`` (nothing to do), ``"snapshot"`` (first run: the whole table),
-            ``"change_data_feed"`` or ``"snapshot_diff"`` (how the new rows were found).
+        method: how the new rows were found, one of `METHODS` (see the module docstring).
         samples: rows appended by this run.
         shards: shards appended by this run.
-        unapplied_changes: rows deleted or updated in the table since ``previous_version``, which an
-            append-only dataset keeps as they were.
+        unapplied_changes: rows of ``previous_version`` that ``version`` no longer has (deleted rows, old
+            values of updated rows), which the append-only dataset keeps.
+        ignored_columns: table columns the dataset does not hold (added to the table after its first run).
     """
 
     path: str
@@ -84,6 +130,7 @@ class IncrementResult:
     samples: int
     shards: int
     unapplied_changes: int
+    ignored_columns: list[str] = field(default_factory=list)
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -103,96 +150,150 @@ def incremental_to_mds(
     progress: bool = True,
     executor_env: Mapping[str, str] | None = None,
     nulls: str = "mask",
+    resync: bool = False,
 ) -> IncrementResult:
-    """Append the rows added to the Delta table ``table`` since the dataset at ``out`` was last updated.
+    """Bring the dataset at ``out`` up to version ``version`` (the latest by default) of the Delta table ``table``.
+
+    Appends the rows the new version has that the version the dataset holds did not (the module docstring
+    states it for every kind of history).
 
     Args:
         table: a Delta table name (``catalog.schema.table``) or a Delta table path.
         out: the dataset root (as for ``dataframe_to_mds``); created by the first run.
         version: the table version to bring the dataset up to (default: the latest).
-        spark: the SparkSession to read the table with (default: the active one).
-        columns, compression, hashes, size_limit, progress, executor_env, nulls: as for ``dataframe_to_mds``;
-            ``columns`` must give the dataset's columns on every run. With default columns, a column holding
-            NULLs gets a NULL mask on the run that creates the dataset and keeps it on every later run; NULLs
-            that first appear in a later version in a column stored without a mask are refused, naming it
-            (see ``streaming.convert.null_plan``).
-        change_data_feed: True to require the table's Change Data Feed, False to always diff snapshots,
-            None to use the feed when the table has ``delta.enableChangeDataFeed`` set.
+        spark: the SparkSession to read the table with (default: the active one). A Delta path is read with
+            delta-rs where Spark has no Delta support or no session runs; its rows are then written on the
+            driver, without a Spark job.
+        columns, compression, hashes, size_limit, progress, executor_env: as for ``dataframe_to_mds``.
+            ``columns`` fixes the dataset's columns on its first run; later runs keep them when it is None.
+        nulls: ``"mask"`` (default): every nullable column gets a NULL mask from the first run, so later NULLs
+            are stored as they come (``nulls="nullable"`` of ``dataframe_to_mds``); ``"error"``: a NULL stops
+            the run, naming the column.
+        change_data_feed: True to require the table's Change Data Feed, False never to read it, None to read it
+            whenever it was enabled at every version of the window.
+        resync: instead of reading the change since the version the dataset holds (when the table's history no
+            longer has it), append the rows of the target version the dataset does not already hold, compared
+            with the dataset's own rows.
 
     Returns:
         An :class:`IncrementResult`.
     """
     if not isinstance(table, str) or not table:
         raise TypeError(f"`table` must be a Delta table name or path, got {table!r}.")
-    session = active_session(spark)
+    if nulls not in ("mask", "error"):
+        raise ValueError(f"nulls must be 'mask' or 'error', got {nulls!r}.")
     destination = DatasetRoot(out)
-    check_executor_access(destination.url, executor_env, session)
+    session = _reading_session(spark, table)
+    if session is not None:
+        check_executor_access(destination.url, executor_env, session)  # Spark's tasks will write the shards
+    source = open_table(session, table, version)
     base = commit_log.read_snapshot(destination)
-    existing = base.shards
     held = held_version(destination, table, base)
-    current, source = resolve(table, session, version)
-    if source.version is None:
-        raise ValueError(
-            f"{table!r} is not a Delta table, so it has no versions to convert incrementally. "
-            f"Choices: a Delta table, or dataframe_to_mds({table!r}, out, mode='overwrite') to "
-            f"convert it whole."
-        )
     target = source.version
     if held is not None and target < held:
         raise ValueError(
             f"The dataset at {destination.url} already holds version {held} of {table!r}; "
             f"version {target} is older. Choices: version >= {held}, or another `out`."
         )
-    if held == target or (held is not None and _empty_increment_recorded(destination, held, target)):
+    if held == target and not resync:
         logger.info("incremental_to_mds: %s already holds version %d of %s", destination.url, target, table)
         return IncrementResult(destination.url, table, held, target, "up_to_date", 0, 0, 0)
+    if resync and held is None:
+        raise ValueError(f"resync=True needs an existing dataset at {destination.url}; the first run converts it.")
 
-    resolve_columns(current.schema, columns)  # bad `columns` fail before any job
-    rows, method, unapplied = _new_rows(session, table, source, current, held, change_data_feed)
-    folder = new_increment_folder(target)
-    staged = dataframe_to_mds(
-        rows,
-        destination.child(folder),
-        columns=columns,
-        compression=compression,
-        hashes=hashes,
-        size_limit=size_limit,
-        mode="overwrite",
-        spark=session,
-        progress=progress,
-        executor_env=executor_env,
-        nulls=nulls,
-        join_shards=existing,
+    existing = base.shards
+    names, ignored, encodings = _dataset_columns(source, existing, columns, table)
+    if held is None:
+        rows, method, unapplied = source.snapshot(), "snapshot", 0
+    else:
+        if resync:
+            rows = source.subtract(dataset_identities(destination, existing, encodings), names, encodings)
+            method, unapplied = "resync", 0
+        else:
+            rows, unapplied, method = _change(source, table, held, names, encodings, change_data_feed)
+    folder, staged_samples, staged_shards, run = None, 0, 0, new_run_id()
+    if rows is not None:
+        folder = new_increment_folder(target)
+        staged = source.write(
+            rows,
+            destination.child(folder),
+            columns=columns if columns is not None or held is None else names,
+            compression=compression,
+            hashes=hashes,
+            size_limit=size_limit,
+            mode="overwrite",
+            progress=progress,
+            executor_env=executor_env,
+            nulls=WIDENING_POLICY if nulls == "mask" else nulls,
+            join_shards=existing,
+        )
+        staged_samples, staged_shards, run = staged.samples, staged.shards, staged.run
+    result = IncrementResult(
+        destination.url, table, held, target, method, staged_samples, staged_shards, unapplied, ignored
     )
-    result = IncrementResult(destination.url, table, held, target, method, staged.samples, staged.shards, unapplied)
-    destination.write_text(
-        f"{folder}/{RECORD_BASENAME}",
-        json.dumps(
-            {**result.to_json(), "run": staged.run, "written_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())},
-            indent=2,
-            sort_keys=True,
-        ),
-    )
-    if staged.shards:
-        _publish(destination, table, held, folder, base)
+    record = {
+        **result.to_json(),
+        "run": run,
+        "source": {"kind": "delta", "name": table, "version": target, "reader": source.reader},
+        "written_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+    }
+    if folder is not None:
+        destination.write_text(f"{folder}/{RECORD_BASENAME}", json.dumps(record, indent=2, sort_keys=True))
+    _publish(destination, table, held, target, folder if staged_shards else None, base, record)
     if unapplied:
         logger.warning(
-            "incremental_to_mds: %d rows of %s were deleted or updated after version %s; the MDS "
-            "dataset is append-only and keeps them as they were.",
+            "incremental_to_mds: %d rows of version %s of %s are no longer in version %d (deleted, or old values "
+            "of updated rows); the MDS dataset is append-only and keeps them.",
             unapplied,
-            table,
             held,
+            table,
+            target,
         )
+    if ignored:
+        logger.warning("incremental_to_mds: %s has columns the dataset does not hold: %s", table, ignored)
     logger.info(
         "incremental_to_mds: %s %s -> %d: %d rows in %d shards (%s)",
         table,
         held,
         target,
-        staged.samples,
-        staged.shards,
+        staged_samples,
+        staged_shards,
         method,
     )
     return result
+
+
+def _reading_session(spark: Any, table: str) -> Any:
+    """The SparkSession that reads ``table``, or None when delta-rs reads it (a Delta path where Spark has no
+    Delta support or no session runs), decided without reading a row."""
+    session = spark if spark is not None else _running_session()
+    if looks_like_path(table) and (session is None or not spark_reads_delta(session, table)):
+        return None
+    return active_session(session)  # a table name needs Spark: this names the missing session
+
+
+def open_table(session: Any, table: str, version: int | None) -> DeltaLakeChanges | SparkDeltaChanges:
+    """The reader of ``table`` pinned to ``version`` (the latest when None), without reading any row: Spark's
+    Delta reader with ``session``, delta-rs without one (see `_reading_session`)."""
+    if session is None:
+        return DeltaLakeChanges(table, version)
+    latest = latest_version(session, sql_identifier(table))
+    if latest is None:
+        raise ValueError(
+            f"{table!r} is not a Delta table, so it has no versions to convert incrementally. "
+            f"Choices: a Delta table, or dataframe_to_mds({table!r}, out, mode='overwrite') to "
+            f"convert it whole."
+        )
+    return SparkDeltaChanges(session, table, latest if version is None else version)
+
+
+def _running_session() -> Any:
+    """The active SparkSession, or None when there is none (or pyspark is not installed)."""
+    try:
+        from pyspark.sql import SparkSession
+    except ImportError:
+        return None
+    return SparkSession.getActiveSession()
 
 
 def held_version(destination: DatasetRoot, table: str, state: commit_log.Snapshot) -> int | None:
@@ -200,8 +301,17 @@ def held_version(destination: DatasetRoot, table: str, state: commit_log.Snapsho
 
     Raises ValueError when the dataset has shards but no record of coming from ``table``.
     """
+    if table in state.source_versions:
+        return state.source_versions[table]
+    if state.source_versions:
+        raise ValueError(
+            f"{destination.url} holds versions of {sorted(state.source_versions)}, not of {table!r}: one dataset "
+            f"follows one table. Choices: the table it follows, or another `out`."
+        )
     shards = state.shards
-    versions = [found for found in map(_increment_version, shards) if found is not None]
+    # Datasets written before the state recorded source versions: the newest increment folder a shard lies in.
+    found = (increment_version(stored_file(shard)["basename"]) for shard in shards)
+    versions = [version for version in found if version is not None]
     if versions:
         return max(versions)
     if not shards:
@@ -218,14 +328,6 @@ def held_version(destination: DatasetRoot, table: str, state: commit_log.Snapsho
     return converted
 
 
-def _shard_basename(shard: dict[str, Any]) -> str:
-    return stored_file(shard)["basename"]
-
-
-def _increment_version(shard: dict[str, Any]) -> int | None:
-    return increment_version(_shard_basename(shard))
-
-
 def _converted_version(table: str, state: commit_log.Snapshot) -> int | None:
     """The table version recorded by the ``dataframe_to_mds`` run the state holds, if it converted ``table``.
 
@@ -240,206 +342,178 @@ def _converted_version(table: str, state: commit_log.Snapshot) -> int | None:
         if source.get("name") != table or source.get("version") is None:
             continue
         prefix = f"{run.get('run')}/"
-        if state.logged or any(_shard_basename(shard).startswith(prefix) for shard in state.shards):
+        if state.logged or any(stored_file(shard)["basename"].startswith(prefix) for shard in state.shards):
             return int(source["version"])
     return None
 
 
-def _empty_increment_recorded(destination: DatasetRoot, held: int, target: int) -> bool:
-    """Whether an earlier run found no new rows between ``held`` and ``target`` (and so published nothing)."""
-    prefix = increment_folder_prefix(target)
-    for relative in destination.list_relative(INCREMENTS):
-        folder, _, name = relative.rpartition("/")
-        if name != RECORD_BASENAME or not (folder == prefix or folder.startswith(f"{prefix}-")):
-            continue
-        with contextlib.suppress(ValueError):  # a record being written, or left torn by a crash
-            record = json.loads(destination.read_text(relative) or "")
-            if record.get("previous_version") == held and record.get("samples") == 0:
-                return True
-    return False
-
-
-def _new_rows(
-    session: Any, table: str, source: Source, current: Any, held: int | None, change_data_feed: bool | None
-) -> tuple[Any, str, int]:
-    """The rows to append, how they were found, and how many table changes they cannot reflect."""
-    if held is None:
-        return current, "snapshot", 0
-    rewrites = _rewrites(session, table, source, held)
-    if rewrites and change_data_feed:
+def _dataset_columns(
+    source: DeltaLakeChanges | SparkDeltaChanges,
+    existing: list[dict[str, Any]],
+    columns: Mapping[str, str] | Sequence[str] | None,
+    table: str,
+) -> tuple[list[str], list[str], dict[str, str]]:
+    """The value columns the dataset holds (or its first run will), the table's columns it does not hold, and
+    the encodings rows are identified by (the dataset's own once it has shards)."""
+    present = source.column_names()
+    dataset = dataset_columns(existing)
+    if dataset is None or columns is not None:
+        plan = source.plan(columns)  # bad `columns` fail here, before any read
+        chosen = list(plan)
+    else:
+        chosen = list(value_columns(dataset))
+    gone = [name for name in chosen if name not in present]
+    if gone:
         raise ValueError(
-            f"change_data_feed=True but versions {held + 1}..{source.version} of {table!r} rewrite the table "
-            f"({', '.join(rewrites)}), and the feed reports every row they wrote as inserted. Choices: "
-            f"change_data_feed=None to compare snapshots for such versions."
+            f"Version {source.version} of {table!r} no longer has the dataset's column(s) {gone}, so its rows "
+            f"cannot be stored in the dataset's shards. Choices: add the column(s) back, or convert the table "
+            f"again into a new dataset (dataframe_to_mds({table!r}, out, mode='overwrite'))."
         )
-    if change_data_feed is not False and not rewrites:
-        enabled = _cdf_enabled(session, table, source, held)
-        if enabled:
-            try:
-                inserts, unapplied = _change_feed(session, table, source, held)
-                return inserts, "change_data_feed", unapplied
-            except Exception as err:
-                if change_data_feed:
-                    raise
-                logger.warning(
-                    "incremental_to_mds: the Change Data Feed of %s cannot be read for versions "
-                    "%d..%d (%s); comparing snapshots instead.",
-                    table,
-                    held + 1,
-                    source.version,
-                    err,
-                )
-        elif change_data_feed:
-            raise ValueError(
-                f"change_data_feed=True but {table!r} does not have {CDF_PROPERTY} = true at "
-                f"versions {held} and {source.version}. Choices: enable it (ALTER TABLE ... SET "
-                f"TBLPROPERTIES ({CDF_PROPERTY} = true)), or change_data_feed=None to compare "
-                f"snapshots."
+    encodings = value_columns(dataset) if dataset is not None else source.plan(chosen)
+    return chosen, [name for name in present if name not in chosen], encodings
+
+
+def _change(
+    source: DeltaLakeChanges | SparkDeltaChanges,
+    table: str,
+    held: int,
+    names: list[str],
+    encodings: Mapping[str, str],
+    change_data_feed: bool | None,
+) -> tuple[Any, int, str]:
+    """The rows to append for versions ``held + 1 ..`` the target (None when there are none), the count of
+    rows the target no longer has, and how they were found (see the module docstring)."""
+    window: TableWindow | None = None
+    missing: HistoryUnavailableError | None = None
+    try:
+        window = source.window(held)
+    except HistoryUnavailableError as err:
+        missing = err
+    if window is not None and not window.changes_data:
+        return None, 0, "no_data_change"
+    usable, why_not = _feed_usable(window, missing)
+    if change_data_feed and not usable:
+        raise ValueError(
+            f"change_data_feed=True but the Change Data Feed of {table!r} cannot give versions {held + 1}.."
+            f"{source.version}: {why_not}. Choices: change_data_feed=None to read those versions' changed files."
+        )
+    if usable and change_data_feed is not False:
+        try:
+            return (*source.net(*source.feed(held, names), encodings), "change_data_feed")
+        except Exception as err:
+            if change_data_feed:
+                raise _history_error(table, held, source.version, err, held + 1) from err
+            logger.warning(
+                "incremental_to_mds: the Change Data Feed of %s cannot be read for versions %d..%d (%s); "
+                "reading the changed files instead.",
+                table,
+                held + 1,
+                source.version,
+                str(err).splitlines()[0] if str(err) else type(err).__name__,
             )
-    previous, _ = resolve(table, session, held)
-    added, unapplied = snapshot_diff(previous, current)
-    return added, "snapshot_diff", unapplied
+    if window is not None:
+        try:
+            return (*source.net(*source.files(window, names), encodings), "snapshot_diff")
+        except FilesNotReadable as err:
+            logger.info("incremental_to_mds: reading both versions of %s whole: %s", table, err)
+        except HistoryUnavailableError as err:
+            missing = err
+        except Exception as err:
+            if not _names_missing_history(err):
+                raise
+            missing = HistoryUnavailableError(str(err).splitlines()[0], held + 1)
+    try:
+        return (*source.net(*source.full(held, names), encodings), "full_snapshot_diff")
+    except Exception as err:
+        if not isinstance(err, HistoryUnavailableError) and not _names_missing_history(err):
+            raise
+        cause = missing or err
+        version = getattr(cause, "version", held + 1)
+        raise _history_error(table, held, source.version, cause, version) from err
 
 
-def snapshot_diff(previous: Any, current: Any) -> tuple[Any, int]:
-    """Rows of ``current`` not in ``previous`` (as multisets), and how many of ``previous`` are gone.
-
-    Rows are compared by a SHA-256 of their canonical JSON (`row_digest`), which Spark can compare for
-    every type (``exceptAll`` cannot compare maps); each row is numbered within its digest, so two equal
-    rows in ``current`` against one in ``previous`` still leave one to append.
-    """
-    from pyspark.sql import Window
-    from pyspark.sql import functions as F
-
-    def numbered(frame: Any) -> Any:
-        digest = row_digest(frame)
-        within = Window.partitionBy("_mds_digest").orderBy(F.lit(1))
-        return frame.withColumn("_mds_digest", digest).withColumn("_mds_copy", F.row_number().over(within))
-
-    keys = ["_mds_digest", "_mds_copy"]
-    new, old = numbered(current), numbered(previous).select(*keys)
-    unapplied = old.join(new.select(*keys), keys, "left_anti").count()
-    return new.join(old, keys, "left_anti").drop(*keys), unapplied
+def _feed_usable(window: TableWindow | None, missing: HistoryUnavailableError | None) -> tuple[bool, str]:
+    """Whether the Change Data Feed gives the window's change, and if not, why."""
+    if window is None:
+        return False, f"the table's history is incomplete ({missing})"
+    if not window.feed_enabled_throughout():
+        return False, "delta.enableChangeDataFeed was not true at every one of those versions"
+    replaced = window.replacements()
+    if replaced:
+        return False, f"{', '.join(replaced)} replaced the table"
+    changed = window.schema_changes()
+    if changed:
+        return False, f"{', '.join(changed)} changed the table's schema"
+    return True, ""
 
 
-def row_digest(frame: Any) -> Any:
-    """A column: SHA-256 of the row's JSON with every top-level map's entries sorted by key."""
-    from pyspark.sql import functions as F
-    from pyspark.sql.types import MapType
-
-    parts = []
-    for field in frame.schema.fields:
-        column = F.col(f"`{field.name}`")
-        if isinstance(field.dataType, MapType):
-            column = F.array_sort(F.map_entries(column), lambda a, b: _key_order(a, b))
-        parts.append(column.alias(field.name))
-    return F.sha2(F.to_json(F.struct(*parts)), 256)
-
-
-def _key_order(left: Any, right: Any) -> Any:
-    from pyspark.sql import functions as F
-
-    return F.when(left["key"] < right["key"], -1).when(left["key"] > right["key"], 1).otherwise(0)
-
-
-def _rewrites(session: Any, table: str, source: Source, held: int) -> list[str]:
-    """History operations of versions ``held + 1 .. source.version`` that rewrite the table's rows."""
-    if source.reader == "deltalake":
-        from deltalake import DeltaTable
-
-        entries = [
-            (entry.get("version"), entry.get("operation"), entry.get("operationParameters") or {})
-            for entry in DeltaTable(table).history()
-        ]
-    else:
-        rows = session.sql(f"DESCRIBE HISTORY {sql_identifier(table)}").collect()
-        entries = [(row["version"], row["operation"], row["operationParameters"] or {}) for row in rows]
-    found = []
-    for version, operation, parameters in entries:
-        if version is None or source.version is None or not held < int(version) <= source.version:
-            continue
-        mode = str(parameters.get("mode", "")).strip('"').lower()
-        if str(operation).upper() in REWRITES or mode == "overwrite":
-            found.append(f"version {version}: {operation}" + (" (overwrite)" if mode == "overwrite" else ""))
-    return sorted(found)
-
-
-def _is_true(value: Any) -> bool:
-    return str(value).strip().lower() == "true"
-
-
-def _cdf_enabled(session: Any, table: str, source: Source, held: int) -> bool:
-    """Whether the table records its Change Data Feed (at ``held`` and now, for delta-rs; now, for Spark)."""
-    if source.reader == "deltalake":
-        from deltalake import DeltaTable
-
-        return all(
-            _is_true(DeltaTable(table, version=v).metadata().configuration.get(CDF_PROPERTY))
-            for v in (held, source.version)
-        )
-    rows = session.sql(f"SHOW TBLPROPERTIES {sql_identifier(table)}").collect()
-    return any(row["key"] == CDF_PROPERTY and _is_true(row["value"]) for row in rows)
-
-
-def _change_feed(session: Any, table: str, source: Source, held: int) -> tuple[Any, int]:
-    """Rows inserted in versions ``held + 1 .. source.version``, and the count of deletes and updates."""
-    if source.reader == "deltalake":
-        return _change_feed_deltalake(session, table, source, held)
-    reader = (
-        session.read.format("delta")
-        .option("readChangeFeed", "true")
-        .option("startingVersion", held + 1)
-        .option("endingVersion", source.version)
+def _names_missing_history(err: BaseException) -> bool:
+    """Whether a reader's error says files or versions of the table are gone (Spark's and delta-rs's words)."""
+    text = str(err)
+    markers = (
+        "FileNotFound",
+        "not found",
+        "No such file",
+        "DELTA_FILE_NOT_FOUND",
+        "VersionNotFound",
+        "DELTA_VERSIONS_NOT_CONTIGUOUS",
+        "DELTA_CHANGE_DATA_FILE_NOT_FOUND",
+        "does not exist",
     )
-    changes = reader.load(table) if looks_like_path(table) else reader.table(quote_table_name(table))
-    changes.schema  # noqa: B018 - resolves the feed now, so a range the feed does not cover fails here
-    unapplied = changes.where("_change_type IN ('delete', 'update_postimage')").count()
-    return changes.where("_change_type = 'insert'").drop(*CDF_COLUMNS), unapplied
+    return isinstance(err, FileNotFoundError) or any(marker in text for marker in markers)
 
 
-def _change_feed_deltalake(session: Any, table: str, source: Source, held: int) -> tuple[Any, int]:
-    import pyarrow as pa
-    import pyarrow.compute as pc
-    from deltalake import DeltaTable
-
-    snapshot = DeltaTable(table, version=source.version)
-    schema = pa.schema(snapshot.schema().to_arrow())
-    feed = snapshot.load_cdf(starting_version=held + 1, ending_version=source.version)
-    # The feed in the table's own types: delta-rs hands Arrow's view types (string_view), which pyarrow < 16 cannot
-    # read, so the stream is asked for these instead (pyarrow 14 has the capsule import but not from_stream).
-    extra = {"_change_type": pa.string(), "_commit_version": pa.int64(), "_commit_timestamp": pa.timestamp("us", "UTC")}
-    wanted = pa.schema(
-        [schema.field(name) if name in schema.names else (name, extra[name]) for name in feed.schema.names]
+def _history_error(table: str, held: int, target: int, cause: BaseException, version: int) -> IncrementalHistoryError:
+    reason = str(cause).strip().splitlines()[0] if str(cause).strip() else type(cause).__name__
+    return IncrementalHistoryError(
+        f"The change of {table!r} from version {held} (what the dataset holds) to version {target} can no longer "
+        f"be read: {reason}. Version {version} is the first one missing. Way out: "
+        f"incremental_to_mds({table!r}, out, resync=True) appends the rows of version {target} that the dataset "
+        f"does not already hold, compared with the dataset's own rows (it reads the whole dataset and table "
+        f"once); or rebuild with dataframe_to_mds({table!r}, out, mode='overwrite').",
+        version,
     )
-    if hasattr(pa.RecordBatchReader, "from_stream"):
-        reader = pa.RecordBatchReader.from_stream(feed, schema=wanted)
-    else:
-        reader = pa.RecordBatchReader._import_from_c_capsule(feed.__arrow_c_stream__(wanted.__arrow_c_schema__()))
-    changes = reader.read_all()
-    kinds = changes.column("_change_type").cast(pa.string())
-    unapplied = pc.sum(pc.is_in(kinds, pa.array(["delete", "update_postimage"]))).as_py() or 0
-    inserts = changes.select(schema.names).cast(schema).filter(pc.equal(kinds, "insert"))
-    return frame_from_arrow(session, inserts), int(unapplied)
 
 
-def _publish(destination: DatasetRoot, table: str, held: int | None, folder: str, base: commit_log.Snapshot) -> None:
-    """The commit: append the staged shards on top of ``base``, unless another run moved the dataset.
+def _publish(
+    destination: DatasetRoot,
+    table: str,
+    held: int | None,
+    target: int,
+    folder: str | None,
+    base: commit_log.Snapshot,
+    record: dict[str, Any],
+) -> None:
+    """The commit: the staged shards (if any) on top of ``base`` and the new table version, unless another run
+    moved the dataset.
 
     The commit log's create-only commit decides between concurrent runs: a run that finds a newer commit
     than the one it started from checks which version that commit holds, and fails if it is not ``held``.
     """
-    staged = read_index(DatasetRoot(destination.child(folder)), missing_ok=True)
-    added = [rebase(shard, folder) for shard in staged]
+    added = []
+    if folder is not None:
+        staged = read_index(DatasetRoot(destination.child(folder)), missing_ok=True)
+        added = [rebase(shard, folder) for shard in staged]
 
     def still_held(newer: commit_log.Snapshot) -> None:
         now_held = held_version(destination, table, newer)
         if now_held != held:
+            left = (
+                f" This run's rows stay unpublished in {folder}/ (`streaming.vacuum` removes them)." if folder else ""
+            )
             raise RuntimeError(
                 f"Another run updated {destination.url} (it now holds version {now_held} of {table!r}, "
-                f"this run started from {held}); its rows were not appended twice. This run's rows stay "
-                f"unpublished in {folder}/ (`streaming.vacuum` removes them)."
+                f"this run started from {held}); its rows were not appended twice.{left}"
             )
 
     still_held(commit_log.read_snapshot(destination))  # a legacy writer may have moved index.json meanwhile
-    state = commit_log.commit(destination, commit_log.APPEND, added, base=base, check=still_held)
+    state = commit_log.commit(
+        destination,
+        commit_log.APPEND,
+        added,
+        base=base,
+        record=record,
+        check=still_held,
+        source_versions={table: target},
+    )
     commit_log.publish_checkpoint(destination, state)

@@ -117,7 +117,7 @@ def _not_a_delta_table(err: Exception) -> bool:
     return "PARSE_SYNTAX_ERROR" in text or any(marker in text for marker in NOT_DELTA_ERRORS)
 
 
-def _latest_version(session: Any, identifier: str) -> int | None:
+def latest_version(session: Any, identifier: str) -> int | None:
     """The newest version of a Delta table, or None if it is not a Delta table; any other failure is raised."""
     try:
         rows = session.sql(f"DESCRIBE HISTORY {identifier} LIMIT 1").collect()
@@ -128,9 +128,20 @@ def _latest_version(session: Any, identifier: str) -> int | None:
     return int(rows[0]["version"]) if rows else None
 
 
+def spark_reads_delta(session: Any, path: str) -> bool:
+    """Whether Spark reads Delta tables here (False without Delta jars, where delta-rs reads them instead)."""
+    try:
+        session.read.format("delta").load(path).schema  # noqa: B018 - resolves the data source now
+    except Exception as err:
+        if "DATA_SOURCE_NOT_FOUND" in str(err) or "Failed to find the data source" in str(err):
+            return False
+        raise
+    return True
+
+
 def _read_table(session: Any, name: str, version: int | None) -> tuple[Any, Source]:
     identifier = quote_table_name(name)
-    pinned = version if version is not None else _latest_version(session, identifier)
+    pinned = version if version is not None else latest_version(session, identifier)
     if pinned is None:
         return session.read.table(identifier), Source("table", name, None, "spark")
     return session.read.option("versionAsOf", pinned).table(identifier), Source("table", name, pinned, "spark")
@@ -147,7 +158,7 @@ def _read_delta_path(session: Any, path: str, version: int | None) -> tuple[Any,
         if "DATA_SOURCE_NOT_FOUND" not in str(err) and "Failed to find the data source" not in str(err):
             raise
         return _read_with_deltalake(session, path, version)
-    pinned = version if version is not None else _latest_version(session, sql_identifier(path))
+    pinned = version if version is not None else latest_version(session, sql_identifier(path))
     if version is None and pinned is not None:
         frame = session.read.format("delta").option("versionAsOf", pinned).load(path)
     return frame, Source("delta", path, pinned, "spark")

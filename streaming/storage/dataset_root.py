@@ -8,16 +8,28 @@ does: local paths, `file://`, `s3://`, `gs://`, `azure://`, `abfss://`, `oci://`
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
 from collections.abc import Iterable
 
 from streaming.storage.base import Storage
-from streaming.storage.errors import ObjectNotFoundError
+from streaming.storage.errors import CredentialsError, ObjectNotFoundError
 from streaming.storage.local import LocalStorage, local_path
 from streaming.storage.out_argument import normalize_root
-from streaming.storage.registry import storage_for
+from streaming.storage.registry import exclusive_storage_for, storage_for
 from streaming.storage.scratch import scratch
-from streaming.storage.url import join_url, relative_to
+from streaming.storage.url import join_url, relative_to, split_url
+
+logger = logging.getLogger(__name__)
+
+#: The mounted volumes (``/Volumes/<catalog>/<schema>/<volume>``) the Files API answered it does not serve, in this
+#: process: their commits use the mount from then on.
+_API_REFUSED: set[str] = set()
+
+
+def volume_root(url: str) -> str:
+    """The ``/Volumes/<catalog>/<schema>/<volume>`` part of a volume path."""
+    return "/".join(split_url(url).key.split("/")[:5])
 
 
 class DatasetRoot:
@@ -83,12 +95,29 @@ class DatasetRoot:
         self.write_bytes(relative, text.encode("utf-8"))
 
     def create_text(self, relative: str, text: str) -> bool:
-        """Create a small file only if none is there (the store's create-only write); False if one was."""
+        """Create a small file only if none is there, exclusively across machines (`exclusive_storage_for`: the
+        store's create-only write, the Files API for a mounted volume); False if one was.
+
+        Where the Files API does not serve a mounted ``/Volumes`` path (no credentials, or not a volume of the
+        workspace it reaches), the mount's own create-only write is used, which is exclusive on this node only.
+        """
+        url = self.child(relative)
         with scratch("mds-root-") as folder:
             path = os.path.join(folder, os.path.basename(relative))
             with open(path, "w", encoding="utf-8") as file:
                 file.write(text)
-            return self.storage.put_if_absent(path, self.child(relative))
+            exclusive = exclusive_storage_for(url)
+            if exclusive is not self.storage and volume_root(url) not in _API_REFUSED:
+                try:
+                    return exclusive.put_if_absent(path, url)
+                except (CredentialsError, ObjectNotFoundError) as err:
+                    _API_REFUSED.add(volume_root(url))
+                    logger.warning(
+                        "The Files API does not serve %s (%s); its commits use the mount, exclusive on this node only.",
+                        volume_root(url),
+                        type(err).__name__,
+                    )
+            return self.storage.put_if_absent(path, url)
 
     def delete(self, relatives: Iterable[str]) -> int:
         """Delete files by root-relative path; return how many were deleted."""

@@ -144,7 +144,32 @@ def storage_for(url: str) -> Storage:
     `/Volumes/...` and `dbfs:/Volumes/...` use plain file I/O when the volume is mounted here, else the
     Databricks Files API. Unknown schemes raise ValueError listing the valid ones.
     """
-    route, entry = _route(url)
+    return _cached(*_route(url), url)
+
+
+def exclusive_storage_for(url: str) -> Storage:
+    """The backend whose create-only write (`Storage.put_if_absent`) of `url` is exclusive across machines.
+
+    A Unity Catalog volume's FUSE mount has no ``link()``, and its ``O_CREAT | O_EXCL`` is exclusive on one node
+    only (a file becomes visible to the other nodes when it is closed), while the Files API's no-overwrite upload
+    is exclusive across the whole workspace and publishes the file with its whole body. So a mounted
+    ``/Volumes/...`` path is created through the Files API when the Databricks API is configured here (a
+    Databricks runtime, or ``DATABRICKS_HOST``) and ``MDS_STREAMING_VOLUMES`` is not ``local``; every other URL
+    uses `storage_for`.
+    """
+    location = split_url(url)
+    mounted = location.scheme in ("", "file", "dbfs") and volume_mount(url) is not None
+    if mounted and os.environ.get(VOLUMES_ENV, "").lower() != "local" and _databricks_api_configured():
+        return _cached("volumes", _VOLUMES, url)
+    return storage_for(url)
+
+
+def _databricks_api_configured() -> bool:
+    """Whether the databricks-sdk has a workspace to talk to here (a runtime's context, or a host set)."""
+    return any(os.environ.get(name) for name in ("DATABRICKS_RUNTIME_VERSION", "DATABRICKS_HOST"))
+
+
+def _cached(route: str, entry: _Backend, url: str) -> Storage:
     backend = entry.load(url)
     key = (os.getpid(), route, backend, backend.cache_key(url), env_fingerprint(backend.env_vars))
     storage = _CACHE.get(key)

@@ -65,12 +65,13 @@ def _check_history(destination: DatasetRoot, succeeded: dict[str, str]) -> list[
     committed = []
     for version in commit_versions(destination):
         body = json.loads(destination.read_text(commit_path(version)) or "")
-        run = body["metadata"]["latest"]["run"]
+        run = body["record"]["run"]
         committed.append(run)
-        added = [entry for entry in body["shards"] if entry["raw_data"]["basename"].startswith(f"{run}/")]
-        expected = added if body["operation"] == "overwrite" else state + added
-        assert body["shards"] == expected, f"commit {version} ({run}) is not its run applied to commit {version - 1}"
-        state = body["shards"]
+        assert all(entry["raw_data"]["basename"].startswith(f"{run}/") for entry in body["add"]), (
+            f"commit {version} ({run}) adds shards of another run"
+        )
+        assert body["base_version"] == version - 1, f"commit {version} ({run}) was not made on commit {version - 1}"
+        state = body["add"] if body["operation"] == "overwrite" else state + body["add"]
     assert sorted(committed[1:]) == sorted(succeeded), "the log must hold exactly the runs that reported success"
     return state
 

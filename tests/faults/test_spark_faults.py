@@ -166,7 +166,7 @@ def _replay(destination: DatasetRoot, rows: dict[str, list[int]]) -> tuple[list[
     state: list[int] = []
     for version in commit_versions(destination):
         body = json.loads(destination.read_text(commit_path(version)) or "")
-        run = body["metadata"]["latest"]["run"]
+        run = body["record"]["run"]
         runs.append(run)
         state = rows[run] if body["operation"] == "overwrite" else state + rows[run]
     return runs, state

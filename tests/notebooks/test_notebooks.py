@@ -93,6 +93,17 @@ def test_incremental_job_appends_each_version_once(runner, spark, volume, tmp_pa
     assert dataset_ids(volume.path("events"), tmp_path / "cache") == list(range(130))
 
 
+def test_incremental_job_creates_its_demo_table_when_it_is_missing(runner, spark, tmp_path):
+    """Run as it comes (no `table` widget): the default demo table is created, converted, then up to date."""
+    widgets = {"out": str(tmp_path / "events")}
+    first = json.loads(runner.run_notebook(JOB, widgets, spark, quiet=True).exit_value)
+    assert (first["method"], first["version"], first["samples"]) == ("snapshot", 0, 100)
+    assert first["table"].endswith("mds_demo/events_table") and first["table"].startswith(str(tmp_path))
+    again = json.loads(runner.run_notebook(JOB, widgets, spark, quiet=True).exit_value)
+    assert (again["method"], again["version"]) == ("up_to_date", 0), "an existing demo table is left as it is"
+    assert dataset_ids(str(tmp_path / "events"), tmp_path / "cache") == list(range(100))
+
+
 def test_missing_credentials_say_what_to_set(runner, spark, tmp_path, no_databricks_credentials, capsys):
     widgets = {"out": "/Volumes/main/default/vol/no-credentials/demo", "rows": "10"}
     with pytest.raises(

@@ -1,0 +1,229 @@
+"""A Delta table read with delta-rs (``deltalake``): its versions, its history window, and rows as Arrow.
+
+What the incremental job reads from a table given by path when Spark has no Delta support (see
+`streaming.spark.table_input`): a snapshot, the commit files of a window of versions
+(`streaming.convert.delta_history`), the Change Data Feed of the window, and the rows of chosen data files
+only, each read where it lies with its partition values, so a diff reads the files a change touched and not
+the table. Every table read goes through delta-rs's own object store (its credentials, its paths).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+from urllib.parse import unquote
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.dataset as ds
+
+from streaming.convert.delta_history import (
+    CDF_PROPERTY,
+    COLUMN_MAPPING_PROPERTY,
+    FileAction,
+    HistoryUnavailableError,
+    TableWindow,
+    normal_schema,
+    read_log_window,
+)
+
+#: Change Data Feed row kinds that add a row to the table, and those that take one away.
+FEED_PLUS = ("insert", "update_postimage")
+FEED_MINUS = ("delete", "update_preimage")
+
+
+class FilesNotReadable(Exception):
+    """The changed files cannot be read one by one (deletion vectors, column mapping, files outside the table)."""
+
+
+class DeltaLakeTable:
+    """The Delta table at ``uri``, pinned to ``version`` (the latest when None)."""
+
+    def __init__(self, uri: str, version: int | None = None) -> None:
+        from deltalake import DeltaTable
+
+        self.uri = uri
+        self._open = DeltaTable
+        self.table = DeltaTable(uri, version=version)
+        self.version: int = self.table.version()
+        self._filesystem: Any = None
+
+    @property
+    def schema(self) -> pa.Schema:
+        """The table's Arrow schema at the pinned version."""
+        return pa.schema(self.table.schema().to_arrow())
+
+    def snapshot(self, version: int | None = None, columns: Sequence[str] | None = None) -> pa.Table:
+        """Every row of ``version`` (the pinned one by default) with ``columns`` (all by default), as the pinned
+        version's types; a column an older version lacked is NULL there, as Delta reads it."""
+        table = self.table if version is None or version == self.version else self._at(version)
+        names = list(columns) if columns else self.schema.names
+        have = set(pa.schema(table.schema().to_arrow()).names)
+        rows = _plain(table.to_pyarrow_table(columns=[name for name in names if name in have]))
+        arrays = [
+            rows.column(name) if name in have else pa.nulls(rows.num_rows, self.schema.field(name).type)
+            for name in names
+        ]
+        return self._conform(pa.Table.from_arrays(arrays, names=names), names)
+
+    def window(self, start: int) -> TableWindow:
+        """The history of versions ``start + 1 ..`` the pinned version, from the table's commit files."""
+        feed, schema = None, None
+        try:
+            held = self._at(start)
+            feed = str(held.metadata().configuration.get(CDF_PROPERTY, "")).lower() == "true"
+            schema = _schema_string(held)
+        except Exception:  # noqa: BLE001 - the version may be gone from the log: then its setting is unknown
+            pass
+        return read_log_window(
+            self._read_text, start, self.version, feed_at_start=feed, schema_at_start=schema, table=self.uri
+        )
+
+    def feed(self, start: int, columns: Sequence[str]) -> tuple[pa.Table, pa.Table]:
+        """The Change Data Feed of versions ``start + 1 ..`` the pinned version: the rows it adds (inserts and
+        post-images) and those it takes away (deletes and pre-images), with ``columns``."""
+        feed = self.table.load_cdf(
+            starting_version=start + 1, ending_version=self.version, columns=[*columns, "_change_type"]
+        )
+        extra = {"_change_type": pa.string()}
+        schema = self.schema
+        wanted = pa.schema([schema.field(n) if n in schema.names else (n, extra[n]) for n in feed.schema.names])
+        changes = _plain(_read_stream(feed, wanted))
+        kinds = changes.column("_change_type").cast(pa.string())
+        plus = changes.filter(pc.is_in(kinds, pa.array(FEED_PLUS)))
+        minus = changes.filter(pc.is_in(kinds, pa.array(FEED_MINUS)))
+        return self._conform(plus, columns), self._conform(minus, columns)
+
+    def files(self, actions: Sequence[tuple[FileAction, int]], columns: Sequence[str]) -> pa.Table:
+        """The rows of the data files ``actions`` name (each with the version that added or removed it), with
+        ``columns``.
+
+        Raises `FilesNotReadable` when a file cannot be read on its own here, and `HistoryUnavailableError`
+        naming that version when a file is gone (removed by VACUUM).
+        """
+        configuration = self.table.metadata().configuration
+        if str(configuration.get(COLUMN_MAPPING_PROPERTY, "none")).lower() not in ("", "none"):
+            raise FilesNotReadable("the table maps column names to physical names (column mapping)")
+        schema = self.schema
+        partitions = list(self.table.metadata().partition_columns)
+        fileformat = ds.ParquetFileFormat()
+        fragments = []
+        for action, _ in actions:
+            if action.deletion_vector is not None:
+                raise FilesNotReadable(f"{action.path} has a deletion vector")
+            if "://" in action.path or action.path.startswith("/"):
+                raise FilesNotReadable(f"{action.path} lies outside the table's folder (a shallow clone)")
+            expression = _partition_expression(action, partitions, schema)
+            fragments.append(
+                fileformat.make_fragment(unquote(action.path), filesystem=self._fs(), partition_expression=expression)
+            )
+        dataset = ds.FileSystemDataset(fragments, schema=schema, format=fileformat, filesystem=self._fs())
+        try:
+            rows = dataset.to_table(columns=list(columns))
+        except FileNotFoundError as err:
+            version = _version_of_missing(err, actions)
+            raise HistoryUnavailableError(
+                f"a data file that version {version} of {self.uri} added or removed is gone (removed by VACUUM): "
+                f"{_first_line(err)}",
+                version,
+            ) from None
+        return self._conform(_plain(rows), columns)
+
+    # -- helpers ---------------------------------------------------------------------------------------
+    def _at(self, version: int) -> Any:
+        return self._open(self.uri, version=version)
+
+    def _fs(self) -> Any:
+        if self._filesystem is None:
+            self._filesystem = self.table.to_pyarrow_dataset().filesystem
+        return self._filesystem
+
+    def _read_text(self, relative: str) -> str | None:
+        try:
+            with self._fs().open_input_stream(relative) as stream:
+                return stream.read().decode("utf-8")
+        except FileNotFoundError:
+            return None
+
+    def _conform(self, rows: pa.Table, columns: Sequence[str] | None) -> pa.Table:
+        """``rows`` with ``columns`` (all by default) as the pinned version's types, whatever read them."""
+        schema = self.schema
+        names = list(columns) if columns else schema.names
+        target = pa.schema([schema.field(name) for name in names])
+        return rows.select(names).cast(target)
+
+
+def _read_stream(stream: Any, schema: pa.Schema) -> pa.Table:
+    """An Arrow C stream (what delta-rs returns) as a table of ``schema``, asked of the stream itself: delta-rs
+    hands view types (``string_view``), which pyarrow before 16 cannot import (nor has it ``from_stream``)."""
+    if hasattr(pa.RecordBatchReader, "from_stream"):
+        return pa.RecordBatchReader.from_stream(stream, schema=schema).read_all()
+    capsule = stream.__arrow_c_stream__(schema.__arrow_c_schema__())
+    return pa.RecordBatchReader._import_from_c_capsule(capsule).read_all()
+
+
+def _plain_field(field: pa.Field) -> pa.Field:
+    views = (
+        (getattr(pa.types, "is_string_view", None), pa.string()),
+        (getattr(pa.types, "is_binary_view", None), pa.binary()),
+    )
+    for is_view, plain in views:
+        if is_view is not None and is_view(field.type):
+            return field.with_type(plain)
+    return field
+
+
+def _plain(table: pa.Table) -> pa.Table:
+    """``table`` with view types (which delta-rs may return) as their plain counterparts."""
+    target = pa.schema([_plain_field(item) for item in table.schema])
+    return table if target == table.schema else table.cast(target)
+
+
+def _schema_string(table: Any) -> str | None:
+    """The table's schema as the Delta log writes it (``schemaString``), to compare with later ``metaData``."""
+    try:
+        return normal_schema(table.schema().to_json())
+    except Exception:  # noqa: BLE001 - only used to tell schema changes apart; unknown is handled
+        return None
+
+
+def _partition_expression(action: FileAction, partitions: list[str], schema: pa.Schema) -> ds.Expression | None:
+    """The partition values of a file as a dataset expression (so the dataset fills those columns)."""
+    if not partitions:
+        return None
+    values = action.partition_values
+    if values is None:
+        raise FilesNotReadable(f"the log gives no partition values for {action.path}")
+    expression = None
+    for name in partitions:
+        text = values.get(name)
+        field_type = schema.field(name).type
+        term = pc.field(name).is_null() if text is None else pc.field(name) == _partition_scalar(text, field_type)
+        expression = term if expression is None else expression & term
+    return expression
+
+
+def _partition_scalar(text: str, data_type: pa.DataType) -> pa.Scalar:
+    """A partition value as the Delta log writes it (text) in the column's type."""
+    if pa.types.is_timestamp(data_type):
+        plain = pa.scalar(text.replace("T", " ").rstrip("Z")).cast(pa.timestamp("us"))
+        return plain.cast(pa.timestamp("us")).cast(data_type) if data_type.tz is None else _as_utc(plain, data_type)
+    if pa.types.is_binary(data_type) or pa.types.is_large_binary(data_type):
+        return pa.scalar(text.encode("utf-8"), data_type)
+    return pa.scalar(text).cast(data_type)
+
+
+def _as_utc(plain: pa.Scalar, data_type: pa.DataType) -> pa.Scalar:
+    return pa.scalar(plain.value, pa.timestamp("us", tz="UTC")).cast(data_type)
+
+
+def _version_of_missing(err: BaseException, actions: Sequence[tuple[FileAction, int]]) -> int:
+    text = str(err)
+    for action, version in actions:
+        if unquote(action.path) in text:
+            return version
+    return min(version for _, version in actions)
+
+
+def _first_line(err: BaseException) -> str:
+    return str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__

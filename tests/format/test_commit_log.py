@@ -1,0 +1,201 @@
+"""The commit log stays bounded and readable for years of runs (`streaming.format.commit_log`).
+
+Commits record what changed, a checkpoint of the whole state is written every `CHECKPOINT_INTERVAL` commits, a
+reader needs only the newest checkpoint and the commits after it, and ``vacuum`` removes the older log files once
+they are past the retention. A commit file left empty or cut short by a killed writer is void after
+`TORN_COMMIT_WAIT` and never blocks the next writer. Logs written before checkpoints existed still read.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from pathlib import Path
+
+import pytest
+
+from streaming.format import commit_log
+from streaming.format.commit_log import (
+    CHECKPOINT_INTERVAL,
+    LOG_FOLDER,
+    RUNS_KEPT,
+    checkpoint_path,
+    commit,
+    commit_path,
+    publish_checkpoint,
+    read_snapshot,
+)
+from streaming.format.vacuum import vacuum
+from streaming.storage.dataset_root import DatasetRoot
+
+
+def _shard(name: str) -> dict:
+    return {
+        "column_encodings": ["int64"],
+        "column_names": ["id"],
+        "column_sizes": [8],
+        "compression": None,
+        "format": "mds",
+        "hashes": [],
+        "raw_data": {"basename": name, "bytes": 16, "hashes": {}},
+        "samples": 1,
+        "size_limit": 1 << 26,
+        "version": 2,
+        "zip_data": None,
+    }
+
+
+def _append(root: DatasetRoot, number: int, **kwargs) -> commit_log.Snapshot:
+    (Path(root.url) / f"s{number}.mds").write_bytes(b"x" * 16)
+    state = commit(root, commit_log.APPEND, [_shard(f"s{number}.mds")], base=read_snapshot(root), **kwargs)
+    publish_checkpoint(root, state)
+    return state
+
+
+def _age(path: Path, seconds: float) -> None:
+    stamp = time.time() - seconds
+    os.utime(path, (stamp, stamp))
+
+
+def test_a_checkpoint_every_interval_and_readers_need_only_the_newest_one(tmp_path):
+    root = DatasetRoot(str(tmp_path))
+    for number in range(1, 2 * CHECKPOINT_INTERVAL + 6):
+        _append(root, number, record={"run": f"r{number}"}, source_versions={"events": number})
+    log = tmp_path / LOG_FOLDER
+    assert sorted(p.name for p in log.glob("*.checkpoint.json.gz")) == [
+        Path(checkpoint_path(CHECKPOINT_INTERVAL)).name,
+        Path(checkpoint_path(2 * CHECKPOINT_INTERVAL)).name,
+    ]
+    state = read_snapshot(root)
+    body = json.loads((tmp_path / commit_path(state.version)).read_text())
+    assert "shards" not in body and [s["raw_data"]["basename"] for s in body["add"]] == [f"s{state.version}.mds"]
+    for version in range(1, 2 * CHECKPOINT_INTERVAL + 1):  # everything before the newest checkpoint, gone
+        (tmp_path / commit_path(version)).unlink()
+    (tmp_path / checkpoint_path(CHECKPOINT_INTERVAL)).unlink()
+    again = read_snapshot(root)
+    assert again == state
+    assert [s["raw_data"]["basename"] for s in again.shards] == [f"s{n}.mds" for n in range(1, state.version + 1)]
+    assert again.source_versions == {"events": state.version} and again.metadata["latest"]["run"] == f"r{state.version}"
+
+
+def test_vacuum_removes_log_files_older_than_the_newest_checkpoint_past_the_retention(tmp_path):
+    root = DatasetRoot(str(tmp_path))
+    for number in range(1, CHECKPOINT_INTERVAL + 4):
+        _append(root, number)
+    log = tmp_path / LOG_FOLDER
+    for path in log.iterdir():
+        _age(path, 3600)
+    result = vacuum(str(tmp_path), retention=60, retention_check=False)
+    left = sorted(p.name for p in log.iterdir() if p.name != "index.json")  # the log folder's empty index stays
+    assert (log / "index.json").exists()
+    assert left == [Path(checkpoint_path(CHECKPOINT_INTERVAL)).name] + [
+        Path(commit_path(v)).name for v in range(CHECKPOINT_INTERVAL + 1, CHECKPOINT_INTERVAL + 4)
+    ]
+    assert all(name.startswith(f"{LOG_FOLDER}/") for name in result.deleted)
+    assert read_snapshot(root).version == CHECKPOINT_INTERVAL + 3
+    assert len(read_snapshot(root).shards) == CHECKPOINT_INTERVAL + 3
+
+
+def test_vacuum_keeps_log_files_inside_the_retention(tmp_path):
+    root = DatasetRoot(str(tmp_path))
+    for number in range(1, CHECKPOINT_INTERVAL + 2):
+        _append(root, number)
+    vacuum(str(tmp_path), retention=3600, retention_check=False)
+    assert (tmp_path / commit_path(1)).exists(), "a commit inside the retention stays"
+
+
+def test_the_state_keeps_the_newest_run_records_only(tmp_path):
+    root = DatasetRoot(str(tmp_path))
+    state = read_snapshot(root)
+    for number in range(RUNS_KEPT + 5):
+        state = commit(root, commit_log.APPEND, [], base=state, record={"run": f"r{number}"})
+    assert len(state.metadata["runs"]) == RUNS_KEPT
+    assert state.metadata["runs"][-1]["run"] == f"r{RUNS_KEPT + 4}" == state.metadata["latest"]["run"]
+    assert read_snapshot(root) == state
+
+
+def test_an_overwrite_drops_the_source_versions_an_append_keeps_them(tmp_path):
+    root = DatasetRoot(str(tmp_path))
+    state = commit(root, commit_log.APPEND, [], base=read_snapshot(root), source_versions={"a": 3})
+    state = commit(root, commit_log.APPEND, [], base=state, source_versions={"b": 1})
+    assert state.source_versions == {"a": 3, "b": 1}
+    state = commit(root, commit_log.OVERWRITE, [_shard("x.mds")], base=state)
+    assert read_snapshot(root).source_versions == {} == state.source_versions
+
+
+@pytest.mark.parametrize("torn", [b"", b'{"log_format": 2, "version": '])
+def test_a_commit_file_a_killed_writer_left_empty_or_cut_short_never_blocks_writers(tmp_path, torn, monkeypatch):
+    monkeypatch.setattr(commit_log, "TORN_COMMIT_WAIT", 2.0)
+    root = DatasetRoot(str(tmp_path))
+    _append(root, 1)
+    dead = tmp_path / commit_path(2)
+    dead.write_bytes(torn)  # what an O_EXCL create leaves when the writer dies before its bytes land
+    _age(dead, 10)
+    state = _append(root, 3)
+    assert state.version == 3
+    assert [s["raw_data"]["basename"] for s in read_snapshot(root).shards] == ["s1.mds", "s3.mds"]
+
+
+def test_a_commit_file_still_being_written_is_waited_for(tmp_path, monkeypatch):
+    import threading
+
+    monkeypatch.setattr(commit_log, "TORN_COMMIT_WAIT", 5.0)
+    root = DatasetRoot(str(tmp_path))
+    _append(root, 1)
+    base = read_snapshot(root)
+    body = {
+        "log_format": 2,
+        "version": 2,
+        "operation": "append",
+        "base_version": 1,
+        "add": [_shard("late.mds")],
+        "remove": [],
+        "record": None,
+        "source_versions": {},
+        "committed_at": time.time(),
+    }
+    target = tmp_path / commit_path(2)
+    target.write_bytes(b"")  # claimed, bytes still on their way
+    timer = threading.Timer(0.5, lambda: target.write_text(json.dumps(body)))
+    timer.start()
+    try:
+        state = read_snapshot(root)
+    finally:
+        timer.join()
+    assert state.version == 2 and [s["raw_data"]["basename"] for s in state.shards] == ["s1.mds", "late.mds"]
+    assert base.version == 1
+
+
+def test_a_log_written_before_checkpoints_existed_still_reads_and_grows(tmp_path):
+    root = DatasetRoot(str(tmp_path))
+    log = tmp_path / LOG_FOLDER
+    log.mkdir()
+    for version in (1, 2):  # the older format: every commit holds the whole state
+        shards = [_shard(f"old{n}.mds") for n in range(1, version + 1)]
+        body = {
+            "version": version,
+            "operation": "append",
+            "base_version": version - 1,
+            "added": [],
+            "removed": [],
+            "shards": shards,
+            "metadata": {"latest": {"run": f"old{version}"}},
+            "committed_at": 0,
+        }
+        (tmp_path / commit_path(version)).write_text(json.dumps(body))
+    state = read_snapshot(root)
+    assert state.version == 2 and len(state.shards) == 2 and state.metadata["latest"]["run"] == "old2"
+    state = _append(root, 3)
+    assert [s["raw_data"]["basename"] for s in read_snapshot(root).shards] == ["old1.mds", "old2.mds", "s3.mds"]
+    (tmp_path / commit_path(1)).unlink()  # a whole-state commit is a checkpoint: older ones are not needed
+    assert read_snapshot(root) == state
+
+
+def test_a_missing_commit_between_the_checkpoint_and_the_newest_is_named(tmp_path):
+    root = DatasetRoot(str(tmp_path))
+    for number in range(1, 4):
+        _append(root, number)
+    (tmp_path / commit_path(2)).unlink()
+    with pytest.raises(commit_log.LogDamagedError, match=r"no commit _mds_log/0+2\.json"):
+        read_snapshot(root)

@@ -1,0 +1,234 @@
+"""The generated-history oracle: `incremental_to_mds` against a plain-Python replay of its stated semantics.
+
+Hypothesis generates histories of a real delta-rs table (`tests.incremental.histories`: appends, updates, deletes,
+merges, overwrites, OPTIMIZE and Z-order, RESTORE, the Change Data Feed switched on and off, a column added,
+VACUUM, and Databricks' CREATE OR REPLACE TABLE AS SELECT, RESTORE, predictive optimization and VACUUM markers
+written by hand), with the job run between random steps, sometimes twice at once. Two datasets follow every
+history: one run with ``change_data_feed=None`` (the feed wherever it was on throughout) and one with ``False``
+(the changed files). After every run both must hold exactly what `tests.incremental.model.replay` says, the feed
+must have been read wherever the semantics allow it, and a window of maintenance commits must have read nothing.
+A run may stop only after a VACUUM removed what its window needs, with `IncrementalHistoryError`; the oracle then
+takes the documented way out (``resync=True``) and checks its semantics too.
+
+``MDS_ORACLE_EXAMPLES`` sets the number of histories (default 40; CI runs the default).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from unittest import mock
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+
+from streaming.spark import incremental
+from streaming.spark.incremental import IncrementalHistoryError, IncrementResult, incremental_to_mds
+from tests.incremental.histories import Race, Run, check_table, histories
+from tests.incremental.model import Run as Committed
+from tests.incremental.model import TableModel, dataset_rows, replay
+
+EXAMPLES = int(os.environ.get("MDS_ORACLE_EXAMPLES", "40"))
+
+
+@dataclass
+class Subject:
+    """One dataset following the history, written with one ``change_data_feed`` setting."""
+
+    out: str
+    change_data_feed: bool | None
+    runs: list[Committed] = field(default_factory=list)
+    columns: tuple[str, ...] = ()
+    feed_runs: int = 0
+
+    @property
+    def held(self) -> int | None:
+        return self.runs[-1].version if self.runs else None
+
+
+def _commit_run(subject: Subject, result: IncrementResult, model: TableModel, *, resync: bool = False) -> None:
+    """Record a run that returned, checking how it read the change against what the semantics allow."""
+    if result.method == "up_to_date":
+        assert result.version == subject.held
+        return
+    held, target = subject.held, result.version
+    assert (result.previous_version, target) == (held, model.version)
+    if held is None:
+        subject.columns = model.versions[target].columns
+    elif not resync:
+        if model.only_maintenance(held, target):
+            assert result.method == "no_data_change", f"maintenance only ({held}..{target}) read {result.method}"
+        elif subject.change_data_feed is None and model.feed_gives(held, target):
+            assert result.method == "change_data_feed", f"the feed was on throughout {held}..{target}"
+            subject.feed_runs += 1
+        elif subject.change_data_feed is False:
+            assert result.method in ("snapshot_diff", "full_snapshot_diff", "no_data_change"), result.method
+        if result.method == "no_data_change":  # allowed only where no row changed (e.g. a RESTORE to equal files)
+            before, after = model.versions[held].rows, model.versions[target].rows
+            assert replay(model, [Committed(None, held)], subject.columns) == replay(
+                model, [Committed(None, target)], subject.columns
+            ), f"{held}..{target} changed rows but the run read nothing ({len(before)} -> {len(after)} rows)"
+    subject.runs.append(Committed(held, target, resync=resync))
+
+
+def _run(subject: Subject, table: Path, model: TableModel) -> None:
+    try:
+        result = incremental_to_mds(str(table), subject.out, change_data_feed=subject.change_data_feed, progress=False)
+    except IncrementalHistoryError as err:
+        # Only a VACUUM after the version the dataset holds can take away what the change needs.
+        assert model.vacuumed_after is not None and subject.held is not None
+        assert subject.held < model.vacuumed_after, f"history error without a vacuum after {subject.held}: {err}"
+        assert "resync=True" in str(err) and str(err.version) in str(err)
+        result = incremental_to_mds(str(table), subject.out, resync=True, progress=False)
+        assert result.method == "resync"
+        _commit_run(subject, result, model, resync=True)
+        return
+    _commit_run(subject, result, model)
+
+
+def _race(subject: Subject, table: Path, model: TableModel) -> None:
+    """Two runs from the same state at once: both reach the commit before either commits; exactly one lands."""
+    barrier = threading.Barrier(2, timeout=20)
+    publish = incremental._publish
+    outcomes: list[object] = []
+
+    def meet_then_publish(*args, **kwargs):
+        try:
+            barrier.wait()
+        except threading.BrokenBarrierError:
+            pass  # the other run had nothing to publish
+        return publish(*args, **kwargs)
+
+    def attempt() -> None:
+        try:
+            outcomes.append(
+                incremental_to_mds(str(table), subject.out, change_data_feed=subject.change_data_feed, progress=False)
+            )
+        except Exception as err:
+            outcomes.append(err)
+
+    with mock.patch.object(incremental, "_publish", meet_then_publish):
+        threads = [threading.Thread(target=attempt) for _ in range(2)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(120)
+    results = [outcome for outcome in outcomes if isinstance(outcome, IncrementResult)]
+    errors = [outcome for outcome in outcomes if not isinstance(outcome, IncrementResult)]
+    if any(isinstance(error, IncrementalHistoryError) for error in errors):
+        _run(subject, table, model)  # judged (and resynced) as a single run
+        return
+    committed = [result for result in results if result.method != "up_to_date"]
+    assert len(outcomes) == 2 and len(committed) <= 1, f"two runs from one state both committed: {outcomes}"
+    for error in errors:
+        assert isinstance(error, RuntimeError) and "Another run updated" in str(error), repr(error)
+    for result in committed:
+        _commit_run(subject, result, model)
+
+
+def _check(subject: Subject, model: TableModel) -> None:
+    if not subject.runs:
+        return
+    expected = replay(model, subject.runs, subject.columns)
+    held = dataset_rows(subject.out, subject.columns)
+    assert held == expected, (
+        f"dataset {subject.out} (change_data_feed={subject.change_data_feed}) after runs {subject.runs}: "
+        f"{sum((held - expected).values())} rows too many, {sum((expected - held).values())} missing"
+    )
+
+
+@contextmanager
+def _workdir() -> Iterator[Path]:
+    folder = Path(tempfile.mkdtemp(prefix="mds-oracle-"))
+    try:
+        yield folder
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+@settings(
+    max_examples=EXAMPLES,
+    deadline=None,
+    database=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+)
+@given(histories())
+def test_the_job_holds_what_the_semantics_say_after_every_generated_history(steps):
+    with _workdir() as work:
+        table = work / "table"
+        model = TableModel()
+        subjects = [Subject(str(work / "auto"), None), Subject(str(work / "files"), False)]
+        for step in steps:
+            if isinstance(step, Race):
+                for subject in subjects:
+                    _race(subject, table, model)
+            elif isinstance(step, Run):
+                for subject in subjects:
+                    _run(subject, table, model)
+            else:
+                step.apply(table, model)
+                check_table(table, model)
+                continue
+            for subject in subjects:
+                _check(subject, model)
+
+
+def test_the_oracle_reads_the_feed_and_the_files_in_the_histories_it_generates():
+    """The strategy must reach both reading paths and the maintenance-only path, or the oracle proves little."""
+    from hypothesis import find
+
+    def reaches(kind: str):
+        def predicate(steps) -> bool:
+            return any(type(step).__name__ == kind for step in steps)
+
+        return predicate
+
+    for kind in ("SwitchFeed", "ReplaceAsSelect", "PredictiveOptimization", "Restore", "Vacuum", "Race", "AddColumn"):
+        assert find(histories(), reaches(kind), settings=settings(database=None, max_examples=500))
+
+
+@pytest.mark.parametrize("seed_history", ["feed", "files"])
+def test_a_known_history_exercises_every_path(seed_history, tmp_path):
+    """One fixed history through the same checks: the feed path, the files path, maintenance and a replace."""
+    from tests.incremental import histories as h
+
+    rows = [{"id": i, "grp": "a", "val": float(i), "nums": [i]} for i in range(5)]
+    steps = [
+        h.Create(rows, feed=seed_history == "feed"),
+        Run(),
+        h.Append([{"id": 9, "grp": "b", "val": -0.0}]),
+        h.Update([1, 2], "u"),
+        Run(),
+        h.Optimize(zorder=False),
+        h.PredictiveOptimization(),
+        h.VacuumMarkers(),
+        Run(),
+        h.ReplaceAsSelect([], feed=None, same_rows=True),
+        h.Delete([0]),
+        Race(),
+        h.Overwrite([{"id": 5, "grp": "c", "val": float("nan")}], same_rows=False),
+        Run(),
+    ]
+    table = tmp_path / "table"
+    model = TableModel()
+    subjects = [Subject(str(tmp_path / "auto"), None), Subject(str(tmp_path / "files"), False)]
+    for step in steps:
+        if isinstance(step, Race):
+            for subject in subjects:
+                _race(subject, table, model)
+        elif isinstance(step, Run):
+            for subject in subjects:
+                _run(subject, table, model)
+        else:
+            step.apply(table, model)
+            check_table(table, model)
+            continue
+        for subject in subjects:
+            _check(subject, model)
+    assert (subjects[0].feed_runs > 0) == (seed_history == "feed")
