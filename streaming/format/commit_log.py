@@ -28,6 +28,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from streaming.format.commit_checks import check_conversion_record, load_commit, load_json
 from streaming.format.index import INDEX_BASENAME, METADATA_BASENAME, dumps_index, parse_index, shard_files
 from streaming.storage.dataset_root import DatasetRoot
 
@@ -201,7 +202,7 @@ def _read_body(destination: DatasetRoot, version: int) -> dict[str, Any]:
     while True:
         text = destination.read_text(relative)
         try:
-            return json.loads(text or "")
+            return load_commit(text or "", version, destination.child(relative))
         except json.JSONDecodeError:
             if time.monotonic() > deadline:
                 raise ValueError(
@@ -215,7 +216,9 @@ def _read_body(destination: DatasetRoot, version: int) -> dict[str, Any]:
 def _legacy_metadata(destination: DatasetRoot) -> dict[str, Any] | None:
     text = destination.read_text(METADATA_BASENAME)
     try:
-        metadata = json.loads(text) if text else None
+        metadata = load_json(text, destination.child(METADATA_BASENAME)) if text else None
     except json.JSONDecodeError:
         return None
-    return metadata if isinstance(metadata, dict) else None
+    return (
+        check_conversion_record(metadata, destination.child(METADATA_BASENAME)) if isinstance(metadata, dict) else None
+    )

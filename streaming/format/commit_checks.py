@@ -1,0 +1,98 @@
+"""Checks of a dataset's commit files and conversion record before anything in them is trusted.
+
+A commit file (``_mds_log/<N>.json``, `streaming.format.commit_log`) says which files an overwrite deletes and
+is republished as ``index.json``; the conversion record (``mds_conversion.json``) is carried into the next
+commit. Anyone who can write into a dataset's folder can plant either, so both get the checks ``index.json``
+gets: every shard entry is checked as an index's (`check_shard_entry`: file names, sizes, counts, format), every
+file named in ``added``/``removed`` by the one path rule (`check_relative_path`), and every field has the type
+the writers give it. A failure is a ``ValueError`` naming the file and the field.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from streaming.format.index import check_shard_entry
+from streaming.storage.url import check_relative_path
+
+OPERATIONS = ("append", "overwrite")
+
+
+def load_json(text: str, where: str) -> Any:
+    """Parse ``text``; JSONDecodeError when it is not (yet) JSON, ValueError when it nests too deeply."""
+    try:
+        return json.loads(text)
+    except RecursionError:
+        raise ValueError(f"{where} nests its JSON too deeply to be a commit or conversion record.") from None
+
+
+def load_commit(text: str, version: int, where: str) -> dict[str, Any]:
+    """The checked body of commit ``version``, read from its file ``where``.
+
+    Raises:
+        json.JSONDecodeError: not JSON (a commit still being written, or torn by a crash).
+        ValueError: JSON that is not a valid commit body.
+    """
+    return check_commit(load_json(text, where), version, where)
+
+
+def check_commit(body: Any, version: int, where: str) -> dict[str, Any]:
+    """``body`` if it is a valid body of commit ``version``, else ValueError naming ``where`` and the field."""
+    if not isinstance(body, dict):
+        raise ValueError(f"Commit file {where} is not a commit: expected a JSON object, got {type(body).__name__}.")
+    if body.get("version") != version or type(body.get("version")) is not int:
+        raise ValueError(f"Commit file {where} says version {body.get('version')!r}, but its name says {version}.")
+    if body.get("operation") not in OPERATIONS:
+        raise ValueError(f"Commit file {where}: operation must be one of {OPERATIONS}, got {body.get('operation')!r}.")
+    base = body.get("base_version", 0)
+    if type(base) is not int or not 0 <= base < version:
+        raise ValueError(f"Commit file {where}: base_version must be an integer below {version}, got {base!r}.")
+    for key in ("added", "removed"):
+        names = body.get(key, [])
+        if not isinstance(names, list):
+            raise ValueError(f"Commit file {where}: {key} must be a list of file names, got {type(names).__name__}.")
+        for name in names:
+            check_relative_path(name, f"Commit file {where}, {key}", "file name")
+    shards = body.get("shards")
+    if not isinstance(shards, list):
+        raise ValueError(f"Commit file {where}: shards must be a list of shard entries.")
+    for number, shard in enumerate(shards):
+        check_shard_entry(shard, f"{where} (commit)", number)
+    committed_at = body.get("committed_at", 0)
+    if type(committed_at) not in (int, float):
+        raise ValueError(f"Commit file {where}: committed_at must be a number, got {committed_at!r}.")
+    metadata = body.get("metadata")
+    if metadata is not None:
+        check_conversion_record(metadata, f"{where}, metadata")
+    return body
+
+
+def check_conversion_record(record: Any, where: str) -> dict[str, Any]:
+    """``record`` if it has the shape `streaming.convert.driver` writes (``runs``: a list of run records,
+    ``latest``: one), else ValueError naming ``where`` and the field."""
+    if not isinstance(record, dict):
+        raise ValueError(f"Conversion record {where} is not a JSON object.")
+    runs = record.get("runs", [])
+    if not isinstance(runs, list):
+        raise ValueError(f"Conversion record {where}: runs must be a list, got {type(runs).__name__}.")
+    for number, run in enumerate(runs):
+        _check_run(run, f"{where}, runs[{number}]")
+    if record.get("latest") is not None:
+        _check_run(record["latest"], f"{where}, latest")
+    return record
+
+
+def _check_run(run: Any, where: str) -> None:
+    if not isinstance(run, dict):
+        raise ValueError(f"Conversion record {where} is not a JSON object.")
+    if not isinstance(run.get("run", ""), str):
+        raise ValueError(f"Conversion record {where}: run must be a string, got {run.get('run')!r}.")
+    source = run.get("source")
+    if source is None:
+        return
+    if not isinstance(source, dict):
+        raise ValueError(f"Conversion record {where}: source must be a JSON object, got {type(source).__name__}.")
+    version = source.get("version")
+    if version is not None and (type(version) is not int or version < 0):
+        raise ValueError(f"Conversion record {where}: source.version must be a table version, got {version!r}.")
