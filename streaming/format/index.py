@@ -15,7 +15,7 @@ import re
 import tempfile
 from typing import Any, NamedTuple, overload
 
-from streaming.format.safe_files import create_temp
+from streaming.format.safe_files import create_temp, publish_in
 from streaming.storage.dataset_root import MAX_SMALL_FILE, DatasetRoot
 from streaming.storage.local import LocalStorage, local_path
 from streaming.storage.registry import storage_for
@@ -114,7 +114,7 @@ def dumps_index(shards: list[dict[str, Any]]) -> str:
     return json.dumps({"shards": shards, "version": INDEX_VERSION}, sort_keys=True)
 
 
-def publish_index(location: str, shards: list[dict[str, Any]]) -> str:
+def publish_index(location: str, shards: list[dict[str, Any]], *, folder: int | None = None) -> str:
     """Make ``shards`` the index of the dataset at ``location`` (a local directory or a URL) in one atomic step.
 
     On a filesystem the text goes to a temporary file that is fsynced and renamed over ``index.json``; on an
@@ -124,6 +124,8 @@ def publish_index(location: str, shards: list[dict[str, Any]]) -> str:
     This is the only place an index becomes visible, so the compare-and-swap of concurrent writers (a
     precondition on the index the caller read: S3 ``If-Match``/``If-None-Match``, GCS generations, ETags,
     create-only puts, ``O_EXCL`` on a filesystem) belongs here, as a keyword argument of this function.
+
+    ``folder``: a descriptor of the local ``location`` (a writer's), to write through instead of its path.
     """
     text = dumps_index(shards)
     url = join_url(location, INDEX_BASENAME)
@@ -136,6 +138,9 @@ def publish_index(location: str, shards: list[dict[str, Any]]) -> str:
             storage.put(path, url)
         return url
     path = local_path(url)
+    if folder is not None:
+        publish_in(folder, INDEX_BASENAME, text.encode("utf-8"))
+        return path
     os.makedirs(os.path.dirname(path), exist_ok=True)
     fd, tmp = create_temp(path, 0o666)
     with open(fd, "w", encoding="utf-8") as out:

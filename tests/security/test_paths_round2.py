@@ -266,6 +266,21 @@ def test_the_conversion_leftover_cleanup_deletes_nothing_through_a_swapped_folde
     assert isinstance(error, UnsafePathError) and f"{run} is a symlink" in str(error), error
 
 
+def test_a_writer_writes_nothing_through_its_folder_swapped_for_a_link(tmp_path):
+    out = os.path.join(shared_dir(str(tmp_path / "shared")), "out")
+    victim = str(tmp_path / "victim")
+    os.makedirs(victim, mode=0o700)
+    with MDSWriter(out=out, columns={"x": "bytes"}, size_limit=1 << 10) as writer:
+        writer.write({"x": bytes(900)})
+        writer.write({"x": bytes(900)})  # the first shard is written
+        os.chmod(out, 0o777)
+        _swap_for_link(out, victim)  # by a user who may write the output's parent folder
+        for _ in range(4):
+            writer.write({"x": bytes(900)})
+    assert os.listdir(victim) == [], "the writer wrote through its folder swapped for a link"
+    assert "index.json" in os.listdir(out + ".moved"), "the writer lost its own folder"
+
+
 # -- 3. percent-encoding on sftp:// is checked after decoding (a real SFTP server on loopback) ---------------
 
 
