@@ -54,18 +54,20 @@ def _link_error(path: str, root: str) -> UnsafePathError:
     )
 
 
-def open_regular(name: str, dir_fd: int | None, shown: str, root: str) -> tuple[int, os.stat_result]:
+def open_regular(
+    name: str, dir_fd: int | None, shown: str, root: str, *, follow: bool = False
+) -> tuple[int, os.stat_result]:
     """A read-only descriptor of the regular file ``name`` (in ``dir_fd``), never following a link or blocking.
 
     ``O_NONBLOCK`` makes a FIFO's open return at once (it is then refused); the flag is cleared again, so reads
-    of the regular file block as usual.
+    of the regular file block as usual. ``follow`` follows a link (for a path the caller named itself).
 
     Raises:
         UnsafePathError: ``name`` is a symlink.
         NotRegularFileError: it is a FIFO, a device, a socket or a folder.
     """
     try:
-        fd = os.open(name, os.O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC, dir_fd=dir_fd)
+        fd = os.open(name, os.O_RDONLY | (0 if follow else O_NOFOLLOW) | O_NONBLOCK | O_CLOEXEC, dir_fd=dir_fd)
     except OSError as err:
         if err.errno == errno.ELOOP:
             raise _link_error(shown, root) from None

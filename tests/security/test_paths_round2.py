@@ -16,7 +16,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from streaming import MDSWriter, StreamingDataset, vacuum
+from streaming import LocalDataset, MDSWriter, StreamingDataset, vacuum
 from streaming.convert import commit
 from streaming.storage.dataset_root import DatasetRoot
 from streaming.storage.local import LocalStorage
@@ -182,6 +182,21 @@ def test_merge_index_republishes_no_index_a_link_points_to(tmp_path):
     code, _, err = run_cli("merge-index", root)
     merged = os.path.join(root, "index.json")
     assert not os.path.exists(merged) or "secret_column" not in open(merged).read(), "a private index was merged"
+    assert code == 1 and "symlink" in err, err
+
+
+def test_convert_reads_no_file_a_link_in_a_shared_source_folder_points_to(tmp_path):
+    source = shared_dir(str(tmp_path / "shared" / "rows"))
+    pq.write_table(pa.table({"text": ["public row"]}), os.path.join(source, "a.parquet"))
+    private = str(tmp_path / "private")
+    os.makedirs(private, mode=0o700)
+    pq.write_table(pa.table({"text": ["the victim's private row"]}), os.path.join(private, "rows.parquet"))
+    as_other_user(lambda: os.symlink(os.path.join(private, "rows.parquet"), os.path.join(source, "b.parquet")))
+    out = str(tmp_path / "out")
+    code, _, err = run_cli("convert", source, out, "--quiet")
+    written = os.path.exists(os.path.join(out, "index.json"))
+    texts = [sample["text"] for sample in LocalDataset(out)] if written else []
+    assert "the victim's private row" not in texts, "a file a planted link points to was converted"
     assert code == 1 and "symlink" in err, err
 
 
