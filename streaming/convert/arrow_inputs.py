@@ -191,7 +191,7 @@ def _delta_source(root: str) -> ArrowInput:
 
 def read_schema(task: Task) -> pa.Schema:
     """The Arrow schema of a task's input (the first batch's, for JSON Lines and CSV)."""
-    with local_copy(task.url, task.root) as path:
+    with _opened(task) as path:
         if task.kind == "parquet":
             import pyarrow.parquet as pq
 
@@ -268,8 +268,15 @@ def _batches(task: Task, path: str) -> Iterator[pa.RecordBatch]:
 
 def batches(task: Task) -> Iterator[pa.RecordBatch]:
     """The task's record batches, read as they are consumed (a remote file is downloaded first)."""
+    with _opened(task) as path:
+        yield from _batches(task, path)
+
+
+@contextlib.contextmanager
+def _opened(task: Task) -> Iterator[str]:
+    """What pyarrow reads for a task: its file (`local_copy`), or a Delta table's own root (deltalake reads it)."""
     if task.kind == "delta":
-        yield from _batches(task, task.url)
+        yield task.url
         return
     with local_copy(task.url, task.root) as path:
-        yield from _batches(task, path)
+        yield path
