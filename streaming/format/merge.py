@@ -22,6 +22,7 @@ from streaming.format.index import INDEX_BASENAME, MAX_INDEX_BYTES, parse_index,
 from streaming.storage.dataset_root import DatasetRoot
 from streaming.storage.download import download_file
 from streaming.storage.errors import ObjectNotFoundError
+from streaming.storage.local import local_path
 from streaming.storage.local_tree import LocalTree
 from streaming.storage.out_argument import parse_out
 from streaming.storage.url import check_relative_path, is_remote, join_url, relative_to
@@ -67,19 +68,23 @@ def _sub_path(index_url: str, root: str | None) -> str | None:
 def _read_local(path: str, local_root: str | None) -> bytes:
     """A local index file's bytes: a regular file (no link, no FIFO, at most `MAX_INDEX_BYTES`), reached from
     the merge's root without following a link below it when it lies there (else from its own folder)."""
-    path = os.path.abspath(path)
-    root = os.path.abspath(local_root) if local_root is not None else None
+    path = os.path.abspath(local_path(path))
+    root = os.path.abspath(local_path(local_root)) if local_root is not None else None
     if root is None or not path.startswith(root.rstrip(os.sep) + os.sep):
         root = os.path.dirname(path)
     return LocalTree(root).read_bytes(os.path.relpath(path, root).replace(os.sep, "/"), MAX_INDEX_BYTES)
 
 
 def _read_index(
-    source: Source, work_dir: str, number: int, timeout: float, local_root: str | None = None
+    source: Source, work_dir: str, number: int, timeout: float, roots: tuple[str | None, str | None] = (None, None)
 ) -> list[dict[str, Any]]:
+    """One sub-index, checked; a local copy (or a local "remote") is read from its root (see `_read_local`)."""
     local, remote = source if isinstance(source, tuple) else (source, source)
+    local_root, remote_root = roots
     if local and not is_remote(local) and os.path.lexists(local):
         where, data = local, _read_local(local, local_root)
+    elif remote and not is_remote(remote):
+        where, data = remote, _read_local(remote, remote_root)
     elif remote:
         path = os.path.join(work_dir, f"{number}.json")
         try:
@@ -128,7 +133,7 @@ def _merge_from_list(
             prefix = _prefix_for(source, local_root, remote_root)
             if prefix:  # the merged basenames must stay inside the root, as every index's do
                 check_relative_path(prefix, f"merge input {source}", "sub-dataset folder")
-            entries = _read_index(source, work_dir, number, download_timeout, local_root)
+            entries = _read_index(source, work_dir, number, download_timeout, (local_root, remote_root))
             shards.extend(rebase(shard, prefix) for shard in entries)
     if local_root is not None:
         publish_index(local_root, shards)

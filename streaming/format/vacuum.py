@@ -167,8 +167,7 @@ def vacuum(
     candidates = [path for path in listing if path not in keep]
 
     def age_and_size(path: str) -> tuple[str, float, int]:
-        url = location.child(path)
-        return path, location.storage.modified(url), location.storage.size(url)
+        return path, location.modified(path), location.size(path) or 0  # a link, FIFO or device has no size
 
     with ThreadPoolExecutor(max(1, max_workers), thread_name_prefix="mds-vacuum") as pool:
         doomed = []

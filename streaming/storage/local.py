@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import os
+import shutil
 import stat
 from collections.abc import Iterator
 from typing import BinaryIO
 
-from streaming.storage.base import Storage
+from streaming.storage.base import CHUNK_SIZE, Storage
 from streaming.storage.errors import ObjectNotFoundError, StorageError, StoragePermissionError
-from streaming.storage.local_tree import LocalTree
+from streaming.storage.local_tree import LocalTree, open_regular
 from streaming.storage.registry import volume_mount
 from streaming.storage.url import UnsafePathError, split_url
 
@@ -26,11 +27,13 @@ def local_path(url: str) -> str:
 class LocalStorage(Storage):
     """Plain file I/O through `LocalTree`: nothing below ``root`` is reached through a link.
 
-    A backend made by `storage_for` has no root: each path's own folder is the root, so only the file itself
-    is opened without following a link. `DatasetRoot` makes one rooted at the dataset (`below`), for which
-    every component below the root is opened that way, so a listed or indexed path cannot be redirected by
-    a symlinked sub-folder, whenever it is swapped in. `put` writes a temp file next to the target and renames
-    it into place; `put_if_absent` links a complete temp file to the name (``O_EXCL`` where links are refused).
+    `DatasetRoot` (and a stream's local remote) use one rooted at the dataset (`below`): every component below
+    the root is opened without following a link, so a listed or indexed path cannot be redirected by a
+    symlinked sub-folder, whenever it is swapped in. A backend made by `storage_for` has no root: its URLs are
+    paths a caller named (a file to convert, an index to merge), which may be the caller's own links, so they
+    are followed; files read are still regular files only (a FIFO fails at once). `put` writes a temp file
+    next to the target and renames it into place (replacing a link there, never writing through it);
+    `put_if_absent` links a complete temp file to the name (``O_EXCL`` where links are refused).
     """
 
     def __init__(self, root: str | None = None) -> None:
@@ -59,6 +62,12 @@ class LocalStorage(Storage):
         return LocalTree(self.root), relative.replace(os.sep, "/")
 
     def _download(self, url: str, sink: BinaryIO, timeout: float) -> int | None:
+        if self.root is None:
+            path = os.path.abspath(local_path(url))
+            fd, info = open_regular(path, None, path, os.path.dirname(path), follow=True)
+            with os.fdopen(fd, "rb") as source:
+                shutil.copyfileobj(source, sink, CHUNK_SIZE)
+            return info.st_size
         tree, relative = self._tree(url)
         return tree.copy_to(relative, sink)
 
@@ -81,19 +90,26 @@ class LocalStorage(Storage):
             below = relative[len(folder) + 1 :] if folder else relative
             yield os.path.join(prefix, *below.split("/"))
 
-    def _regular(self, url: str) -> os.stat_result | None:
-        tree, relative = self._tree(url)
-        if not relative:
-            return None
-        info = tree.stat(relative)
-        return info if info is not None and stat.S_ISREG(info.st_mode) else None
+    def _entry(self, url: str) -> os.stat_result | None:
+        """The status of the entry (below a root, a link's own), None for a folder or nothing."""
+        if self.root is None:
+            try:
+                info: os.stat_result | None = os.stat(local_path(url))
+            except (FileNotFoundError, NotADirectoryError):
+                return None
+        else:
+            tree, relative = self._tree(url)
+            info = tree.stat(relative) if relative else None
+        return None if info is None or stat.S_ISDIR(info.st_mode) else info
 
     def _size(self, url: str) -> int | None:
-        info = self._regular(url)
-        return None if info is None else info.st_size
+        # Only a regular file has a size to compare with an index: a link, FIFO or device counts as absent.
+        info = self._entry(url)
+        return info.st_size if info is not None and stat.S_ISREG(info.st_mode) else None
 
     def _modified(self, url: str) -> float | None:
-        info = self._regular(url)
+        # Any listed entry has an age (a planted link is vacuumed as itself).
+        info = self._entry(url)
         return None if info is None else info.st_mtime
 
     def _delete(self, url: str) -> None:

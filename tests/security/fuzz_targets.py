@@ -162,7 +162,7 @@ def merge_input(data: bytes) -> None:
     finally:
         os.close(fd)
     try:
-        entries = merge._read_index((path, ""), _SCRATCH, 0, 1.0, os.path.dirname(folder))
+        entries = merge._read_index((path, ""), _SCRATCH, 0, 1.0, (os.path.dirname(folder), None))
     except ValueError as err:
         assert path in str(err), err
         return
