@@ -82,22 +82,25 @@ def check_cache_dir(path: str) -> None:
     from streaming.dataset.coordination.root import trusted_folder
 
     try:
-        trusted = trusted_folder(path)
-    except FileNotFoundError:
-        os.makedirs(path, mode=0o700, exist_ok=True)
+        os.makedirs(path, mode=0o700)  # made now: this user's own
         return
-    if not trusted:
-        info = os.stat(path)
-        reason = (
-            f"belongs to uid {info.st_uid}, not to you (uid {os.getuid()})"
-            if info.st_uid != os.getuid()
-            else f"is writable by every user (mode {stat.S_IMODE(info.st_mode):o})"
-        )
-        raise PermissionError(
-            f"Cache directory {path} (local=) {reason}: shards found there are used as they are, so anyone who "
-            f"can write there could make you read their samples. Pass a local= folder of your own that other users "
-            f"cannot write to (or leave local unset for a private default)."
-        )
+    except FileExistsError:
+        pass
+    if trusted_folder(path):
+        return
+    info = os.stat(path)
+    if not stat.S_ISDIR(info.st_mode):
+        raise NotADirectoryError(f"Cache directory {path} (local=) is not a folder.")
+    reason = (
+        f"belongs to uid {info.st_uid}, not to you (uid {os.getuid()})"
+        if info.st_uid != os.getuid()
+        else f"is writable by every user (mode {stat.S_IMODE(info.st_mode):o})"
+    )
+    raise PermissionError(
+        f"Cache directory {path} (local=) {reason}: shards found there are used as they are, so anyone who "
+        f"can write there could make you read their samples. Pass a local= folder of your own that other users "
+        f"cannot write to (or leave local unset for a private default)."
+    )
 
 
 def _check_split(split: str) -> str:
