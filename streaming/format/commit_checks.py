@@ -20,11 +20,15 @@ OPERATIONS = ("append", "overwrite")
 
 
 def load_json(text: str, where: str) -> Any:
-    """Parse ``text``; JSONDecodeError when it is not (yet) JSON, ValueError when it nests too deeply."""
+    """Parse ``text``; JSONDecodeError when it is not (yet) JSON, a ValueError naming ``where`` for JSON Python
+    will not read (nested past the recursion limit, an integer past the 4,300-digit conversion limit)."""
     try:
         return json.loads(text)
-    except RecursionError:
-        raise ValueError(f"{where} nests its JSON too deeply to be a commit or conversion record.") from None
+    except json.JSONDecodeError:
+        raise
+    except (RecursionError, ValueError) as err:
+        reason = "it nests too deeply" if isinstance(err, RecursionError) else str(err)
+        raise ValueError(f"{where} is not a commit or conversion record Python can read: {reason}.") from None
 
 
 def load_commit(text: str, version: int, where: str) -> dict[str, Any]:

@@ -238,7 +238,7 @@ def check_format(shard_format: Any, where: str, number: int) -> Any:
 #: The largest shard file the format can describe: sample offsets are uint32.
 MAX_SHARD_FILE_BYTES = (1 << 32) - 1
 #: The formats whose samples are lines of a data file (at least a newline each), indexed by a ``.meta`` file.
-_LINE_FORMATS = frozenset({"json", "csv", "tsv", "xsv"})
+LINE_FORMATS = frozenset({"json", "csv", "tsv", "xsv"})
 
 
 def min_sample_bytes(shard_format: Any, column_sizes: Any) -> int:
@@ -251,7 +251,7 @@ def min_sample_bytes(shard_format: Any, column_sizes: Any) -> int:
         if not isinstance(column_sizes, list):
             return 0
         return sum(size if type(size) is int and size >= 0 else 4 if size is None else 0 for size in column_sizes)
-    return 1 if shard_format in _LINE_FORMATS else 0
+    return 1 if shard_format in LINE_FORMATS else 0
 
 
 def check_capacity(
@@ -275,7 +275,7 @@ def check_capacity(
             f"is impossible (offsets are 32-bit, so shard files stay under 4 GiB); the index is corrupt."
         )
     table = 4 * (samples + 2)  # the count, then samples + 1 offsets
-    if shard_format in _LINE_FORMATS and meta_bytes is not None:
+    if shard_format in LINE_FORMATS and meta_bytes is not None:
         need, have, name = table, meta_bytes, RAW_META
         if samples > data_bytes:
             need, have, name = samples, data_bytes, RAW_DATA

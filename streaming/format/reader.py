@@ -173,17 +173,24 @@ class Reader(Array, ABC):
         return posixpath.join(split, basename) if split else basename
 
     def present(self, basename: str) -> bool:
-        """Whether a file of this shard is on local disk, refusing a symlinked sub-folder or file on the way."""
-        info = self.tree.stat(self.relative(basename))
-        if info is not None and stat.S_ISLNK(info.st_mode):
+        """Whether a file of this shard is on local disk (one ``lstat``), refusing a file that is a symlink.
+
+        Only an existence check: every open, create and delete of the file goes through `tree`, which refuses a
+        symlinked sub-folder whenever it is swapped in.
+        """
+        try:
+            info = os.lstat(self.local_path(basename))
+        except (FileNotFoundError, NotADirectoryError):
+            return False
+        if stat.S_ISLNK(info.st_mode):
             raise UnsafePathError(
                 f"{self.local_path(basename)} is a symlink inside dataset folder {self.dirname}: refusing to follow "
                 f"it (it could point outside the dataset); replace it with the real file."
             )
-        return info is not None
+        return True
 
     def checked_path(self, basename: str) -> str:
-        """`local_path`, refusing a symlinked sub-folder or file on the way (see `present`)."""
+        """`local_path`, refusing a file that is a symlink (see `present`)."""
         self.present(basename)
         return self.local_path(basename)
 

@@ -20,8 +20,10 @@ import numpy as np
 from streaming.format.index import (
     FILE_KEYS,
     INDEX_VERSION,
+    LINE_FORMATS,
     MAX_COUNT,
     MAX_INDEX_BYTES,
+    MAX_SHARD_FILE_BYTES,
     RAW_DATA,
     RAW_META,
     SETTINGS_KEYS,
@@ -31,6 +33,7 @@ from streaming.format.index import (
     check_file_name,
     check_format,
     check_version,
+    min_sample_bytes,
 )
 from streaming.format.reader import Reader
 from streaming.format.reader_registry import reader_from_json
@@ -87,6 +90,32 @@ def _shape(shard: _Shard, where: str, number: int) -> tuple[Any, Any]:
     """The ``format`` and ``column_sizes`` of a shard's settings, decoded (the format must be a name)."""
     shard_format = check_format(msgspec.json.decode(shard.format), where, number)
     return shard_format, msgspec.json.decode(shard.column_sizes)
+
+
+def _check_capacities(
+    samples: np.ndarray,
+    raw_data: list[_File | None],
+    raw_meta: list[_File | None],
+    config_ids: np.ndarray,
+    shapes: list[tuple[Any, Any]],
+    where: str,
+) -> None:
+    """`check_capacity` for every shard at once (numpy): a count the files cannot hold is refused here, before
+    any plan is sized by it. The first shard that fails is checked again by `check_capacity` for its message."""
+    count = len(samples)
+    data = np.fromiter((record.bytes for record in raw_data if record is not None), np.int64, count)
+    meta = np.fromiter((0 if record is None else record.bytes for record in raw_meta), np.int64, count)
+    has_meta = np.fromiter((record is not None for record in raw_meta), bool, count)
+    lines = np.array([shard_format in LINE_FORMATS for shard_format, _ in shapes], bool)[config_ids] & has_meta
+    least = np.array([min_sample_bytes(*shape) for shape in shapes], np.float64)[config_ids]
+    table = 4.0 * (samples + 2)  # float64: exact far past any size that fits, and never overflows
+    bad = (data > MAX_SHARD_FILE_BYTES) | (meta > MAX_SHARD_FILE_BYTES)
+    bad |= np.where(lines, (table > meta) | (samples > data), table + samples * least > data)
+    if bad.any():
+        number = int(np.argmax(bad))
+        shard_format, column_sizes = shapes[config_ids[number]]
+        meta_bytes = int(meta[number]) if has_meta[number] else None
+        check_capacity(shard_format, column_sizes, int(samples[number]), int(data[number]), meta_bytes, where, number)
 
 
 def _decode_settings(raw: tuple[msgspec.Raw, ...]) -> dict[str, Any]:
@@ -240,10 +269,7 @@ class ShardTable:
                     distinct.append(settings)
                     shapes.append(_shape(shard, where, number))
             config_ids[number] = config_id
-            # A count the files cannot hold is refused here, before any plan is sized by it.
-            shard_format, column_sizes = shapes[config_id]
-            meta_bytes = None if shard.raw_meta is None else shard.raw_meta.bytes
-            check_capacity(shard_format, column_sizes, shard.samples, raw.bytes, meta_bytes, where, number)
+        _check_capacities(samples, raw_data, raw_meta, config_ids, shapes, where)
         configs = [_decode_settings(settings) for settings in distinct]
         columns = {kind: FileColumn.from_records(records) for kind, records in files.items()}
         return cls(samples, raw_bytes, zip_bytes, config_ids, configs, columns)
