@@ -101,8 +101,17 @@ def _check_capacities(
     where: str,
 ) -> None:
     """`check_capacity` for every shard at once (numpy): a count the files cannot hold is refused here, before
-    any plan is sized by it. The first shard that fails is checked again by `check_capacity` for its message."""
+    any plan is sized by it. The first shard that fails is checked again by `check_capacity` for its message;
+    a few shards are checked one by one (numpy's set-up costs more than that)."""
     count = len(samples)
+    if count <= 16:
+        for number in range(count):
+            shard_format, column_sizes = shapes[config_ids[number]]
+            record, meta_record = raw_data[number], raw_meta[number]
+            meta_bytes = None if meta_record is None else meta_record.bytes
+            data_bytes = record.bytes if record is not None else 0
+            check_capacity(shard_format, column_sizes, int(samples[number]), data_bytes, meta_bytes, where, number)
+        return
     data = np.fromiter((record.bytes for record in raw_data if record is not None), np.int64, count)
     meta = np.fromiter((0 if record is None else record.bytes for record in raw_meta), np.int64, count)
     has_meta = np.fromiter((record is not None for record in raw_meta), bool, count)

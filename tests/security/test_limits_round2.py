@@ -93,6 +93,21 @@ def test_sample_counts_the_files_cannot_hold_are_refused_before_planning(tmp_pat
         LocalDataset(ds)
 
 
+@pytest.mark.parametrize("shards", [3, 40])  # checked one by one, and all at once with numpy
+def test_the_first_shard_that_cannot_hold_its_samples_is_named(tmp_path, shards):
+    ds = str(tmp_path / "ds")
+    with MDSWriter(out=ds, columns={"x": "int", "s": "str"}) as writer:
+        writer.write({"x": 1, "s": "a"})
+    index = _index(ds)
+    entry = index["shards"][0]
+    fits = (entry["raw_data"]["bytes"] - 8) // 16  # 4 bytes of offset, 8 of int, 4 of string length each
+    index["shards"] = [dict(entry, samples=fits) for _ in range(shards)]
+    index["shards"][-2] = dict(entry, samples=fits + 1)
+    _write_index(ds, index)
+    with pytest.raises(ValueError, match=rf"shard {shards - 2}: {fits + 1} samples cannot fit"):
+        LocalDataset(ds)
+
+
 def _vm_size() -> int:
     with open("/proc/self/status") as status:
         return next(int(line.split()[1]) * 1024 for line in status if line.startswith("VmSize:"))
