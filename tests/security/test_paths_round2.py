@@ -60,7 +60,7 @@ def test_a_planted_commit_cannot_make_an_overwrite_delete_outside_the_dataset(tm
     source = str(tmp_path / "rows.parquet")
     pq.write_table(pa.table({"id": [1, 2, 3]}), source)
     out = os.path.join(shared_dir(str(tmp_path / "shared")), "ds")
-    assert run_cli("convert", source, out, "--quiet")[0] == 0
+    assert run_cli("convert", source, out, "--quiet", "--engine", "pyarrow")[0] == 0
     victim = _private_file(str(tmp_path / "victim"), "file", "keep me")
     share_tree(out)
     with open(os.path.join(out, "index.json")) as f:
@@ -85,7 +85,7 @@ def test_a_planted_commit_cannot_make_an_overwrite_delete_outside_the_dataset(tm
             json.dump(body, f)
 
     as_other_user(plant)
-    code, _, err = run_cli("convert", source, out, "--mode", "overwrite", "--quiet")
+    code, _, err = run_cli("convert", source, out, "--mode", "overwrite", "--quiet", "--engine", "pyarrow")
     assert os.path.exists(victim), "the overwrite deleted a file outside the dataset that a planted commit named"
     assert code == 1 and f"{version:020d}.json" in err and "not a plain relative path" in err, err
     with open(os.path.join(out, "index.json")) as f:
@@ -193,7 +193,7 @@ def test_convert_reads_no_file_a_link_in_a_shared_source_folder_points_to(tmp_pa
     pq.write_table(pa.table({"text": ["the victim's private row"]}), os.path.join(private, "rows.parquet"))
     as_other_user(lambda: os.symlink(os.path.join(private, "rows.parquet"), os.path.join(source, "b.parquet")))
     out = str(tmp_path / "out")
-    code, _, err = run_cli("convert", source, out, "--quiet")
+    code, _, err = run_cli("convert", source, out, "--quiet", "--engine", "pyarrow")
     written = os.path.exists(os.path.join(out, "index.json"))
     texts = [sample["text"] for sample in LocalDataset(out)] if written else []
     assert "the victim's private row" not in texts, "a file a planted link points to was converted"
