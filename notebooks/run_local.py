@@ -18,9 +18,26 @@ one and keeps it, so several runs share one install (as notebooks attached to on
 run every notebook so. ``--in-place`` (and ``run_notebook`` called from Python, as the tests do with their own
 session) runs in the current interpreter and prints ``%pip`` cells instead of running them.
 
-On a cluster the executors hold the workspace's credentials; here the ``DATABRICKS_*`` variables of this
-process are handed to Spark's Python workers for the duration of the run, so tasks reach the same workspace
-as the notebook. Tests import ``run_notebook`` and pass their own session.
+``--access-mode`` says which compute the run stands in for, and Spark's Python workers (the executors) get
+only what that compute gives its executors (see ``streaming.spark.executor_access``):
+
+* ``local`` (the default): a Spark session off Databricks, as on a laptop. Local executors are this machine's
+  processes and see its environment, ``DATABRICKS_*`` included.
+* ``classic``: a dedicated (single user) cluster. The notebook sees what Databricks sets on a driver
+  (``DATABRICKS_RUNTIME_VERSION``, the cluster tag ``spark.databricks.clusterUsageTags.dataSecurityMode``); the
+  executors have no ``DATABRICKS_*`` (the notebook's context is the driver's), but keep the machine's cloud
+  credentials, as a cluster's instance profile or environment gives them.
+* ``standard``: a standard (shared) access mode cluster. Tasks are sandboxed: no workspace credentials and no storage
+  credentials (``AWS_ACCESS_KEY_ID``, ``AZURE_STORAGE_CONNECTION_STRING``, ... : ``STORAGE_CREDENTIALS``), the
+  network and storage settings (endpoints, regions) otherwise there.
+* ``serverless``: serverless compute (``IS_SERVERLESS=TRUE``, ``DATABRICKS_RUNTIME_VERSION=client.<n>``). Tasks have
+  no credentials and no network: any TCP or UDP connection they open fails.
+
+The executors' side is made by a ``sitecustomize`` module on their ``PYTHONPATH`` that, at worker start, removes
+the variables and (serverless) blocks ``socket.connect``: a stand-in for the platform's sandbox in Python code,
+which holds for the package's own clients (requests, boto3, the Azure and Google SDKs). Only ``/Volumes`` paths
+mounted on this machine stay reachable in every mode, as on Databricks. Tests import ``run_notebook`` and pass
+their own session.
 """
 
 from __future__ import annotations
@@ -31,6 +48,7 @@ import importlib
 import os
 import re
 import shlex
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -44,7 +62,75 @@ HEADER = "# Databricks notebook source"
 SEPARATOR = "# COMMAND ----------"
 MAGIC_PREFIX = "# MAGIC"
 PRINTED_MAGICS = ("md", "pip")
-FORWARDED_ENV_PREFIX = "DATABRICKS_"
+ACCESS_MODES = ("local", "classic", "standard", "serverless")
+WORKSPACE_VARIABLES = ("DATABRICKS_",)
+#: Storage settings (endpoints, regions, switches) and credentials, by name or prefix ...
+STORAGE_VARIABLES = ("AWS_", "S3_", "AZURE_", "GOOGLE_", "GCS_", "STORAGE_EMULATOR_HOST", "OCI_", "HF_", "NO_GCE_CHECK")
+#: ... of which these are credentials (the rest are settings a sandbox leaves alone).
+STORAGE_CREDENTIALS = (
+    "AWS_ACCESS_KEY_ID",
+    "AWS_SECRET_ACCESS_KEY",
+    "AWS_SESSION_TOKEN",
+    "AWS_PROFILE",
+    "AZURE_STORAGE_CONNECTION_STRING",
+    "AZURE_ACCOUNT_ACCESS_KEY",
+    "AZURE_STORAGE_ACCOUNT_KEY",
+    "AZURE_CLIENT_SECRET",
+    "GOOGLE_APPLICATION_CREDENTIALS",
+    "GCS_KEY",
+    "GCS_SECRET",
+    "OCI_CONFIG_FILE",
+    "HF_TOKEN",
+    "COMPOSER_SFTP_KEY_FILE",
+)
+#: Environment variables (names or prefixes) of the driver each mode's executors have too: on a laptop all of them;
+#: on a cluster the storage settings, and on a classic one its storage credentials (an instance profile's or the
+#: cluster environment's), but never the workspace's (the notebook's context is the driver's).
+GIVEN_TO_EXECUTORS = {
+    "local": WORKSPACE_VARIABLES + STORAGE_VARIABLES,
+    "classic": STORAGE_VARIABLES,
+    "standard": STORAGE_VARIABLES,
+    "serverless": STORAGE_VARIABLES,
+}
+#: ... and the ones they lose, whatever the worker processes inherited.
+HIDDEN_FROM_EXECUTORS = {
+    "classic": WORKSPACE_VARIABLES,
+    "standard": WORKSPACE_VARIABLES + STORAGE_CREDENTIALS,
+    "serverless": WORKSPACE_VARIABLES + STORAGE_CREDENTIALS,
+}
+#: What Databricks shows the driver: environment variables and Spark settings (the runtime as the pyspark line's).
+DRIVER_MARKERS = {
+    "classic": ({"DATABRICKS_RUNTIME_VERSION": "{runtime}"}, {"dataSecurityMode": "SINGLE_USER"}),
+    "standard": ({"DATABRICKS_RUNTIME_VERSION": "{runtime}"}, {"dataSecurityMode": "USER_ISOLATION"}),
+    "serverless": ({"DATABRICKS_RUNTIME_VERSION": "client.4", "IS_SERVERLESS": "TRUE"}, {}),
+}
+CLUSTER_TAG_PREFIX = "spark.databricks.clusterUsageTags."
+EXECUTOR_MODE_ENV = "RUN_LOCAL_EXECUTOR_MODE"
+#: The executors' side of a mode, run by every Python worker at start (it is their ``sitecustomize``).
+EXECUTOR_SANDBOX = """\
+import errno, os, socket
+
+_mode = os.environ.pop({mode_env!r}, "")
+_hidden = {hidden!r}.get(_mode, ())
+for _name in [name for name in os.environ if name.startswith(_hidden)]:
+    del os.environ[_name]
+if _mode == "serverless":
+    _connect, _connect_ex = socket.socket.connect, socket.socket.connect_ex
+
+    def _refuse(sock):
+        if sock.family in (socket.AF_INET, socket.AF_INET6):
+            raise OSError(errno.ENETUNREACH, "serverless executor (run_local): UDFs cannot access the internet")
+
+    def connect(self, address):
+        _refuse(self)
+        return _connect(self, address)
+
+    def connect_ex(self, address):
+        _refuse(self)
+        return _connect_ex(self, address)
+
+    socket.socket.connect, socket.socket.connect_ex = connect, connect_ex
+"""
 #: Set to the throwaway virtualenv's folder for the run inside it; only there do ``%pip`` cells run.
 THROWAWAY_VENV_ENV = "RUN_LOCAL_VENV"
 #: Entries of the starting interpreter's site-packages the throwaway virtualenv does not see: this project's
@@ -228,25 +314,68 @@ def local_spark() -> Any:
     return session
 
 
+def runtime_version() -> str:
+    """The Databricks Runtime LTS of this pyspark line (15.4 LTS runs Spark 3.5, 17.3 LTS Spark 4.0)."""
+    import pyspark
+
+    return "15.4" if pyspark.__version__.startswith("3.") else "17.3"
+
+
 @contextlib.contextmanager
-def executor_credentials(spark: Any) -> Iterator[None]:
-    """Give Spark's Python workers this process's ``DATABRICKS_*`` variables while the block runs."""
+def compute_mode(spark: Any, mode: str) -> Iterator[None]:
+    """Make ``spark``'s driver and executors look like ``mode``'s (see the module docstring) while the block runs."""
+    if mode not in ACCESS_MODES:
+        raise ValueError(f"Unknown access mode {mode!r}; choose one of {', '.join(ACCESS_MODES)}.")
     try:
         environment = spark.sparkContext.environment
     except Exception:  # noqa: BLE001 - Spark Connect has no SparkContext; its server has its own environment
+        if mode != "local":
+            raise ValueError(
+                f"--access-mode {mode} needs a classic SparkSession (its executors are simulated)"
+            ) from None
         yield
         return
-    forwarded = {name: value for name, value in os.environ.items() if name.startswith(FORWARDED_ENV_PREFIX)}
-    saved = {name: environment.get(name) for name in forwarded}
-    environment.update(forwarded)
+    variables, tags = DRIVER_MARKERS.get(mode, ({}, {}))
+    driver = {name: value.format(runtime=runtime_version()) for name, value in variables.items()}
+    # Handed over explicitly: a session started before the variables were set has not passed them on.
+    given = GIVEN_TO_EXECUTORS[mode]
+    workers = {name: value for name, value in os.environ.items() if given and name.startswith(given)}
+    if mode != "local":
+        folder = tempfile.mkdtemp(prefix="run_local-executors-")
+        with open(os.path.join(folder, "sitecustomize.py"), "w", encoding="utf-8") as file:
+            file.write(EXECUTOR_SANDBOX.format(mode_env=EXECUTOR_MODE_ENV, hidden=HIDDEN_FROM_EXECUTORS))
+        workers[EXECUTOR_MODE_ENV] = mode
+        workers["PYTHONPATH"] = os.pathsep.join(filter(None, [folder, environment.get("PYTHONPATH")]))
+    settings = {CLUSTER_TAG_PREFIX + key: value for key, value in tags.items()}
+    if mode in ("classic", "standard"):
+        settings[CLUSTER_TAG_PREFIX + "clusterId"] = "run-local-cluster"
+    saved_env = {name: os.environ.get(name) for name in driver}
+    saved_workers = {name: environment.get(name) for name in workers}
+    saved_settings = {key: spark.conf.get(key, None) for key in settings}
+    os.environ.update(driver)
+    environment.update(workers)
+    for key, value in settings.items():
+        spark.conf.set(key, value)
     try:
         yield
     finally:
-        for name, value in saved.items():
+        _restore(os.environ, saved_env)
+        _restore(environment, saved_workers)
+        for key, value in saved_settings.items():
             if value is None:
-                environment.pop(name, None)
+                spark.conf.unset(key)
             else:
-                environment[name] = value
+                spark.conf.set(key, value)
+        if mode != "local":
+            shutil.rmtree(folder, ignore_errors=True)
+
+
+def _restore(mapping: Any, saved: Mapping[str, str | None]) -> None:
+    for name, value in saved.items():
+        if value is None:
+            mapping.pop(name, None)
+        else:
+            mapping[name] = value
 
 
 @dataclass
@@ -258,7 +387,11 @@ class NotebookRun:
 
 
 def run_notebook(
-    path: str, widgets: Mapping[str, str] | None = None, spark: Any = None, quiet: bool = False
+    path: str,
+    widgets: Mapping[str, str] | None = None,
+    spark: Any = None,
+    quiet: bool = False,
+    access_mode: str = "local",
 ) -> NotebookRun:
     """Execute the notebook at ``path`` cell by cell in one namespace and return the run's outcome.
 
@@ -267,6 +400,7 @@ def run_notebook(
         widgets: widget values, replacing the notebook's defaults.
         spark: the session to provide as ``spark`` (default: ``local_spark()``).
         quiet: do not print cell banners and ``%md`` text.
+        access_mode: the compute the run stands in for (``ACCESS_MODES``; see the module docstring).
     """
     with open(path, encoding="utf-8") as file:
         cells = parse_notebook(file.read(), path)
@@ -281,7 +415,7 @@ def run_notebook(
         "displayHTML": display_html,
     }
     exit_value = None
-    with executor_credentials(session):
+    with compute_mode(session, access_mode):
         for cell in cells:
             if not quiet:
                 print(f"\n── {os.path.basename(path)} · cell {cell.number}/{len(cells)} (line {cell.line}) ──")
@@ -411,6 +545,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         help="run in this virtualenv (created if missing, kept afterwards) instead of a temporary one",
     )
     parser.add_argument(
+        "--access-mode",
+        choices=ACCESS_MODES,
+        default="local",
+        help="the compute to stand in for: what the notebook sees, and what the Spark executors get (default: local)",
+    )
+    parser.add_argument(
         "--in-place",
         action="store_true",
         help="run in this interpreter and print %%pip cells instead of installing into a throwaway virtualenv",
@@ -427,7 +567,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     owned = SparkSession.getActiveSession() is None
     spark = local_spark()
     try:
-        run = run_notebook(args.notebook, widgets, spark)
+        run = run_notebook(args.notebook, widgets, spark, access_mode=args.access_mode)
     except Exception:  # noqa: BLE001 - report the failing cell's traceback, then fail the command
         traceback.print_exc()
         print(f"[run_local] {args.notebook} failed.", file=sys.stderr)

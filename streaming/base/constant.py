@@ -1,6 +1,6 @@
 """Upstream path `streaming.base.constant`: re-exports."""
 
-from streaming.compat.constants import (
+from streaming.compat.coordination_names import (
     BARRIER,
     BARRIER_FILELOCK,
     CACHE_FILELOCK,

@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 
-from streaming.compat.constants import TICK
+from streaming.compat.coordination_names import TICK
 from streaming.compat.shared_memory import SharedArray
 from streaming.dataset.coordination import lockfile
 

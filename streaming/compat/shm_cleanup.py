@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import os
 
-from streaming.compat.constants import SHM_TO_CLEAN
+from streaming.compat.coordination_names import SHM_TO_CLEAN
 from streaming.dataset.coordination import clean_stale_state
 
 _POSIX_SHM_DIR = "/dev/shm"

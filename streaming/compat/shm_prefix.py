@@ -14,7 +14,7 @@ from collections import Counter
 from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
-from streaming.compat.constants import LOCALS, TICK
+from streaming.compat.coordination_names import LOCALS, TICK
 from streaming.compat.shared_memory import SharedMemory
 
 if TYPE_CHECKING:

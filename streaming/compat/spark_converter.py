@@ -172,6 +172,7 @@ def dataframe_to_mds(
         mode="overwrite" if kwargs.get("exist_ok") else "error",
         progress=bool(kwargs.get("progress_bar")),
         merge_index=merge_index,
+        partition_folders=True,
         udf=udf_iterable,
         udf_kwargs=udf_kwargs,
     )

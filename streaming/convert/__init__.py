@@ -9,7 +9,7 @@ that imports pyspark) and pyarrow (`arrow_engine`, the command line's ``convert`
 * `null_plan`: which columns get NULL masks; `source`: where the rows came from;
 * `attempt`, `upload_sink`: one task attempt writing its own folder, shards uploaded as they complete;
 * `runs`: the names of run, attempt, partition and increment folders, and their parsers;
-* `commit`, `partition_folders`: publishing a run (the commit log, or upstream's ``merge_index=False`` layout);
+* `commit`: publishing a run (a commit of the commit log, or upstream's ``merge_index=False`` layout);
 * `progress`: the driver's progress bar, read from the destination;
 * `arrow_inputs`: the pyarrow engine's inputs (Parquet, Delta, JSON Lines, CSV, Hugging Face folders).
 

@@ -1,4 +1,4 @@
-"""The driver's side of the commit protocol: check the destination, commit the run, remove the rest.
+"""The driver's side of the commit protocol: check the destination, publish the run, remove the rest.
 
 Readers only follow ``<out>/index.json``. A run commits through the dataset's commit log
 (`streaming.format.commit_log`): one create-only commit file names the shards of the attempts the engine
@@ -7,6 +7,11 @@ reported as successful (basenames relative to the dataset root) and the conversi
 ``mode="error"`` write) that loses the race fails and removes its own files. Afterwards the run's other
 files (failed attempts, lost speculative copies) are deleted, and an overwrite deletes the files of the
 dataset it replaced, never files it does not know (a concurrent append's shards in flight).
+
+Attempt folders are nested in the run's folder (``<run>/part-...``), or flat: upstream's one folder per
+partition directly below the root (``<run>-part-...``, `streaming.convert.runs`), each a dataset of its own.
+Without a merged index (``merge_index=False``, `publish_folders`) nothing is committed: the successful attempts'
+folders are the dataset, as upstream leaves it, and ``mode="overwrite"`` also removes everything else.
 """
 
 from __future__ import annotations
@@ -15,7 +20,7 @@ import contextlib
 from typing import Any
 
 from streaming.convert.attempt import Attempt
-from streaming.convert.runs import in_run_folder
+from streaming.convert.runs import attempt_folder_of, in_run_folder, written_by_run
 from streaming.format import commit_log
 from streaming.format.commit_log import Snapshot
 from streaming.format.index import INDEX_BASENAME, rebase
@@ -84,21 +89,14 @@ def publish(
     attempts: list[Attempt],
     mode: str,
     *,
-    merge_index: bool = True,
     metadata: dict[str, Any] | None = None,
     base: Snapshot | None = None,
+    flat: bool = False,
 ) -> list[dict[str, Any]]:
     """Commit a run on top of ``base`` (the state `check_destination` returned; read now if None), publish
-    the index and metadata, then delete what is not part of the dataset.
-
-    Without ``merge_index`` nothing is committed: only the attempts' own indexes describe the data, and
-    ``overwrite`` also removes a previous merged index. Returns the shard entries this run added.
-    """
+    the index and metadata, then delete what is not part of the dataset. Returns the shard entries it added."""
     kept = {attempt.directory for attempt in first_per_partition(attempts) if attempt.directory}
     added = committed_shards(attempts)
-    if not merge_index:
-        delete_leftovers(destination, run, kept, everything_else=mode == "overwrite")
-        return added
     start = commit_log.read_snapshot(destination) if base is None else base
     operation = commit_log.APPEND if mode == "append" else commit_log.OVERWRITE
     try:
@@ -106,13 +104,20 @@ def publish(
             destination, operation, added, base=start, record=metadata, check=lambda newer: _check_rebase(newer, added)
         )
     except BaseException:
-        discard_run(destination, run)
+        discard_run(destination, run, flat=flat)
         raise
     commit_log.publish_checkpoint(destination, state)
-    delete_leftovers(destination, run, kept, everything_else=False)
+    delete_leftovers(destination, run, kept, flat=flat, everything_else=False)
     if operation == commit_log.OVERWRITE:
         destination.delete(commit_log.removed_files(start, state))
     return added
+
+
+def publish_folders(destination: DatasetRoot, run: str, attempts: list[Attempt], mode: str) -> None:
+    """Without a merged index: keep the successful attempts' flat folders, delete the run's others (and, for an
+    overwrite, everything else below the root: the previous dataset, its index, its commit log)."""
+    kept = {attempt.directory for attempt in first_per_partition(attempts) if attempt.directory}
+    delete_leftovers(destination, run, kept, flat=True, everything_else=mode == "overwrite")
 
 
 def _check_rebase(newer: Snapshot, added: list[dict[str, Any]]) -> None:
@@ -123,21 +128,20 @@ def _check_rebase(newer: Snapshot, added: list[dict[str, Any]]) -> None:
         check_append_columns(newer.shards, columns, "the dataset as another writer just committed it")
 
 
-def delete_leftovers(destination: DatasetRoot, run: str, kept: set[str], *, everything_else: bool) -> int:
-    """Delete this run's files outside the ``kept`` attempt folders (and top-level files); with
-    ``everything_else``, every other file below the root too. Returns how many files were deleted."""
-    listing = destination.list_relative() if everything_else else destination.list_relative(run)
-    # A file is kept when it lies in a committed attempt's folder; failed and speculative attempts are siblings.
-    doomed = [relative for relative in listing if relative not in kept and _attempt_of(relative) not in kept]
+def delete_leftovers(destination: DatasetRoot, run: str, kept: set[str], *, flat: bool, everything_else: bool) -> int:
+    """Delete this run's files outside the ``kept`` attempt folders; with ``everything_else``, every other file
+    below the root too. Returns how many files were deleted."""
+    listing = destination.list_relative() if everything_else or flat else destination.list_relative(run)
+    doomed = [
+        relative
+        for relative in listing
+        if attempt_folder_of(relative, flat) not in kept and (everything_else or written_by_run(relative, run, flat))
+    ]
     return destination.delete(doomed)
 
 
-def _attempt_of(relative: str) -> str:
-    """The ``<run>/<attempt>`` folder a root-relative path lies in (attempt folders are two levels deep)."""
-    return "/".join(relative.split("/", 2)[:2])
-
-
-def discard_run(destination: DatasetRoot, run: str) -> None:
+def discard_run(destination: DatasetRoot, run: str, *, flat: bool = False) -> None:
     """After a failed job: remove whatever the run wrote (the published dataset is untouched)."""
     with contextlib.suppress(Exception):
-        destination.delete(destination.list_relative(run))
+        listing = destination.list_relative() if flat else destination.list_relative(run)
+        destination.delete([relative for relative in listing if written_by_run(relative, run, flat)])

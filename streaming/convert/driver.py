@@ -9,7 +9,7 @@
    dataset is left as it was.
 4. The conversion record (source, columns, NULL plan, settings, counts, writer), published with the commit.
 5. The commit (`commit.publish`: one commit of the dataset's commit log, then ``index.json``) or, with
-   ``merge_index=False``, upstream's one folder per partition (`partition_folders`).
+   ``merge_index=False``, upstream's one folder per partition and nothing else (`commit.publish_folders`).
 
 Engines: Spark (`streaming.spark.convert`, one ``mapInArrow`` job) and pyarrow
 (`streaming.convert.arrow_engine`, a process pool; the command line's ``convert``).
@@ -26,7 +26,6 @@ from streaming._version import DISTRIBUTION_VERSION
 from streaming.convert import commit
 from streaming.convert.attempt import Attempt, TaskConfig
 from streaming.convert.null_plan import NullPlan, check_policy, dataset_columns, null_columns
-from streaming.convert.partition_folders import discard_partitions, publish_partitions
 from streaming.convert.runs import new_run_id
 from streaming.convert.source import Source
 from streaming.storage.dataset_root import DatasetRoot
@@ -98,6 +97,9 @@ class Settings:
     mode: str
     nulls: str = "mask"
     merge_index: bool = True
+    #: Attempt folders directly below the root (upstream's layout: one dataset per partition) rather than in the
+    #: run's folder; always so without a merged index.
+    partition_folders: bool = False
     udf: Callable[..., Any] | None = None
     udf_kwargs: Mapping[str, Any] = field(default_factory=dict)
     env: Mapping[str, str] = field(default_factory=dict)
@@ -131,6 +133,7 @@ def run_conversion(
     null_plan = _null_plan(engine, columns, explicit, settings, joined)
     commit.check_append_columns(joined, null_plan.columns, destination.url)
     run = new_run_id()
+    flat = settings.partition_folders or not settings.merge_index
     config = TaskConfig(
         destination=destination.url,
         run=run,
@@ -143,13 +146,13 @@ def run_conversion(
         udf_kwargs=dict(settings.udf_kwargs),
         env=dict(settings.env),
         nulls=null_plan.masks,
-        partition_folders=not settings.merge_index,
+        partition_folders=flat,
         task_label=engine.task_label,
     )
     try:
         attempts = commit.first_per_partition(engine.run_attempts(config, destination))
     except BaseException:
-        (commit.discard_run if settings.merge_index else discard_partitions)(destination, run)
+        commit.discard_run(destination, run, flat=flat)
         raise
     samples = sum(attempt.samples for attempt in attempts)
     size = sum(attempt.bytes for attempt in attempts)
@@ -170,9 +173,9 @@ def run_conversion(
     }
     root_url = destination.url
     if settings.merge_index:
-        commit.publish(destination, run, attempts, settings.mode, metadata=record, base=base)
+        commit.publish(destination, run, attempts, settings.mode, metadata=record, base=base, flat=flat)
     else:
-        publish_partitions(destination, run, attempts, settings.mode)
+        commit.publish_folders(destination, run, attempts, settings.mode)
     logger.info("%s wrote %d samples in %d shards (%d bytes) to %s", settings.caller, samples, shards, size, root_url)
     return ConversionResult(
         path=destination.url,

@@ -17,6 +17,7 @@ from typing import Any
 
 from tqdm.auto import tqdm
 
+from streaming.convert.runs import written_by_run
 from streaming.format.index import INDEX_BASENAME, stored_file
 from streaming.storage.dataset_root import DatasetRoot
 
@@ -34,14 +35,18 @@ class Progress:
 
     Args:
         destination: the dataset root.
-        run: the run's folder name.
+        run: the run id.
         total: number of tasks, if known.
         enabled: False to show nothing.
+        flat: the run's attempt folders lie directly below the root (`streaming.convert.runs`).
     """
 
-    def __init__(self, destination: DatasetRoot, run: str, total: int | None, enabled: bool = True) -> None:
+    def __init__(
+        self, destination: DatasetRoot, run: str, total: int | None, enabled: bool = True, flat: bool = False
+    ) -> None:
         self.destination = destination
         self.run = run
+        self.flat = flat
         self.enabled = enabled
         self.rows = 0
         self.bytes = 0
@@ -71,7 +76,8 @@ class Progress:
 
     def refresh(self) -> None:
         """Count attempts that finished since the last look."""
-        for relative in self.destination.list_relative(self.run):
+        listing = self.destination.list_relative("" if self.flat else self.run)
+        for relative in (name for name in listing if written_by_run(name, self.run, self.flat)):
             if not relative.endswith("/" + INDEX_BASENAME) or relative in self._seen:
                 continue
             text = self.destination.read_text(relative)

@@ -4,8 +4,8 @@ Every writer names its folders here and every reader of a destination (the commi
 `mode="error"`'s emptiness check, the incremental job's version lookup) parses them here, so a name and its
 parser cannot drift apart. Layout below a dataset root::
 
-    <run>/part-<partition:05>-attempt-<attempt>/...        a task attempt of a run (merged index)
-    <run>-part-<partition:05>-attempt-<attempt>/...        the same, merge_index=False (upstream's layout)
+    <run>/part-<partition:05>-attempt-<attempt>/...        a task attempt of a run (nested)
+    <run>-part-<partition:05>-attempt-<attempt>/...        the same, flat: upstream's one folder per partition
     increments/v<version:08>-<hex>/<run>/part-.../...      one run of incremental_to_mds
 
 ``<run>`` is the run id: its UTC start time (so runs sort by age) and a random suffix.
@@ -34,13 +34,20 @@ def attempt_folder(run: str, partition: int, attempt: int) -> str:
 
 
 def partition_folder(run: str, partition: int, attempt: int) -> str:
-    """A task attempt's folder directly below the root, for the ``merge_index=False`` layout."""
+    """A task attempt's folder directly below the root, in the flat layout (upstream's)."""
     return f"{run}-part-{partition:05d}-attempt-{attempt}"
 
 
-def partition_folder_prefix(run: str) -> str:
-    """What every ``merge_index=False`` folder of ``run`` starts with."""
-    return f"{run}-part-"
+def attempt_folder_of(relative: str, flat: bool) -> str:
+    """The attempt folder (nested: ``<run>/<attempt>``; flat: its top folder) a root-relative path lies in."""
+    return "/".join(relative.split("/", 2)[: 1 if flat else 2])
+
+
+def written_by_run(relative: str, run: str, flat: bool) -> bool:
+    """Whether a root-relative path lies in one of ``run``'s attempt folders."""
+    if flat:
+        return "/" in relative and relative.startswith(f"{run}-part-")
+    return relative.startswith(f"{run}/")
 
 
 def new_increment_folder(version: int) -> str:

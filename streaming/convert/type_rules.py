@@ -96,9 +96,9 @@ def spark_equivalent(data_type: pa.DataType) -> pa.DataType:
         return pa.duration("us")
     if types.is_time(data_type):
         return pa.time64("ns")
-    if types.is_large_string(data_type) or types.is_string_view(data_type):
+    if types.is_large_string(data_type) or _is_view(data_type, "string"):
         return pa.string()
-    if types.is_large_binary(data_type) or types.is_fixed_size_binary(data_type) or types.is_binary_view(data_type):
+    if types.is_large_binary(data_type) or types.is_fixed_size_binary(data_type) or _is_view(data_type, "binary"):
         return pa.binary()
     if types.is_list(data_type) or types.is_large_list(data_type) or types.is_fixed_size_list(data_type):
         return pa.list_(spark_equivalent(data_type.value_type))
@@ -107,6 +107,12 @@ def spark_equivalent(data_type: pa.DataType) -> pa.DataType:
     if types.is_map(data_type):
         return pa.map_(spark_equivalent(data_type.key_type), spark_equivalent(data_type.item_type))
     return data_type
+
+
+def _is_view(data_type: pa.DataType, kind: str) -> bool:
+    """Whether ``data_type`` is Arrow's ``string_view``/``binary_view`` (pyarrow 16+; DBR 14-15 ship 14)."""
+    check = getattr(pa.types, f"is_{kind}_view", None)
+    return check is not None and check(data_type)
 
 
 def element_dtype(data_type: pa.DataType) -> str | None:

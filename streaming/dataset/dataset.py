@@ -17,7 +17,7 @@ import weakref
 from array import array
 from bisect import bisect_right
 from collections.abc import Callable, Iterator, Sequence
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 
@@ -39,6 +39,8 @@ from streaming.dataset.stream import Stream, StreamDefaults
 from streaming.dataset.weighting import SAMPLING_METHODS, resolve_weights
 from streaming.dataset.world import World
 from streaming.format.errors import ShardCorruptError
+from streaming.format.index import dumps_index
+from streaming.format.table import ShardTable
 from streaming.util import bytes_to_int, number_abbrev_to_int
 
 # Iteration unmaps the shard pages it has read every this many samples (`Reader.release_pages`): a process, and
@@ -64,6 +66,23 @@ def _share_batches_by_name() -> None:
         torch.multiprocessing.set_sharing_strategy("file_system")
 
 
+def _shard_table(stream: Stream, world: World, allow_unsafe_types: bool) -> ShardTable:
+    """A stream's shards: its index as is, or, when its class overrides upstream's ``Stream.get_shards`` hook
+    (upstream's dataset builds its shard list by calling it: a subclass may filter or reorder the shards), the
+    shards that override returns."""
+    if type(stream).get_shards is Stream.get_shards:
+        return stream.load_table()
+    shards = stream.get_shards(world, allow_unsafe_types)
+    entries = [shard.index_entry for shard in shards]
+    if any(entry is None for entry in entries):
+        raise TypeError(
+            f"{type(stream).__name__}.get_shards returned shards without their index entries; return shards "
+            f"that Stream.get_shards returned (all of them or a selection)."
+        )
+    index = dumps_index(cast(list[dict[str, Any]], entries)).encode()
+    return ShardTable.from_bytes(index, f"{type(stream).__name__}.get_shards() of {stream!r}")
+
+
 def _overrides_item_access(cls: type[StreamingDataset]) -> bool:
     """Whether a dataset class reads samples its own way: it overrides ``__getitem__`` or ``get_item``."""
     overrides = _ITEM_ACCESS_OVERRIDDEN.get(cls)
@@ -81,7 +100,7 @@ _ITEM_ACCESS_OVERRIDDEN: weakref.WeakKeyDictionary[type, bool] = weakref.WeakKey
 class StreamingDataset(Array, IterableDataset):
     """Iterate (and randomly access) samples of one or more streams, the same way on every rank and worker.
 
-    Arguments, defaults and validation are MosaicML Streaming's; see the README for each. ``batch_size`` is
+    Arguments, defaults and validation are MosaicML Streaming's; docs/guide/reading.md lists them. ``batch_size`` is
     required to iterate. ``__iter__`` yields this worker's samples of the next epoch (or the resumed one after
     ``load_state_dict``); ``dataset[i]`` reads any sample, downloading its shard when needed.
     """
@@ -206,7 +225,7 @@ class StreamingDataset(Array, IterableDataset):
             [(local_dir, s.remote_index_location()) for local_dir, s in zip(locals_seen, self.streams)]
         )
 
-        tables = [stream.load_table() for stream in self.streams]
+        tables = [_shard_table(stream, world, allow_unsafe_types) for stream in self.streams]
         self.shards_per_stream = np.array([len(t) for t in tables], np.int64)
         self.shard_offset_per_stream = np.concatenate([[0], np.cumsum(self.shards_per_stream)[:-1]]).astype(np.int64)
         self.samples_per_shard = np.concatenate([t.samples for t in tables]) if tables else np.zeros(0, np.int64)

@@ -302,8 +302,11 @@ class Stream:
         """
         table = self.load_table()
         shards = [table.reader(self.local, self.split, shard_id) for shard_id in range(len(table))]
-        for shard in shards:
+        for shard_id, shard in enumerate(shards):
             shard.validate(allow_unsafe_types)
+            # Kept only on this hook's readers: a subclass's override returns a selection of them, from which
+            # StreamingDataset rebuilds its shard table (`_shard_table`).
+            shard.index_entry = table.entry(shard_id)
         return shards
 
     def set_up_local(self, shards: list[Reader], cache_usage_per_shard: NDArray[np.int64]) -> None:

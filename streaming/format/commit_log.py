@@ -15,6 +15,11 @@ crash between a commit and its checkpoint leaves a stale ``index.json`` that the
 An append that loses the race re-reads the newest state, puts its shards on top of it and tries N+1 (so
 concurrent appends all land); an overwrite that loses fails with `ConcurrentCommitError`. A dataset without
 a log (written by MosaicML Streaming or an older version) is version 0: its ``index.json`` and metadata.
+
+The log folder also holds an empty ``index.json`` (`LOG_MARKER`), written with the first commit: tools that
+walk a dataset root treating every folder as a dataset of its own, as upstream's layout lets them (its tests,
+user code building a `Stream` per partition folder, `merge_index` of a root), read the log folder as an empty
+dataset rather than as a broken one.
 """
 
 from __future__ import annotations
@@ -33,6 +38,8 @@ from streaming.format.index import INDEX_BASENAME, METADATA_BASENAME, dumps_inde
 from streaming.storage.dataset_root import DatasetRoot
 
 LOG_FOLDER = "_mds_log"
+#: The empty index inside the log folder (see the module docstring).
+LOG_MARKER = f"{LOG_FOLDER}/{INDEX_BASENAME}"
 
 APPEND = "append"
 OVERWRITE = "overwrite"
@@ -117,6 +124,8 @@ def commit(
             "committed_at": time.time(),
         }
         if destination.create_text(commit_path(state.version), json.dumps(body, sort_keys=True)):
+            if state.version == 1:
+                destination.write_text(LOG_MARKER, dumps_index([]))
             return state
         newer = read_snapshot(destination)
         if operation == OVERWRITE:

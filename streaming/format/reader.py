@@ -124,6 +124,9 @@ class Reader(Array, ABC):
 
     #: The index-entry keys this class's constructor takes after ``dirname`` and ``split`` (as keywords).
     index_fields: tuple[str, ...] = ("compression", "hashes", "samples", "size_limit")
+    #: This shard's ``index.json`` entry, set on the readers `Stream.get_shards` returns (class-level None
+    #: elsewhere: the dataset's own readers do not keep it).
+    index_entry: dict[str, Any] | None = None
 
     @classmethod
     def from_json(cls, dirname: str, split: str | None, obj: dict[str, Any]) -> Reader:

@@ -10,6 +10,7 @@ the destination as it was.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Collection, Mapping, Sequence
 from typing import Any
 
@@ -27,6 +28,7 @@ from streaming.spark.nulls import aggregate_null_counts, nullable_columns
 from streaming.spark.schema import resolve_columns, select_expressions
 from streaming.spark.table_input import resolve
 from streaming.spark.task import RESULT_SCHEMA, PartitionWriter
+from streaming.spark.workspace_share import task_environment
 from streaming.storage.dataset_root import DatasetRoot
 
 __all__ = ["ConversionResult", "dataframe_to_mds"]
@@ -49,7 +51,11 @@ class SparkEngine:
         return aggregate_null_counts(self.frame, values, elements)
 
     def run_attempts(self, config: TaskConfig, destination: DatasetRoot) -> list[Attempt]:
-        bar = Progress(destination, config.run, _partition_count(self.frame), enabled=self.progress)
+        bar = Progress(
+            destination, config.run, _partition_count(self.frame), enabled=self.progress, flat=config.partition_folders
+        )
+        # Each machine the tasks run on takes its share of a Databricks workspace's request budget.
+        config = dataclasses.replace(config, env=task_environment(self.frame, config.env))
         try:
             rows = self.frame.mapInArrow(PartitionWriter(config), RESULT_SCHEMA).collect()
         except BaseException:
@@ -74,6 +80,7 @@ def dataframe_to_mds(
     progress: bool = True,
     executor_env: Mapping[str, str] | None = None,
     merge_index: bool = True,
+    partition_folders: bool = False,
     udf: Callable[..., Any] | None = None,
     udf_kwargs: dict[str, Any] | None = None,
     nulls: str = "mask",
@@ -97,11 +104,15 @@ def dataframe_to_mds(
         spark: the SparkSession used to read a table or Delta path (default: the active one).
         progress: show a progress bar on the driver.
         executor_env: environment variables each task sets while it writes, for storage settings the
-            executors lack (e.g. ``S3_ENDPOINT_URL`` on serverless, where cluster variables cannot be
-            set). They travel inside the job, so prefer the cluster's own credentials for secrets.
+            executors lack (e.g. credentials on standard access mode, where the cluster's are hidden from
+            tasks). They travel inside the job, so prefer the cluster's own credentials for secrets. A
+            destination the executors of this compute cannot reach is refused before any task starts
+            (``streaming.spark.executor_access``).
         merge_index: publish the merged ``out/index.json``; if False, upstream's layout: one sub-directory
             per partition directly below ``out``, each with its own ``index.json``, and nothing at the root
-            (see ``streaming.convert.partition_folders``).
+            (see ``streaming.convert.commit``).
+        partition_folders: with the merged index too, put each partition's folder directly below ``out``
+            (each a dataset of its own, as upstream's converter leaves them) rather than in the run's folder.
         udf: instead of encoding the columns, call ``udf(batch_as_pandas, **udf_kwargs)`` and write the sample
             dicts it yields; ``columns`` must then be a dict of name to MDS encoding describing them.
         udf_kwargs: keyword arguments for ``udf``.
@@ -126,6 +137,7 @@ def dataframe_to_mds(
         mode=mode,
         nulls=nulls,
         merge_index=merge_index,
+        partition_folders=partition_folders,
         udf=udf,
         udf_kwargs=dict(udf_kwargs or {}),
         env=dict(executor_env or {}),
@@ -137,7 +149,7 @@ def dataframe_to_mds(
     else:
         plan = _checked_user_columns(columns)
     destination = DatasetRoot(out)
-    check_executor_access(destination.url, executor_env)
+    check_executor_access(destination.url, executor_env, frame.sparkSession)
     explicit = set(columns) if isinstance(columns, Mapping) else set()
     return run_conversion(
         SparkEngine(frame, source, progress), destination, plan, settings, explicit=explicit, join_shards=join_shards

@@ -126,7 +126,7 @@ def incremental_to_mds(
         raise TypeError(f"`table` must be a Delta table name or path, got {table!r}.")
     session = active_session(spark)
     destination = DatasetRoot(out)
-    check_executor_access(destination.url, executor_env)
+    check_executor_access(destination.url, executor_env, session)
     base = commit_log.read_snapshot(destination)
     existing = base.shards
     held = held_version(destination, table, base)
@@ -403,11 +403,21 @@ def _change_feed_deltalake(session: Any, table: str, source: Source, held: int) 
     from deltalake import DeltaTable
 
     snapshot = DeltaTable(table, version=source.version)
+    schema = pa.schema(snapshot.schema().to_arrow())
     feed = snapshot.load_cdf(starting_version=held + 1, ending_version=source.version)
-    changes = pa.RecordBatchReader.from_stream(feed).read_all()
+    # The feed in the table's own types: delta-rs hands Arrow's view types (string_view), which pyarrow < 16 cannot
+    # read, so the stream is asked for these instead (pyarrow 14 has the capsule import but not from_stream).
+    extra = {"_change_type": pa.string(), "_commit_version": pa.int64(), "_commit_timestamp": pa.timestamp("us", "UTC")}
+    wanted = pa.schema(
+        [schema.field(name) if name in schema.names else (name, extra[name]) for name in feed.schema.names]
+    )
+    if hasattr(pa.RecordBatchReader, "from_stream"):
+        reader = pa.RecordBatchReader.from_stream(feed, schema=wanted)
+    else:
+        reader = pa.RecordBatchReader._import_from_c_capsule(feed.__arrow_c_stream__(wanted.__arrow_c_schema__()))
+    changes = reader.read_all()
     kinds = changes.column("_change_type").cast(pa.string())
     unapplied = pc.sum(pc.is_in(kinds, pa.array(["delete", "update_postimage"]))).as_py() or 0
-    schema = pa.schema(snapshot.schema().to_arrow())
     inserts = changes.select(schema.names).cast(schema).filter(pc.equal(kinds, "insert"))
     return frame_from_arrow(session, inserts), int(unapplied)
 

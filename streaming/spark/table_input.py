@@ -172,13 +172,19 @@ def frame_from_arrow(session: Any, table: Any) -> Any:
 
     if int(pyspark.__version__.split(".")[0]) >= 4:
         return session.createDataFrame(table)
+    import pandas as pd
+    import pyarrow as pa
     from pyspark.sql.pandas.types import from_arrow_schema
 
     key = "spark.sql.execution.arrow.pyspark.enabled"
     previous = session.conf.get(key, None)
     session.conf.set(key, "true")  # NULLs in integer columns survive pandas only on the Arrow path
     try:
-        return session.createDataFrame(table.to_pandas(), schema=from_arrow_schema(table.schema))
+        # Floats as pandas' nullable dtypes, so NaN stays NaN (a plain float column would make it NULL); maps as
+        # dicts, the only form Spark 3.5's pandas conversion takes for a MapType value.
+        nullable = {pa.float32(): pd.Float32Dtype(), pa.float64(): pd.Float64Dtype()}
+        frame = table.to_pandas(types_mapper=nullable.get, maps_as_pydicts="strict")
+        return session.createDataFrame(frame, schema=from_arrow_schema(table.schema))
     finally:
         if previous is None:
             session.conf.unset(key)

@@ -8,16 +8,23 @@ Credentials follow the SDK's default chain: `DATABRICKS_HOST` + `DATABRICKS_TOKE
 (`DATABRICKS_CONFIG_PROFILE` in `~/.databrickscfg` or `DATABRICKS_CONFIG_FILE`), OAuth M2M
 (`DATABRICKS_CLIENT_ID`/`DATABRICKS_CLIENT_SECRET`), or the notebook/job context. Each thread gets its
 own `WorkspaceClient`; the SDK's own retry window is bounded by the call's timeout.
+
+Every request the SDK sends to the workspace goes through this machine's budget for it
+(`streaming.storage.workspace_budget`): the workspace's limits hold for all of a job's processes, not per client.
+Presigned URLs (cloud storage, where the SDK sends multipart parts and large downloads) are outside it, as they are
+outside the workspace's limits. An upload that the SDK gives up on after its own retries (a part cloud storage kept
+failing, a connection lost) is sent again whole, up to `UPLOAD_ATTEMPTS` times: it overwrites, so a repeat is safe.
 """
 
 from __future__ import annotations
 
 import base64
 import os
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any, BinaryIO
 
 from streaming._extras import require
+from streaming.storage import workspace_budget
 from streaming.storage.base import CHUNK_SIZE, DEFAULT_TIMEOUT, ClientPool, Storage
 from streaming.storage.errors import (
     CredentialsError,
@@ -28,6 +35,7 @@ from streaming.storage.errors import (
     StorageError,
     StoragePermissionError,
 )
+from streaming.storage.retry import call_with_retry
 from streaming.storage.url import split_url
 
 AUTH_HINT = (
@@ -35,6 +43,7 @@ AUTH_HINT = (
     "~/.databrickscfg, or run inside a Databricks notebook or job"
 )
 DBFS_READ_LIMIT = 1 << 20
+UPLOAD_ATTEMPTS = 3
 
 
 class _DatabricksStorage(Storage):
@@ -48,6 +57,7 @@ class _DatabricksStorage(Storage):
         "DATABRICKS_CLIENT_ID",
         "DATABRICKS_CLIENT_SECRET",
         "DATABRICKS_AUTH_TYPE",
+        *workspace_budget.ENV_VARS,
     )
     privilege_hint = ""
 
@@ -70,7 +80,11 @@ class _DatabricksStorage(Storage):
             # A user:password in the host authenticates nothing and would reach the SDK's own logs: drop it.
             scheme, _, rest = host.rpartition("://")
             options["host"] = f"{scheme}://{rest.rpartition('@')[2]}" if scheme else rest.rpartition("@")[2]
-        return sdk.WorkspaceClient(config=Config(**options))
+        client = sdk.WorkspaceClient(config=Config(**options))
+        from streaming.storage.databricks_transport import route_through_budget
+
+        route_through_budget(client)
+        return client
 
     def _client(self, timeout: float = DEFAULT_TIMEOUT) -> Any:
         return self._clients.get(timeout)
@@ -78,6 +92,15 @@ class _DatabricksStorage(Storage):
     @staticmethod
     def _path(url: str) -> str:
         return split_url(url).key
+
+    def _send_whole(self, send: Callable[[], None]) -> None:
+        """Run `send`, a whole overwriting upload, again (up to `UPLOAD_ATTEMPTS` in all) while it fails for a reason
+        that may pass: a server error, a part cloud storage kept failing, a lost connection, an exhausted retry
+        window. A refusal (bad path, credentials, privileges, a conflict) is raised at once."""
+        from databricks.sdk import errors as dbx
+
+        refusals = (dbx.BadRequest, dbx.Unauthenticated, dbx.PermissionDenied, dbx.NotFound, dbx.ResourceConflict)
+        call_with_retry(send, UPLOAD_ATTEMPTS, permanent=(*refusals, dbx.NotImplemented, IncompleteTransferError))
 
     def _classify(self, exc: Exception, url: str) -> StorageError | None:
         from databricks.sdk import errors as dbx
@@ -149,12 +172,19 @@ class VolumesStorage(_DatabricksStorage):
 
     def _upload(self, local_path: str, url: str) -> None:
         path = self._path(url)
-        with open(local_path, "rb") as source:
-            self._client().files.upload(path, source, overwrite=True)
+        files = self._client().files
+
+        def send() -> None:
+            with open(local_path, "rb") as source:
+                files.upload(path, source, overwrite=True)
+
+        self._send_whole(send)
+        # An SDK that resends an already-read body after a throttled PUT stores an empty file. Only that is checked:
+        # another size may be a concurrent writer's overwrite (committers rewrite index.json at once by design).
         expected = os.path.getsize(local_path)
-        stored = self._client().files.get_metadata(path).content_length
-        if stored is not None and int(stored) != expected:
-            raise IncompleteTransferError(url, f"uploaded {expected} bytes but the volume holds {stored}")
+        stored = files.get_metadata(path).content_length
+        if expected and stored is not None and int(stored) == 0:
+            raise IncompleteTransferError(url, f"uploaded {expected} bytes but the volume holds an empty file")
 
     def _list(self, prefix_url: str) -> Iterator[str]:
         from databricks.sdk.errors import NotFound
@@ -232,8 +262,13 @@ class DBFSStorage(_DatabricksStorage):
         return True
 
     def _upload(self, local_path: str, url: str) -> None:
-        with open(local_path, "rb") as source:
-            self._client().dbfs.upload(self._path(url), source, overwrite=True)
+        dbfs, path = self._client().dbfs, self._path(url)
+
+        def send() -> None:
+            with open(local_path, "rb") as source:
+                dbfs.upload(path, source, overwrite=True)
+
+        self._send_whole(send)
 
     def _list(self, prefix_url: str) -> Iterator[str]:
         from databricks.sdk.errors import NotFound

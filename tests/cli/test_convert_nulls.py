@@ -37,6 +37,7 @@ def _convert(*args: str) -> subprocess.CompletedProcess[str]:
     )
 
 
+@pytest.mark.reference
 @pytest.mark.parametrize("kind", ["parquet", "delta"])
 def test_nulls_in_every_type_convert_with_default_columns(kind, tmp_path):
     source = str(tmp_path / "in.parquet")

@@ -114,3 +114,32 @@ def test_base_only_re_exports():
             if isinstance(node, (ast.FunctionDef, ast.ClassDef)) and node.name not in ("__getattr__", "__dir__"):
                 defined.append(f"{path.relative_to(PACKAGE)}: {node.name}")
     assert not defined, "\n".join(defined)
+
+
+def _one_letter_apart(first: str, second: str) -> bool:
+    if first == second or abs(len(first) - len(second)) > 1:
+        return False
+    if len(first) == len(second):
+        return sum(a != b for a, b in zip(first, second)) == 1
+    shorter, longer = sorted((first, second), key=len)
+    return any(longer[:i] + longer[i + 1 :] == shorter for i in range(len(longer)))
+
+
+def test_no_two_module_names_are_one_letter_apart():
+    """Names one letter apart that mean different things (``uploader``/``uploaders``) mislead a reader; upstream's own
+    paths (``streaming/base/``, the dataset zoo) are kept as upstream spells them."""
+    upstream = ("base", "text", "vision", "multimodal")
+    names = sorted(
+        {
+            path.stem
+            for path in PACKAGE.rglob("*.py")
+            if path.stem != "__init__" and path.relative_to(PACKAGE).parts[0] not in upstream
+        }
+    )
+    close = [
+        f"{first} / {second}"
+        for index, first in enumerate(names)
+        for second in names[index + 1 :]
+        if _one_letter_apart(first, second)
+    ]
+    assert not close, close

@@ -613,10 +613,10 @@ ROWS: dict[str, Row] = {
 # Rows of the reference's listing that name no feature we have, or that we do differently on purpose.
 NOT_CHECKED: dict[str, str] = {
     "streaming.base.shared.prefix: _SharedMemoryNotReady / Internal error: shared memory ...": (
-        "no numbered /dev/shm prefixes: coordination is file-lock based (README, 'Streaming into PyTorch')"
+        "no numbered /dev/shm prefixes: coordination is file-lock based (docs/guide/reading.md, 'Processes of a node')"
     ),
     "streaming.base.shared.prefix: Reused local directory: {} vs {}. Provide a different": (
-        "README decision: datasets of the same remote may share one `local`; a different remote raises "
+        "docs/guide/reading.md: datasets of the same remote may share one `local`; a different remote raises "
         "'Reused local directory: ...' (checked in tests/dataset)"
     ),
     "streaming.base.shared.prefix: Specify at least zero retries": "no shared-memory registration retries",
@@ -628,7 +628,7 @@ NOT_CHECKED: dict[str, str] = {
         "storage error itself (guide: never masked)"
     ),
     "streaming.base.dataset: The StreamingDataset state dict for resumption is currently": (
-        "state dicts of any epoch are accepted; a stale one warns (README)"
+        "state dicts of any epoch are accepted; a stale one warns (docs/guide/resumption.md)"
     ),
     "streaming.base.dataset: Sample IDs must be of {}D shape": "the epoch plan is never shared as raw shm",
     "streaming.base.format.base.writer: One of the threads failed / Internal error": (

@@ -11,9 +11,12 @@ defaults through ``apply_default`` and prepares shards through ``prepare_shard``
 from __future__ import annotations
 
 import copy
+import json
+import os
 import subprocess
 import sys
 import textwrap
+from pathlib import Path
 
 import catalogue
 import pytest
@@ -173,3 +176,114 @@ def test_version_compares_as_the_release_it_stands_in_for():
 
     assert streaming.__version__ == "0.14.2"
     assert streaming.__mds_version__ == importlib.metadata.version("mds-streaming")
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# The same extension points in this package and in the reference, side by side (extension_probe.py runs in both).
+# Upstream documents: subclassing StreamingDataset (``__getitem__``/``get_item``, above), registering a Stream
+# subclass (``streams_registry.register``, as a decorator too, or the ``streaming_streams_registry`` entry-point
+# group) built from ``stream_name``/``stream_config``, the Stream hooks its dataset calls (``apply_default``,
+# ``get_shards``, ``prepare_shard``), MDS encodings added to ``_encodings``, shuffle algorithms added to
+# ``streaming.base.shuffle.algos``, and a subclass's ``state_dict`` (llm-foundry scales its sample count) as
+# StreamingDataLoader checkpoints it.
+
+PROBE = Path(__file__).with_name("extension_probe.py")
+ENTRY_POINT_MODULE = """
+from streaming import Stream
+
+
+class EntryPointStream(Stream):
+    pass
+"""
+
+
+@pytest.fixture(scope="module")
+def probed(tmp_path_factory):
+    """Each package's probe results, by probe name; an installed distribution declares the entry-point stream."""
+    from tests.differential.reference import reference_python
+
+    site = tmp_path_factory.mktemp("entry-point-site")
+    (site / "probe_entry_stream.py").write_text(ENTRY_POINT_MODULE)
+    dist_info = site / "probe_entry_stream-1.0.dist-info"
+    dist_info.mkdir()
+    (dist_info / "METADATA").write_text("Metadata-Version: 2.1\nName: probe-entry-stream\nVersion: 1.0\n")
+    (dist_info / "entry_points.txt").write_text(
+        "[streaming_streams_registry]\nprobe_entry_point = probe_entry_stream:EntryPointStream\n"
+    )
+    environment = {**os.environ, "PYTHONPATH": str(site)}
+    results = {}
+    for side, python in (("ours", sys.executable), ("reference", reference_python())):
+        folder = tmp_path_factory.mktemp(side)
+        run = subprocess.run(
+            [python, str(PROBE), str(folder)], cwd=folder, env=environment, capture_output=True, text=True, timeout=300
+        )
+        assert run.returncode == 0, f"{side}: {run.stderr[-3000:]}"
+        results[side] = json.loads(run.stdout.strip().splitlines()[-1])
+    return results
+
+
+def _same_on_both(probed, name):
+    reference, ours = probed["reference"][name], probed["ours"][name]
+    assert "error" not in reference, reference.get("traceback")
+    assert "error" not in ours, ours.get("traceback")
+    assert ours["result"] == reference["result"]
+    return ours["result"]
+
+
+@pytest.mark.reference
+def test_stream_config_reaches_the_registered_class(probed):
+    assert _same_on_both(probed, "stream_config") == ["Configured", "seen", 60]
+
+
+@pytest.mark.reference
+def test_a_stream_class_registered_with_the_decorator(probed):
+    assert _same_on_both(probed, "decorator_registration") == ["Decorated", 60]
+
+
+@pytest.mark.reference
+def test_a_stream_class_from_the_entry_point_group(probed):
+    assert _same_on_both(probed, "entry_point") == ["EntryPointStream", 60]
+
+
+@pytest.mark.reference
+def test_the_stream_hooks_upstreams_dataset_calls_are_called(probed):
+    assert _same_on_both(probed, "stream_hooks") == [["apply_default", "get_shards", "prepare_shard"], True]
+
+
+@pytest.mark.reference
+def test_a_get_shards_override_selects_the_shards_read(probed):
+    """A Stream subclass keeping half its shards: the dataset holds and yields only those (it read all before)."""
+    num_samples, ids = _same_on_both(probed, "get_shards_filter")
+    assert 0 < num_samples < NUM
+    assert ids == list(range(num_samples))
+
+
+@pytest.mark.reference
+def test_an_encoding_added_to_the_mds_table_writes_and_reads(probed):
+    streamed, local, dtype, _index = _same_on_both(probed, "custom_encoding")
+    assert streamed == [[i, i + 1, i + 2] for i in range(9)]
+    assert (local, dtype) == ([4, 5, 6], "uint16")
+
+
+@pytest.mark.reference
+def test_a_shuffle_algorithm_added_to_the_table(probed):
+    assert _same_on_both(probed, "custom_shuffle") == list(range(59, -1, -1))
+
+
+@pytest.mark.reference
+def test_streaming_dataloader_checkpoints_through_a_state_dict_override(probed):
+    assert _same_on_both(probed, "state_dict_override")["sample_in_epoch"] == 24  # 3 batches of 4, doubled
+
+
+def test_get_shards_override_must_return_the_hooks_own_shards(tmp_path, remote):
+    """Readers built some other way carry no index entry to rebuild the table from: a clear error, not a crash."""
+
+    class Rebuilt(Stream):
+        def get_shards(self, world, allow_unsafe_types):
+            shards = super().get_shards(world, allow_unsafe_types)
+            for shard in shards:
+                del shard.index_entry  # as a reader constructed by the subclass itself
+            return shards
+
+    with pytest.raises(TypeError, match="Rebuilt.get_shards returned shards without their index entries"):
+        StreamingDataset(streams=[Rebuilt(remote=remote, local=str(tmp_path / "cache"))], batch_size=4)

@@ -18,12 +18,12 @@ ZSTD_MULTITHREAD_MIN_BYTES = 8 << 20
 
 ALLOWED_DEVIATIONS = {
     "gz-mtime": (
-        "README Decisions: gz output has mtime 0 so the same shard always has the same bytes and hashes; the "
+        "docs/differences.md: gz output has mtime 0 so the same shard always has the same bytes and hashes; the "
         "reference embeds the current time. Compared by decompressed content; the compressed file's hashes in "
         "index.json are not compared."
     ),
     "zstd-multithreaded": (
-        "README Decisions: zstd shards of 8 MiB or more are compressed multi-threaded, a standard frame the "
+        "docs/differences.md: zstd shards of 8 MiB or more are compressed multi-threaded, a standard frame the "
         "reference decompresses but not its single-threaded bytes. Compared by decompressed content; the "
         "compressed file's size and hashes in index.json are not compared."
     ),

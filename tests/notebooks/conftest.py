@@ -26,7 +26,7 @@ import pytest
 
 from streaming.storage.registry import volume_mount
 from tests.services import Service
-from tests.spark.conftest import local_session
+from tests.spark.conftest import reused_session
 from tests.volume_fuse import FuseVolume
 
 REPO = Path(__file__).resolve().parents[2]
@@ -61,15 +61,7 @@ def private_tempdir(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
 @pytest.fixture(scope="session")
 def spark(tmp_path_factory: pytest.TempPathFactory) -> Iterator[object]:
     """The suite's local SparkSession (reused when already running)."""
-    from pyspark.sql import SparkSession
-
-    active = SparkSession.getActiveSession()
-    if active is not None:
-        yield active
-        return
-    session = local_session(str(tmp_path_factory.mktemp("warehouse")))
-    yield session
-    session.stop()
+    yield from reused_session(tmp_path_factory)
 
 
 @dataclass(frozen=True)

@@ -8,6 +8,7 @@ import pytest
 
 from streaming.spark import dataframe_to_mds, incremental
 from streaming.spark.incremental import incremental_to_mds
+from streaming.spark.table_input import frame_from_arrow
 from tests.notebooks.helpers import dataset_ids, event_rows, files_below, write_events
 
 
@@ -130,7 +131,7 @@ def test_refusals_name_the_problem_and_the_choices(spark, tmp_path):
     with pytest.raises(ValueError, match="holds 1 shard but no record of which version .* Choices: another `out`"):
         run(table, foreign)
 
-    spark.createDataFrame(event_rows(0, 3).to_pandas()).createOrReplaceTempView("plain_events")
+    frame_from_arrow(spark, event_rows(0, 3)).createOrReplaceTempView("plain_events")  # Spark 3.5 too (arrays)
     with pytest.raises(ValueError, match="'plain_events' is not a Delta table"):
         run("plain_events", tmp_path / "plain")
 

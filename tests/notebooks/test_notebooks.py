@@ -1,5 +1,6 @@
 """The three notebooks, unmodified, through the local runner: once with `/Volumes/...` served by the fake
-Databricks server (Files API), once with `/Volumes/...` as a mounted local path; and without credentials.
+Databricks server (Files API, off Databricks), once with `/Volumes/...` as a mounted local path (on classic,
+standard and serverless compute as run_local's access modes give them); and without credentials.
 
 These run in-process with the install cell printed; on the FUSE volume the notebooks also run with their install
 cell executed, as a user runs them (`test_install.py`).
@@ -23,12 +24,18 @@ BATCH = 50
 # Notebooks 01 and 02 on the FUSE volume: the install runs of test_install.py. Notebook 03's install run there
 # covers its first run only (each run outside this process starts Spark anew), so its runs stay here on all three.
 IN_PROCESS_VOLUMES = pytest.mark.parametrize("volume", ["files_api", "mounted"], indirect=True)
+# The compute each volume's runs stand in for (run_local's --access-mode): off Databricks the volume is reached
+# through the Files API; on Databricks it is mounted, and notebook 2 (TorchDistributor) needs classic compute.
+CONVERT_MODES = {"files_api": "local", "mounted": "classic"}
+JOB_MODES = {"files_api": "local", "mounted": "serverless", "fuse": "standard"}
 
 
 @IN_PROCESS_VOLUMES
 def test_convert_then_train_from_the_volume(runner, spark, volume, tmp_path):
     out = volume.path("demo")
-    converted = runner.run_notebook(CONVERT, {"out": out, "rows": str(ROWS), "size_limit": "16kb"}, spark, quiet=True)
+    mode = CONVERT_MODES[volume.kind]
+    widgets = {"out": out, "rows": str(ROWS), "size_limit": "16kb"}
+    converted = runner.run_notebook(CONVERT, widgets, spark, quiet=True, access_mode=mode)
     summary = json.loads(converted.exit_value)
     assert summary["samples"] == summary["dataset_samples"] == ROWS and summary["shards"] > 2
     assert_shards_written_as_indexed(volume.disk("demo"))
@@ -39,6 +46,7 @@ def test_convert_then_train_from_the_volume(runner, spark, volume, tmp_path):
         {"data": out, "cache": str(tmp_path / "cache"), "checkpoints": str(checkpoints), "batch_size": str(BATCH)},
         spark,
         quiet=True,
+        access_mode=mode,
     )
     result = json.loads(trained.exit_value)
     steps = ROWS // BATCH
@@ -60,7 +68,8 @@ def test_incremental_job_appends_each_version_once(runner, spark, volume, tmp_pa
     widgets = {"table": str(table), "out": volume.path("events")}
 
     def run_job() -> dict:
-        return json.loads(runner.run_notebook(JOB, widgets, spark, quiet=True).exit_value)
+        run = runner.run_notebook(JOB, widgets, spark, quiet=True, access_mode=JOB_MODES[volume.kind])
+        return json.loads(run.exit_value)
 
     first = run_job()
     assert (first["method"], first["previous_version"], first["version"], first["samples"]) == (

@@ -122,7 +122,7 @@ def test_cli_rejects_a_malformed_widget(runner, capsys):
     assert "--widget expects name=value" in capsys.readouterr().err
 
 
-def test_executor_credentials_are_forwarded_only_during_the_run(runner, spark, monkeypatch):
+def test_local_executors_get_the_drivers_credentials_only_during_the_run(runner, spark, monkeypatch):
     import pyarrow as pa
 
     def probe(batches):
@@ -134,7 +134,7 @@ def test_executor_credentials_are_forwarded_only_during_the_run(runner, spark, m
 
     forwarded = f"http://127.0.0.1:9/{uuid.uuid4().hex}"
     monkeypatch.setenv("DATABRICKS_HOST", forwarded)
-    with runner.executor_credentials(spark):
+    with runner.compute_mode(spark, "local"):
         assert executor_host() == forwarded
     assert executor_host() != forwarded
     assert "DATABRICKS_HOST" not in spark.sparkContext.environment

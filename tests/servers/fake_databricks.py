@@ -13,27 +13,39 @@ call the databricks-sdk versions we support make, at least as strictly as a work
   `?action=abort-upload` and the older `create-abort-upload-url`) and, with `--upload-style resumable` (what GCP
   workspaces answer), resumable upload (`create-resumable-upload-url`, `Content-Range` chunks, 308 + `Range`).
   Parts other than the last must hold at least 5 MiB, as on S3.
-* `create-download-url` hands out presigned URLs. Presigned URLs (served by this server under `/presigned/`) refuse
-  an `Authorization` header, need the signature header they were issued with, and expire; their errors are XML, as
-  cloud storage's are.
+* `create-download-url` hands out presigned URLs. Presigned URLs point at a second server (`--storage-port`, the
+  stand-in for cloud storage: another origin, outside the workspace's limits) under `/presigned/`; they refuse an
+  `Authorization` header, need the signature header they were issued with, and expire; their errors are XML, as
+  cloud storage's are. `POST /fake/storage?expire_every=N&fail_every=M&fail_status=S` makes every Nth presigned
+  request find its URL expired (403 `AccessDenied` "Request has expired", as S3 answers; the URL stays expired) and
+  every Mth part upload fail with S (500 `InternalError` or 503 `SlowDown`) without storing it; 0 turns either off.
 * Downloads honour `Range: bytes=a-b`, `bytes=a-` and `bytes=-n` (206, or 416 when unsatisfiable) and
   `If-Unmodified-Since` (412).
 * Directory listings are paginated (`page_size`, opaque `page_token`, `next_page_token`); `--page-size` sets the
   server's page length.
+* The workspace's own limits: an `/api/` request arriving while `--max-concurrent` (10) are in flight, or after
+  `--max-per-second` (100) arrived in the last second, is answered 429 `REQUEST_LIMIT_EXCEEDED` with `Retry-After:
+  --retry-after` before it is acted on (the Files API's limits as the Databricks CLI's client records them: 10
+  concurrent requests and 100 per second per workspace). Rejected requests count too, and a request is in flight
+  from its first byte to its answer's last. `POST /fake/limits?max_concurrent=N&max_per_second=M` changes them (0: no
+  limit); `GET /fake/limits` reports the most seen in flight and the 429s answered so far.
 * `--throttle SHARE` (or env `FAKE_DATABRICKS_THROTTLE`) answers that share of requests, evenly spread, with 429
   `REQUEST_LIMIT_EXCEEDED` / 503 `TEMPORARILY_UNAVAILABLE` and `Retry-After: --retry-after` seconds, before acting
   on them. `POST /fake/throttle?share=S&retry_after=N` changes it at run time.
 * Every `/api/` request must carry `Authorization: Bearer <token>` (else 401). A path with a segment named `forbidden`
   answers 403 `PERMISSION_DENIED`. Unknown endpoints answer 404 (never 5xx or 429, which the SDK retries for minutes).
-* `--request-log FILE` appends one JSON line per request: method, path, query, range, status.
+* `--request-log FILE` appends one JSON line per request: server (`workspace` or `storage`), method, path, query,
+  range, status, bytes received.
 
-Run: `python fake_databricks.py PORT ROOT TOKEN [--volume c.s.v ...] [options]` (binds 127.0.0.1 only).
+Run: `python fake_databricks.py PORT ROOT TOKEN [--volume c.s.v ...] [options]` (binds 127.0.0.1 only; prints the
+storage server's port once both listen).
 """
 
 from __future__ import annotations
 
 import argparse
 import base64
+import collections
 import datetime
 import email.utils
 import hashlib
@@ -120,6 +132,65 @@ class Throttle:
         return 429 if int(self.seen * self.share) % 2 else 503
 
 
+@dataclass
+class Limits:
+    """The workspace's request limits: at most `max_concurrent` in flight and `max_per_second` arrivals a second.
+
+    Call `arrive` and `leave` with the workspace lock held. A request over either limit is refused at arrival; it
+    still counts as an arrival (for the rate) and is in flight until its 429 is sent.
+    """
+
+    max_concurrent: int = 10
+    max_per_second: int = 100
+    in_flight: int = 0
+    most_in_flight: int = 0
+    refused: int = 0
+    arrivals: collections.deque = field(default_factory=collections.deque)
+
+    def arrive(self, now: float) -> bool:
+        """Count a new request; False if it exceeds a limit (answer it 429)."""
+        while self.arrivals and self.arrivals[0] <= now - 1.0:
+            self.arrivals.popleft()
+        over_rate = bool(self.max_per_second) and len(self.arrivals) >= self.max_per_second
+        over_concurrency = bool(self.max_concurrent) and self.in_flight >= self.max_concurrent
+        self.arrivals.append(now)
+        self.in_flight += 1
+        self.most_in_flight = max(self.most_in_flight, self.in_flight)
+        if over_rate or over_concurrency:
+            self.refused += 1
+            return False
+        return True
+
+    def leave(self) -> None:
+        self.in_flight -= 1
+
+
+@dataclass
+class StorageFaults:
+    """Faults of the cloud storage behind presigned URLs: every `expire_every`th request finds its URL expired, every
+    `fail_every`th part upload fails with `fail_status` (0: off). Call `next_*` with the workspace lock held."""
+
+    expire_every: int = 0
+    fail_every: int = 0
+    fail_status: int = 500
+    requests: int = 0
+    parts: int = 0
+    expired: int = 0
+    failed: int = 0
+
+    def next_expires(self) -> bool:
+        self.requests += 1
+        hit = bool(self.expire_every) and self.requests % self.expire_every == 0
+        self.expired += hit
+        return hit
+
+    def next_part_fails(self) -> bool:
+        self.parts += 1
+        hit = bool(self.fail_every) and self.parts % self.fail_every == 0
+        self.failed += hit
+        return hit
+
+
 class Workspace:
     """The server's state: the file tree on disk, the volumes, open uploads, presigned URLs and DBFS handles."""
 
@@ -134,6 +205,10 @@ class Workspace:
         self.upload_style = options.upload_style
         self.page_size = options.page_size
         self.throttle = Throttle(options.throttle, options.retry_after)
+        self.limits = Limits(options.max_concurrent, options.max_per_second)
+        self.retry_after = options.retry_after
+        self.faults = StorageFaults()
+        self.storage_host = ""  # host:port of the storage server, set once it listens
         self.request_log = open(options.request_log, "a", encoding="utf-8") if options.request_log else None
         self.uploads: dict[str, Upload] = {}
         self.presigned: dict[str, Presigned] = {}
@@ -183,15 +258,15 @@ class Workspace:
             raise ApiError(404, "NOT_FOUND", f"Volume '{catalog}.{schema}.{volume}' does not exist.")
         return self.local(remote_path)
 
-    def presign(self, host: str, action: str, remote: str, expire_time: str | None, **extra: object) -> dict:
-        """A new presigned URL for `action`, as the API returns it: `{"url", "headers": [{"name", "value"}]}`."""
+    def presign(self, action: str, remote: str, expire_time: str | None, **extra: object) -> dict:
+        """A new presigned URL for `action` on the storage server, as the API returns it: `{"url", "headers"}`."""
         expires = parse_expire_time(expire_time) if expire_time else time.time() + 3600
         key = secrets.token_urlsafe(12)
         grant = Presigned(action, remote, secrets.token_hex(8), expires, **extra)  # type: ignore[arg-type]
         with self.lock:
             self.presigned[key] = grant
         return {
-            "url": f"http://{host}{PRESIGNED_PREFIX}{key}",
+            "url": f"http://{self.storage_host}{PRESIGNED_PREFIX}{key}",
             "headers": [{"name": SIGNATURE_HEADER, "value": grant.signature}],
         }
 
@@ -303,31 +378,26 @@ class Handler(BaseHTTPRequestHandler):
         query = {k: v[0] for k, v in urllib.parse.parse_qs(url.query, keep_blank_values=True).items()}
         path = urllib.parse.unquote(url.path)
         self.status = 0
-        body = self._body() if self.command in ("PUT", "POST", "PATCH", "DELETE") else b""
         workspace = self.server.workspace
+        storage = self.server.role == "storage"
+        # The workspace's limits cover its API; presigned URLs are cloud storage's, and /fake/ is the test's.
+        limited = not storage and path.startswith("/api/")
+        within = True
+        if limited:
+            with workspace.lock:
+                within = workspace.limits.arrive(time.monotonic())
+        body = b""
         try:
-            if url.path == "/.well-known/databricks-config":
-                self._json(200, {"oidc_endpoint": f"http://{self.headers.get('Host')}/oidc", "workspace_id": "1"})
-            elif url.path == "/fake/throttle":
-                workspace.throttle = Throttle(float(query.get("share", 0)), int(query.get("retry_after", 1)))
-                self._json(200, {})
-            else:
-                self._throttled(path.startswith(PRESIGNED_PREFIX))
-                if path.startswith(PRESIGNED_PREFIX):
-                    self._presigned(path[len(PRESIGNED_PREFIX) :], body)
-                else:
-                    self._api(url.path, path, query, body)
-        except StorageError as err:
-            xml = (
-                f"<?xml version='1.0' encoding='UTF-8'?><Error><Code>{err.code}</Code><Message>{err.message}</Message>"
-            )
-            xml += "</Error>"
-            self._send(err.status, xml.encode(), {"Content-Type": "application/xml", **err.headers})
-        except ApiError as err:
-            self._json(err.status, {"error_code": err.code, "message": err.message}, err.headers)
+            body = self._body() if self.command in ("PUT", "POST", "PATCH", "DELETE") else b""
+            self._route(url.path, path, query, body, storage, within)
+        finally:
+            if limited:
+                with workspace.lock:
+                    workspace.limits.leave()
         workspace.log(
             {
                 "time": round(time.time(), 3),
+                "server": self.server.role,
                 "method": self.command,
                 "path": path,
                 "query": query,
@@ -336,6 +406,67 @@ class Handler(BaseHTTPRequestHandler):
                 "bytes_in": len(body),
             }
         )
+
+    def _route(self, raw_path: str, path: str, query: dict[str, str], body: bytes, storage: bool, within: bool) -> None:
+        workspace = self.server.workspace
+        try:
+            if storage:
+                if not path.startswith(PRESIGNED_PREFIX):
+                    raise StorageError(404, "NoSuchKey", "The specified key does not exist.")
+                self._throttled(True)
+                self._presigned(path[len(PRESIGNED_PREFIX) :], body)
+            elif raw_path == "/.well-known/databricks-config":
+                self._json(200, {"oidc_endpoint": f"http://{self.headers.get('Host')}/oidc", "workspace_id": "1"})
+            elif raw_path.startswith("/fake/"):
+                self._json(200, self._control(raw_path, query))
+            else:
+                if not within:
+                    raise ApiError(
+                        429,
+                        "REQUEST_LIMIT_EXCEEDED",
+                        "Too many requests: the workspace's request limit is exceeded. Please retry later.",
+                        {"Retry-After": str(workspace.retry_after)},
+                    )
+                self._throttled(False)
+                self._api(raw_path, path, query, body)
+        except StorageError as err:
+            xml = (
+                f"<?xml version='1.0' encoding='UTF-8'?><Error><Code>{err.code}</Code><Message>{err.message}</Message>"
+            )
+            xml += "</Error>"
+            self._send(err.status, xml.encode(), {"Content-Type": "application/xml", **err.headers})
+        except ApiError as err:
+            self._json(err.status, {"error_code": err.code, "message": err.message}, err.headers)
+
+    def _control(self, raw_path: str, query: dict[str, str]) -> dict[str, object]:
+        """The test's switches: `/fake/throttle`, `/fake/limits` and `/fake/storage` (POST sets, GET reports)."""
+        workspace = self.server.workspace
+        with workspace.lock:
+            if raw_path == "/fake/throttle":
+                workspace.throttle = Throttle(float(query.get("share", 0)), int(query.get("retry_after", 1)))
+                return {}
+            if raw_path == "/fake/limits":
+                limits = workspace.limits
+                if self.command == "POST":
+                    limits.max_concurrent = int(query.get("max_concurrent", limits.max_concurrent))
+                    limits.max_per_second = int(query.get("max_per_second", limits.max_per_second))
+                    limits.most_in_flight, limits.refused = limits.in_flight, 0
+                return {
+                    "max_concurrent": limits.max_concurrent,
+                    "max_per_second": limits.max_per_second,
+                    "most_in_flight": limits.most_in_flight,
+                    "refused": limits.refused,
+                }
+            if raw_path == "/fake/storage":
+                faults = workspace.faults
+                if self.command == "POST":
+                    workspace.faults = faults = StorageFaults(
+                        int(query.get("expire_every", 0)),
+                        int(query.get("fail_every", 0)),
+                        int(query.get("fail_status", 500)),
+                    )
+                return {"expired": faults.expired, "failed": faults.failed, "parts": faults.parts}
+        raise ApiError(404, "ENDPOINT_NOT_FOUND", f"No fake control at {raw_path}")
 
     do_GET = do_PUT = do_POST = do_HEAD = do_DELETE = _dispatch
 
@@ -471,11 +602,10 @@ class Handler(BaseHTTPRequestHandler):
         start, count = int(args.get("start_part_number", 0)), int(args.get("count", 0))
         if start < 1 or count < 1 or start + count - 1 > MAX_PART_NUMBER:
             raise ApiError(400, "INVALID_PARAMETER_VALUE", f"Part numbers run from 1 to {MAX_PART_NUMBER}")
-        host = self.headers.get("Host", "")
         urls = []
         for number in range(start, start + count):
             url = workspace.presign(
-                host, "upload-part", session.remote, args.get("expire_time"), session=token, part_number=number
+                "upload-part", session.remote, args.get("expire_time"), session=token, part_number=number
             )
             urls.append({"part_number": number, **url})
         return {"upload_part_urls": urls}
@@ -486,16 +616,14 @@ class Handler(BaseHTTPRequestHandler):
         session = workspace.upload(token, args.get("path"))
         if not session.resumable:
             raise ApiError(400, "INVALID_PARAMETER_VALUE", "This is a multipart upload session, not a resumable one")
-        url = workspace.presign(self.headers.get("Host", ""), "resumable", session.remote, None, session=token)
+        url = workspace.presign("resumable", session.remote, None, session=token)
         return {"resumable_upload_url": url}
 
     def _create_abort_upload_url(self, args: dict) -> dict:
         workspace = self.server.workspace
         token = args.get("session_token", "")
         session = workspace.upload(token, args.get("path"))
-        url = workspace.presign(
-            self.headers.get("Host", ""), "abort", session.remote, args.get("expire_time"), session=token
-        )
+        url = workspace.presign("abort", session.remote, args.get("expire_time"), session=token)
         return {"abort_upload_url": url}
 
     def _complete_upload(self, remote: str, query: dict[str, str], args: dict) -> None:
@@ -531,7 +659,7 @@ class Handler(BaseHTTPRequestHandler):
         remote = args.get("path", "")
         if not workspace.in_volume(remote, file=True).is_file():
             raise ApiError(404, "NOT_FOUND", f"The file being accessed is not found: {remote}")
-        return workspace.presign(self.headers.get("Host", ""), "download", remote, args.get("expire_time"))
+        return workspace.presign("download", remote, args.get("expire_time"))
 
     # -- presigned URLs (cloud storage) ---------------------------------------------------------
     def _presigned(self, key: str, body: bytes) -> None:
@@ -546,6 +674,10 @@ class Handler(BaseHTTPRequestHandler):
             raise StorageError(
                 403, "SignatureDoesNotMatch", f"The request lacks the {SIGNATURE_HEADER} header it was signed with"
             )
+        with workspace.lock:
+            expire_now = workspace.faults.next_expires()
+            if expire_now:
+                grant.expires = 0.0  # an expired URL stays expired, as a real one does
         if time.time() > grant.expires:
             raise StorageError(403, "AccessDenied", "Request has expired")
         allowed = {"upload-part": "PUT", "resumable": "PUT DELETE", "abort": "DELETE", "download": "GET HEAD"}
@@ -565,6 +697,12 @@ class Handler(BaseHTTPRequestHandler):
             workspace.finish_upload(grant.session)
             self._send(499 if session.resumable else 204)
         elif grant.action == "upload-part":
+            with workspace.lock:
+                fails = workspace.faults.next_part_fails()
+                status = workspace.faults.fail_status
+            if fails:
+                code = "SlowDown" if status == 503 else "InternalError"
+                raise StorageError(status, code, f"Part {grant.part_number} was not stored ({code}); retry it.")
             (session.staging / str(grant.part_number)).write_bytes(body)
             etag = '"' + hashlib.md5(body).hexdigest() + '"'
             session.parts[grant.part_number] = etag
@@ -778,13 +916,16 @@ class Handler(BaseHTTPRequestHandler):
 
 
 class FakeDatabricksServer(ThreadingHTTPServer):
-    """The HTTP server, holding the workspace state."""
+    """One of the two HTTP servers over one workspace state: `role` is `workspace` (the APIs) or `storage`
+    (presigned URLs)."""
 
     daemon_threads = True
+    request_queue_size = 64  # many tasks connect at once; the limits, not the listen backlog, must answer them
 
-    def __init__(self, port: int, workspace: Workspace) -> None:
+    def __init__(self, port: int, workspace: Workspace, role: str) -> None:
         super().__init__(("127.0.0.1", port), Handler)
         self.workspace = workspace
+        self.role = role
 
 
 def volume_name(text: str) -> tuple[str, str, str]:
@@ -805,12 +946,19 @@ def main(argv: list[str]) -> None:
     parser.add_argument("--page-size", type=int, default=MAX_PAGE_SIZE, help="entries per listing page")
     parser.add_argument("--throttle", type=float, default=float(os.environ.get("FAKE_DATABRICKS_THROTTLE") or 0))
     parser.add_argument("--retry-after", type=int, default=1, help="seconds, sent with throttled answers")
+    parser.add_argument("--max-concurrent", type=int, default=10, help="API requests in flight (0: no limit)")
+    parser.add_argument("--max-per-second", type=int, default=100, help="API requests a second (0: no limit)")
+    parser.add_argument("--storage-port", type=int, default=0, help="the presigned URLs' server (0: a free port)")
     parser.add_argument("--request-log", type=Path)
     options = parser.parse_args(argv)
     options.root.mkdir(parents=True, exist_ok=True)
     workspace = Workspace(options.root, options.token, set(options.volume), options)
-    server = FakeDatabricksServer(options.port, workspace)
+    storage = FakeDatabricksServer(options.storage_port, workspace, "storage")
+    workspace.storage_host = f"127.0.0.1:{storage.server_address[1]}"
+    threading.Thread(target=storage.serve_forever, name="storage", daemon=True).start()
+    server = FakeDatabricksServer(options.port, workspace, "workspace")
     print(f"fake_databricks listening on 127.0.0.1:{server.server_address[1]}", flush=True)
+    print(f"fake_databricks storage listening on {workspace.storage_host}", flush=True)
     server.serve_forever()
 
 

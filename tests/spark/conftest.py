@@ -189,6 +189,19 @@ def local_session(warehouse_dir: str) -> object:
     return session
 
 
+def reused_session(tmp_path_factory: pytest.TempPathFactory) -> Iterator[object]:
+    """For fixtures outside tests/spark: the running local SparkSession, or a new one that is stopped at the end."""
+    from pyspark.sql import SparkSession
+
+    active = SparkSession.getActiveSession()
+    if active is not None:
+        yield active
+        return
+    session = local_session(str(tmp_path_factory.mktemp("warehouse")))
+    yield session
+    session.stop()
+
+
 @pytest.fixture(scope="session")
 def connect(connect_server: ConnectServer) -> Iterator[object]:
     """A Spark Connect client session on the loopback server (no JVM in this process)."""

@@ -39,7 +39,7 @@ def load_index(root: str) -> dict[str, Any]:
 
 def commit_files(root: str) -> set[str]:
     """The commit log's files: ``_mds_log/<N>.json`` for N = 1 .. the newest, none missing."""
-    found = {name for name in files_under(root) if name.startswith("_mds_log/")}
+    found = {name for name in files_under(root) if name.startswith("_mds_log/") and name != "_mds_log/index.json"}
     return {f"_mds_log/{version:020d}.json" for version in range(1, len(found) + 1)}
 
 
@@ -48,6 +48,8 @@ def expected_files(root: str) -> set[str]:
     attempts' indexes."""
     shards = load_index(root)["shards"]
     names = {"index.json", "mds_conversion.json", *commit_files(root)}
+    if commit_files(root):
+        names.add("_mds_log/index.json")  # the log folder's empty index (streaming.format.commit_log.LOG_MARKER)
     for shard in shards:
         info = shard["zip_data"] or shard["raw_data"]
         names.add(info["basename"])

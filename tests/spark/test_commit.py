@@ -82,6 +82,7 @@ def test_publish_keeps_only_reported_attempts(tmp_path):
         "index.json",
         "mds_conversion.json",
         "_mds_log/00000000000000000001.json",
+        "_mds_log/index.json",
         "unrelated/readme.txt",
         *(
             f"{item.directory}/{name}"
@@ -111,20 +112,12 @@ def test_overwrite_removes_the_old_dataset_after_publishing_and_append_extends_i
         "index.json",
         "mds_conversion.json",
         *commit_files(root),
+        "_mds_log/index.json",
         "newest/part-00000-attempt-9/index.json",
         "newest/part-00000-attempt-9/shard.00000.mds",
     }
     assert len(commit_files(root)) == 3
     assert sorted(os.listdir(root)) == ["_mds_log", "index.json", "mds_conversion.json", "newest"]
-
-
-def test_without_a_merged_index_leftovers_are_still_removed(tmp_path):
-    root = str(tmp_path / "ds")
-    kept, lost = attempt(0, 1), attempt(0, 2)
-    write_attempt_files(root, kept)
-    write_attempt_files(root, lost)
-    publish(DatasetRoot(root), "r1", [kept], "error", merge_index=False)
-    assert files_under(root) == {f"{kept.directory}/{n}" for n in ("index.json", "shard.00000.mds", "shard.00001.mds")}
 
 
 def test_check_destination_and_append_columns(tmp_path):
@@ -139,14 +132,3 @@ def test_check_destination_and_append_columns(tmp_path):
     check_append_columns([shard("a", 1)], {"id": "int64"}, root)
     with pytest.raises(ValueError, match=r"Cannot append .* \{'id': 'int64'\} .* \{'id': 'str'\}"):
         check_append_columns([shard("a", 1)], {"id": "str"}, root)
-
-
-def test_overwrite_without_a_merged_index_removes_the_old_one(tmp_path):
-    root = str(tmp_path / "ds")
-    old = attempt(0, 1, run="old")
-    write_attempt_files(root, old)
-    publish(DatasetRoot(root), "old", [old], "error", metadata={"run": "old"})
-    new = attempt(0, 2, run="new", shards=1)
-    write_attempt_files(root, new)
-    publish(DatasetRoot(root), "new", [new], "overwrite", merge_index=False)
-    assert files_under(root) == {"new/part-00000-attempt-2/index.json", "new/part-00000-attempt-2/shard.00000.mds"}

@@ -178,7 +178,12 @@ def test_zero_rows_give_a_valid_empty_dataset(session, tmp_path):
     result = dataframe_to_mds(session.range(0).selectExpr("id", "CAST(id AS STRING) AS s"), out, progress=False)
     assert (result.samples, result.shards, result.bytes) == (0, 0, 0)
     assert load_index(out) == {"shards": [], "version": 2}
-    assert files_under(out) == {"index.json", "mds_conversion.json", "_mds_log/00000000000000000001.json"}
+    assert files_under(out) == {
+        "index.json",
+        "mds_conversion.json",
+        "_mds_log/00000000000000000001.json",
+        "_mds_log/index.json",
+    }
     assert read_samples(out) == []
 
 
@@ -197,7 +202,7 @@ def test_modes(session, tmp_path):
     assert [run["samples"] for run in runs] == [10, 5]
     replaced = dataframe_to_mds(second, out, mode="overwrite", compression=None, progress=False)
     assert_no_orphans(out)
-    top_level = {"index.json", "mds_conversion.json", *commit_files(out)}
+    top_level = {"index.json", "mds_conversion.json", "_mds_log/index.json", *commit_files(out)}
     assert all(path.startswith(replaced.run) for path in files_under(out) - top_level)
     assert sorted(int(s["id"]) for s in read_samples(out)) == list(range(100, 105))
 
@@ -214,8 +219,9 @@ def test_append_refuses_other_columns_and_a_failed_job_changes_nothing(spark, tm
     assert files_under(out) == before
 
 
-def flaky_frame(session, fail: bool):
-    """A frame whose partition 0 fails on its first attempt after some batches were already written."""
+def flaky_frame(session, failed: str | None):
+    """A frame whose partition 0 fails on its first attempt after some batches were already written (when
+    ``failed`` names a file: the failed attempt's task attempt id is written there)."""
     from pyspark import TaskContext
 
     frame = session.range(0, 600, 1, 3).selectExpr("id", "repeat(CAST(id AS STRING), 5) AS s")
@@ -224,7 +230,9 @@ def flaky_frame(session, fail: bool):
         context = TaskContext.get()
         for number, batch in enumerate(batches):
             yield batch
-            if fail and number == 1 and context.partitionId() == 0 and context.attemptNumber() == 0:
+            if failed and number == 1 and context.partitionId() == 0 and context.attemptNumber() == 0:
+                with open(failed, "w") as file:
+                    file.write(str(context.taskAttemptId()))
                 raise RuntimeError("injected failure on the first attempt")
 
     return frame.mapInArrow(passthrough, frame.schema)
@@ -232,16 +240,18 @@ def flaky_frame(session, fail: bool):
 
 def test_task_failures_are_retried_and_leave_no_trace(session, tmp_path):
     clean = dataframe_to_mds(
-        flaky_frame(session, False), str(tmp_path / "clean"), size_limit="2kb", compression=None, progress=False
+        flaky_frame(session, None), str(tmp_path / "clean"), size_limit="2kb", compression=None, progress=False
     )
+    failed = tmp_path / "failed-attempt"
     retried = dataframe_to_mds(
-        flaky_frame(session, True), str(tmp_path / "retried"), size_limit="2kb", compression=None, progress=False
+        flaky_frame(session, str(failed)), str(tmp_path / "retried"), size_limit="2kb", compression=None, progress=False
     )
     attempts = {}
     for shard in load_index(str(tmp_path / "retried"))["shards"]:
         folder = shard["raw_data"]["basename"].split("/")[1]
         attempts[int(folder[5:10])] = int(folder.rsplit("-", 1)[1])
-    assert attempts[0] > max(attempts[1], attempts[2])  # partition 0 was committed from a later (retried) attempt
+    # Partition 0 was committed from its retry, not from the attempt that failed (which left no folder behind).
+    assert attempts.keys() == {0, 1, 2} and attempts[0] != int(failed.read_text())
     assert (retried.samples, retried.shards) == (clean.samples, clean.shards) == (600, clean.shards)
     assert_no_orphans(str(tmp_path / "retried"))
     assert read_samples(str(tmp_path / "retried")) == read_samples(str(tmp_path / "clean"))
@@ -288,7 +298,7 @@ def test_streamed_upload_keeps_executor_disk_small(session, tmp_path, monkeypatc
     assert result.shards > 10
     assert 0 < result.peak_local_bytes <= 4 * 16 * 1024
     files = files_under(str(tmp_path / "out"))
-    assert len([path for path in files if path.endswith("/index.json")]) == 2
+    assert len([path for path in files if path.endswith("/index.json") and "-attempt-" in path]) == 2
     assert sorted(int(s["id"]) for s in read_samples(str(tmp_path / "out"))) == list(range(4000))
 
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from streaming.convert.attempt import Attempt
-from streaming.convert.partition_folders import discard_partitions, publish_partitions
+from streaming.convert.commit import discard_run, publish_folders
 from streaming.convert.runs import partition_folder
 from streaming.storage.dataset_root import DatasetRoot
 from tests.spark.helpers import files_under
@@ -21,7 +21,7 @@ def test_successful_attempts_stay_one_folder_per_partition(tmp_path):
     for item in [*kept, folder_attempt(0, 2), folder_attempt(1, 4)]:
         write_attempt_files(root, item)
     touch(root, "someone-else/file")
-    publish_partitions(DatasetRoot(root), "r1", kept, "error")
+    publish_folders(DatasetRoot(root), "r1", kept, "error")
     assert files_under(root) == {
         "r1-part-00000-attempt-1/index.json",
         "r1-part-00000-attempt-1/shard.00000.mds",
@@ -31,7 +31,7 @@ def test_successful_attempts_stay_one_folder_per_partition(tmp_path):
     }
     new = folder_attempt(0, 7, run="r2")
     write_attempt_files(root, new)
-    publish_partitions(DatasetRoot(root), "r2", [new], "overwrite")
+    publish_folders(DatasetRoot(root), "r2", [new], "overwrite")
     assert files_under(root) == {"r2-part-00000-attempt-7/index.json", "r2-part-00000-attempt-7/shard.00000.mds"}
 
 
@@ -39,5 +39,5 @@ def test_a_failed_run_removes_only_its_own_folders(tmp_path):
     root = str(tmp_path / "ds")
     write_attempt_files(root, folder_attempt(0, 1, run="old"))
     write_attempt_files(root, folder_attempt(0, 2, run="failed"))
-    discard_partitions(DatasetRoot(root), "failed")
+    discard_run(DatasetRoot(root), "failed", flat=True)
     assert files_under(root) == {"old-part-00000-attempt-1/index.json", "old-part-00000-attempt-1/shard.00000.mds"}

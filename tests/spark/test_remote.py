@@ -60,7 +60,7 @@ def test_conversion_into_remote_storage(mode, scheme, request, remote_factory, t
         shards = json.load(file)["shards"]
     basenames = {shard["zip_data"]["basename"] for shard in shards}
     attempt_indexes = {name.rsplit("/", 1)[0] + "/index.json" for name in basenames}
-    top_level = {"index.json", "mds_conversion.json", "_mds_log/00000000000000000001.json"}
+    top_level = {"index.json", "mds_conversion.json", "_mds_log/00000000000000000001.json", "_mds_log/index.json"}
     assert listed == basenames | attempt_indexes | top_level
 
     from streaming import StreamingDataset

@@ -162,6 +162,34 @@ def test_without_merge_index_one_folder_per_partition_and_arrays_of_non_null_flo
     assert sorted(int(sample["id"]) for sample in read_samples(out)) == list(range(6))
 
 
+@pytest.mark.parametrize("merge", [True, False], ids=["merged", "partitions only"])
+def test_every_folder_below_out_is_a_dataset_of_its_own_as_upstreams_tools_expect(spark, tmp_path, merge):
+    """Upstream's converter leaves one folder per partition directly below ``out``, each with its own index, and
+    (with ``merge_index``) the merged index at the root. Its own tests, and user code building a stream per folder,
+    walk ``out`` so: every folder there must be a dataset, and the partitions' samples must add up to the merged
+    index's. ``merge_index(out)`` on the partitions gives the same samples as the merged index."""
+    frame = spark.range(0, 90, 1, 3).selectExpr("id", "CAST(id AS STRING) AS text")
+    out = str(tmp_path / "out")
+    dataframe_to_mds(frame, merge_index=merge, mds_kwargs={"out": out, "keep_local": True})
+    folders = [name for name in sorted(os.listdir(out)) if os.path.isdir(os.path.join(out, name))]
+    partitions = 0
+    samples = 0
+    for folder in folders:
+        shards = load_index(os.path.join(out, folder))["shards"]  # each folder is a dataset
+        partitions += bool(shards)
+        samples += sum(shard["samples"] for shard in shards)
+    assert partitions == 3 and samples == 90
+    if merge:
+        assert sum(shard["samples"] for shard in load_index(out)["shards"]) == 90
+        merged = sorted(int(sample["id"]) for sample in read_samples(out))
+        os.remove(os.path.join(out, "index.json"))
+    else:
+        assert not os.path.exists(os.path.join(out, "index.json"))
+        merged = list(range(90))
+    merge_index(out)  # upstream's merge of every sub-folder's index
+    assert sorted(int(sample["id"]) for sample in read_samples(out)) == merged == list(range(90))
+
+
 def test_udf_iterable_and_json_columns(spark, tmp_path):
     frame = spark.sql(
         "SELECT id, array(named_struct('role', 'user', 'content', CAST(id AS STRING))) AS messages FROM range(5)"

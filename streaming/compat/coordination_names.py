@@ -1,4 +1,4 @@
-"""Upstream's coordination constants (`streaming.base.constant`): block names, lock names, timing, shard states.
+"""Upstream's coordination names (`streaming.base.constant`): block names, lock names, timing, shard states.
 
 `SharedBarrier` and `get_shm_prefix` (upstream's API, kept for user code) name their blocks with these; the
 dataset itself coordinates through the per-user lock files of this package and uses none of them.
