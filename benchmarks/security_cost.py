@@ -110,7 +110,10 @@ def main() -> None:
         data, shards = os.path.join(scratch, "data"), os.path.join(scratch, "shards")
         _write(data, args.samples, None)
         _write(shards, 0, args.open_shards)
-        cases = [("mapped", data, shards)]
+        # Both cases read copies made the same way (copytree), so only the owner differs between them.
+        shutil.copytree(data, data + "-own")
+        shutil.copytree(shards, shards + "-own")
+        cases = [("mapped", data + "-own", shards + "-own")]
         if os.getuid() == 0:
             _owned_by_nobody(data, data + "-nobody")
             _owned_by_nobody(shards, shards + "-nobody")
