@@ -48,33 +48,48 @@ def add_parser(commands: Any, common: argparse.ArgumentParser) -> None:
         parser.set_defaults(run=run, delete_extra=name == "sync")
 
 
-def _hashes_match(path: str, hashes: dict[str, str]) -> bool:
+def _hashes_match(data: bytes, hashes: dict[str, str]) -> bool:
     from streaming.format.hashing import get_hash
 
-    if not hashes:
-        return True
-    with open(path, "rb") as stream:
-        data = stream.read()
     return all(get_hash(algo, data) == digest for algo, digest in hashes.items())
 
 
-def copy_file(src: DatasetRoot, dst: DatasetRoot, info: dict[str, Any]) -> tuple[str, int]:
-    """Copy one file unless it is already there; returns `("copied" | "skipped", bytes)`."""
-    name, size, hashes = info["basename"], info.get("bytes"), info.get("hashes") or {}
+def _present_and_matching(dst: DatasetRoot, name: str, size: int | None, hashes: dict[str, str]) -> int | None:
+    """The size of the destination's copy of ``name`` when it is already right, else None.
+
+    A local destination's copy is read through its folder (a regular file, no link) and its hashes checked.
+    """
     present = dst.size(name)
-    if present is not None and (size is None or present == size):
-        if not dst.is_local or _hashes_match(dst.child(name), hashes):
-            return "skipped", present
+    if present is None or (size is not None and present != size):
+        return None
+    if dst.is_local and hashes and not _hashes_match(dst.tree.read_bytes(name, present), hashes):
+        return None
+    return present
+
+
+def copy_file(src: DatasetRoot, dst: DatasetRoot, info: dict[str, Any]) -> tuple[str, int]:
+    """Copy one file unless it is already there; returns `("copied" | "skipped", bytes)`.
+
+    The source file is copied to a private scratch folder first (a local source through its folder: a regular
+    file, never a link's target), bounded by the index's size, and checked there; the destination is written
+    through its own folder (`DatasetRoot`: no link below it is followed).
+    """
+    name, size, hashes = info["basename"], info.get("bytes"), info.get("hashes") or {}
+    present = _present_and_matching(dst, name, size, hashes)
+    if present is not None:
+        return "skipped", present
     scratch = tempfile.mkdtemp(prefix="mds-cp-")
     try:
-        path = src.fetch(name, scratch)
+        path = src.fetch(name, scratch, size)
         actual = os.path.getsize(path)
         if size is not None and actual != size:
             raise ValueError(
                 f"{src.child(name)} is {actual} bytes but the source index says {size}; the source is damaged: "
                 f"check it with `mds-streaming verify {src.url}`."
             )
-        if not _hashes_match(path, hashes):
+        with open(path, "rb") as stream:
+            matches = not hashes or _hashes_match(stream.read(), hashes)
+        if not matches:
             raise ValueError(
                 f"{src.child(name)} does not match the hashes its index records; the source is damaged: check it "
                 f"with `mds-streaming verify {src.url}`."
@@ -115,8 +130,7 @@ def run(args: argparse.Namespace) -> int:
     if args.delete_extra:
         wanted = {info["basename"] for info in files} | {index_name}
         deleted = [name for name in dst.list_relative() if name not in wanted]
-        for name in deleted:
-            dst.storage.delete(dst.child(name))
+        dst.delete(deleted)
     document = {
         "src": src.url,
         "dst": dst.url,

@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import os
-import shutil
 import statistics
 import tempfile
 from typing import Any
@@ -94,11 +92,9 @@ def decoded_samples(location: DatasetRoot, shards: list[dict[str, Any]], count: 
             if not shard["samples"]:
                 continue
             for info in stored_files(shard):
-                path = location.fetch(info["basename"], scratch)
-                if location.is_local:  # decode from a copy: decompressing must not add files to the dataset
-                    copy = os.path.join(scratch, *info["basename"].split("/"))
-                    os.makedirs(os.path.dirname(copy), exist_ok=True)
-                    shutil.copyfile(path, copy)
+                # A private copy, even of a local dataset: a regular file (never a link's target, a FIFO or a
+                # device), no longer than the index says, and decompressed there rather than in the dataset.
+                location.fetch(info["basename"], scratch, info["bytes"])
             reader = reader_from_json(scratch, None, shard)
             reader.validate(unsafe)
             for index in range(min(shard["samples"], count - len(found))):

@@ -15,11 +15,23 @@ import argparse
 import posixpath
 import re
 import tempfile
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from typing import Any
 
 from streaming.cli.console import OK, PROBLEMS, UsageError, emit, progress, table
-from streaming.format.index import METADATA_BASENAME, RAW_DATA, RAW_META, ZIP_DATA, ZIP_META
+from streaming.format.compression import OutputTooLargeError
+from streaming.format.errors import ShardCorruptError
+from streaming.format.hashing import get_hash
+from streaming.format.index import (
+    MAX_SHARD_FILE_BYTES,
+    METADATA_BASENAME,
+    RAW_DATA,
+    RAW_META,
+    ZIP_DATA,
+    ZIP_META,
+)
 from streaming.storage.dataset_root import DatasetRoot
 
 EXAMPLES = """\
@@ -95,20 +107,86 @@ def _columns_config(text: str) -> dict[str, Any]:
     }
 
 
-def _file_entry(location: DatasetRoot, raw: str, name: str, hashes: list[str], scratch: str) -> tuple:
-    """`(raw bytes, raw info, zip info or None, compression family or None)` of one stored file."""
-    from streaming.format.compression import decompress
-    from streaming.format.hashing import get_hash
+#: The most a header's JSON settings may take (a few hundred bytes in practice).
+MAX_SETTINGS_BYTES = 1 << 20
 
-    with open(location.fetch(name, scratch), "rb") as stream:
-        data = stream.read()
+
+@dataclass
+class _Scanned:
+    """One stored file of a shard, read through once: its raw header, raw size and the index records."""
+
+    head: bytes
+    size: int
+    raw_info: dict[str, Any]
+    zip_info: dict[str, Any] | None
+    family: str | None
+
+
+def _mds_bounds(head: bytes) -> tuple[int, int] | None:
+    """``(file size, header size)`` an MDS data file declares, once ``head`` holds its count and offsets."""
+    if len(head) < 4:
+        return None
+    end = 4 * (int.from_bytes(head[:4], "little") + 2)
+    if end > MAX_SHARD_FILE_BYTES:
+        raise ShardCorruptError(f"its header declares {end // 4 - 2} samples, more than any shard holds")
+    if len(head) < end:
+        return None
+    first, last = int.from_bytes(head[4:8], "little"), int.from_bytes(head[end - 4 : end], "little")
+    return last, max(end, min(first, last))
+
+
+def _meta_bounds(head: bytes) -> tuple[int, int] | None:
+    """``(largest file size, header size)`` of a ``.meta`` file (the whole file is its header)."""
+    if len(head) < 4:
+        return None
+    bound = 4 * (int.from_bytes(head[:4], "little") + 2) + MAX_SETTINGS_BYTES
+    return bound, bound
+
+
+def _scan(
+    location: DatasetRoot,
+    raw: str,
+    name: str,
+    hashes: list[str],
+    scratch: str,
+    bounds: Callable[[bytes], tuple[int, int] | None] | int,
+) -> _Scanned:
+    """Read one stored file (decompressing it when its name says so) in pieces, keeping only its header.
+
+    ``bounds`` is the raw size the shard declares, or a function finding it in the header (with the header's
+    own size): decompression stops past it (`OutputTooLargeError`), so a small shard that expands without end
+    costs at most what its header declares, and memory holds one piece and the header at a time.
+    """
+    from streaming.format.compression import iter_decompress
+    from streaming.format.hashing import new_hasher
+
     _, family = _split_compression(name)
+    path = location.fetch(name, scratch, MAX_SHARD_FILE_BYTES + (MAX_SHARD_FILE_BYTES >> 6))
+    with open(path, "rb") as stream:
+        stored = stream.read() if family is not None else b""
+        pieces = (
+            iter_decompress(family, stored, MAX_SHARD_FILE_BYTES) if family else iter(lambda: stream.read(1 << 20), b"")
+        )
+        raw_hashers = [(algo, new_hasher(algo)) for algo in hashes]
+        limit, keep = (bounds, 0) if isinstance(bounds, int) else (MAX_SHARD_FILE_BYTES, MAX_SHARD_FILE_BYTES)
+        head = bytearray()
+        size = 0
+        for piece in pieces:
+            size += len(piece)
+            if len(head) < keep:
+                head += piece[: keep - len(head)]
+                if not isinstance(bounds, int) and keep == MAX_SHARD_FILE_BYTES and (found := bounds(bytes(head))):
+                    limit, keep = found
+                    del head[keep:]
+            if size > limit:
+                raise OutputTooLargeError(f"{name} holds more than the {limit} bytes its header declares")
+            for _, hasher in raw_hashers:
+                hasher.update(piece)
+    raw_info = {"basename": raw, "bytes": size, "hashes": {algo: hasher.hexdigest() for algo, hasher in raw_hashers}}
     zipped = None
     if family is not None:
-        zipped = {"basename": name, "bytes": len(data), "hashes": {a: get_hash(a, data) for a in hashes}}
-        data = decompress(family, data)
-    raw_info = {"basename": raw, "bytes": len(data), "hashes": {a: get_hash(a, data) for a in hashes}}
-    return data, raw_info, zipped, family
+        zipped = {"basename": name, "bytes": len(stored), "hashes": {a: get_hash(a, stored) for a in hashes}}
+    return _Scanned(bytes(head), size, raw_info, zipped, family)
 
 
 def rebuild_shard(
@@ -120,11 +198,13 @@ def rebuild_shard(
 
     raw, name = found["data"]
     inferred = []
+    meta = found["meta"] is not None
     with tempfile.TemporaryDirectory(prefix="mds-rebuild-") as scratch:
         try:
             head_raw, head_name = found["meta"] or found["data"]
-            data, _, _, family = _file_entry(location, head_raw, head_name, [], scratch)
-            header = parse_header(data, head_name, meta=found["meta"] is not None)
+            first = _scan(location, head_raw, head_name, [], scratch, _meta_bounds if meta else _mds_bounds)
+            header = parse_header(first.head, head_name, meta=meta, size=first.size)
+            family = first.family
             config = header.config
             if config is None or config.get("format") != found["format"]:
                 if columns is None or found["format"] != "mds":
@@ -136,15 +216,23 @@ def rebuild_shard(
                 inferred.append(f"{head_name}: columns from --columns, compression from the file name")
             hashes = check_hashes(config.get("hashes") or [])
             entry: dict[str, Any] = {**config, "samples": header.samples}
-            if found["meta"] is not None:
-                data_bytes, raw_info, zip_info, _ = _file_entry(location, raw, name, hashes, scratch)
-                if int(header.offsets[-1]) != len(data_bytes):
-                    return None, f"{name} is {len(data_bytes)} bytes but its .meta says {int(header.offsets[-1])}", []
-                _, meta_raw, meta_zip, _ = _file_entry(location, head_raw, head_name, hashes, scratch)
-                entry.update({RAW_DATA: raw_info, ZIP_DATA: zip_info, RAW_META: meta_raw, ZIP_META: meta_zip})
+            if meta:
+                declared = int(header.offsets[-1])
+                data = _scan(location, raw, name, hashes, scratch, declared)
+                if data.size != declared:
+                    return None, f"{name} is {data.size} bytes but its .meta says {declared}", []
+                meta_scan = _scan(location, head_raw, head_name, hashes, scratch, first.size)
+                entry.update(
+                    {
+                        RAW_DATA: data.raw_info,
+                        ZIP_DATA: data.zip_info,
+                        RAW_META: meta_scan.raw_info,
+                        ZIP_META: meta_scan.zip_info,
+                    }
+                )
             else:
-                _, raw_info, zip_info, _ = _file_entry(location, raw, name, hashes, scratch)
-                entry.update({RAW_DATA: raw_info, ZIP_DATA: zip_info})
+                data = _scan(location, raw, name, hashes, scratch, first.size)
+                entry.update({RAW_DATA: data.raw_info, ZIP_DATA: data.zip_info})
             if family is not None and entry.get("compression") is None:
                 entry["compression"] = family
                 inferred.append(f"{name}: compression {family} from the file name")

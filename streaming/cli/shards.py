@@ -32,8 +32,13 @@ class Header:
     config_error: str | None
 
 
-def parse_header(data: bytes, name: str, *, meta: bool) -> Header:
-    """Parse an MDS data file (`meta=False`) or a `.meta` file; ShardCorruptError when the offsets are unusable."""
+def parse_header(data: bytes, name: str, *, meta: bool, size: int | None = None) -> Header:
+    """Parse an MDS data file (`meta=False`) or a `.meta` file; ShardCorruptError when the offsets are unusable.
+
+    ``data`` may be only the head of an MDS data file (its offsets and settings) when ``size`` gives the
+    whole file's length.
+    """
+    size = len(data) if size is None else size
     if len(data) < 8:
         raise ShardCorruptError(f"{name} is {len(data)} bytes: too short to hold a shard header (truncated?).")
     count = int.from_bytes(data[:4], "little")
@@ -46,9 +51,9 @@ def parse_header(data: bytes, name: str, *, meta: bool) -> Header:
     if np.any(np.diff(offsets) < 0):
         raise ShardCorruptError(f"{name}: its sample offsets are not increasing: the file is corrupt.")
     config_end = len(data) if meta else int(offsets[0])
-    if not meta and (config_end < table_end or int(offsets[-1]) != len(data)):
+    if not meta and (config_end < table_end or config_end > len(data) or int(offsets[-1]) != size):
         raise ShardCorruptError(
-            f"{name} is {len(data)} bytes but its offsets say {int(offsets[-1])}: it is truncated or was replaced."
+            f"{name} is {size} bytes but its offsets say {int(offsets[-1])}: it is truncated or was replaced."
         )
     config: dict[str, Any] | None = None
     error = None

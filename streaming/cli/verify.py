@@ -85,19 +85,21 @@ def check_shard(
                 )
                 continue
             size = location.size(name)
+            if size is None:  # listed, yet not a regular file: a link, a FIFO or a device
+                problems.append(
+                    _problem(name, "is not a regular file (a link, FIFO or device)", "replace it with the shard file")
+                )
+                continue
             if size != info["bytes"]:
                 problems.append(
                     _problem(name, f"is {size} bytes, the index says {info['bytes']}", "re-copy it from the source")
                 )
                 continue
-            path = location.fetch(name, scratch)
+            # A private copy, even of a local dataset (decompressing must not add files to the dataset): a
+            # regular file reached without following a link, no longer than the index says.
+            path = location.fetch(name, scratch, info["bytes"])
             with open(path, "rb") as stream:
                 data = stream.read()
-            if location.is_local:  # decode from a copy: decompressing must not add files to the dataset
-                copy = os.path.join(scratch, *name.split("/"))
-                os.makedirs(os.path.dirname(copy), exist_ok=True)
-                with open(copy, "wb") as stream:
-                    stream.write(data)
             for algo, expected in sorted((info.get("hashes") or {}).items()):
                 actual = get_hash(algo, data)
                 if actual != expected:
@@ -113,7 +115,7 @@ def check_shard(
         header_bytes = contents.get(header_key)
         if header_bytes is None and zip_key in contents:
             try:
-                header_bytes = decompress(shard.get("compression"), contents[zip_key])
+                header_bytes = decompress(shard.get("compression"), contents[zip_key], shard[header_key]["bytes"])
             except Exception as err:  # noqa: BLE001 - reported as a problem of this file
                 name = shard[zip_key]["basename"]
                 return [_problem(name, f"does not decompress with {shard.get('compression')}: {err}", rebuild)], 0

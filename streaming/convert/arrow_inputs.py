@@ -4,7 +4,9 @@ Kinds: Parquet (a file or a folder of files), JSON Lines, CSV, a Hugging Face `d
 `save_to_disk` (Arrow stream files listed in `state.json`), and a Delta table path (read with `deltalake`).
 Files are reached through the storage layer, so a source may sit on any store: a task downloads its file to
 a scratch folder, reads it batch by batch, and deletes it. A task is one file, or for a large local Parquet
-file a run of its row groups, so memory stays at a few batches whatever the input's size.
+file a run of its row groups, so memory stays at a few batches whatever the input's size. A local file found
+in a source folder is opened from that folder without following a link (`LocalTree`), as a regular file, and
+handed to pyarrow by its descriptor (``/proc/self/fd``), so a link planted in a shared folder is refused.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from dataclasses import dataclass
 import pyarrow as pa
 
 from streaming.storage.dataset_root import DatasetRoot
+from streaming.storage.local_tree import LocalTree, open_regular
 from streaming.storage.out_argument import normalize_root
 from streaming.storage.registry import storage_for
 from streaming.storage.url import is_remote
@@ -52,6 +55,8 @@ class Task:
     url: str
     row_groups: tuple[int, ...] | None = None
     rows: int | None = None
+    #: The local folder the file was listed in (its path below it is opened without following a link).
+    root: str | None = None
 
 
 @dataclass(frozen=True)
@@ -104,9 +109,10 @@ def detect(src: str, requested: str | None, workers: int, split: str | None = No
         ]
         if not chosen:
             raise FileNotFoundError(f"No {kind} files in {src}.")
+    folder = None if files or is_remote(root) else root
     if kind == "parquet":
-        return ArrowInput(kind, root, tuple(_parquet_tasks(chosen, workers)))
-    return ArrowInput(kind, root, tuple(Task(kind, url) for url in chosen))
+        return ArrowInput(kind, root, tuple(_parquet_tasks(chosen, workers, folder)))
+    return ArrowInput(kind, root, tuple(Task(kind, url, root=folder) for url in chosen))
 
 
 def _detect_kind(src: str, files: list[str], folder_files: list[str], names: set[str]) -> str:
@@ -128,7 +134,7 @@ def _hidden(name: str) -> bool:
     return any(part.startswith(("_", ".")) for part in name.split("/"))
 
 
-def _parquet_tasks(urls: list[str], workers: int) -> Iterator[Task]:
+def _parquet_tasks(urls: list[str], workers: int, folder: str | None) -> Iterator[Task]:
     """One task per remote file; local files are split into runs of row groups so every worker has work."""
     import pyarrow.parquet as pq
 
@@ -136,13 +142,14 @@ def _parquet_tasks(urls: list[str], workers: int) -> Iterator[Task]:
         if is_remote(url):
             yield Task("parquet", url)
             continue
-        metadata = pq.ParquetFile(url).metadata
+        with local_copy(url, folder) as path:
+            metadata = pq.ParquetFile(path).metadata
         groups = metadata.num_row_groups
         per_task = max(1, -(-groups // max(1, workers * _GROUPS_PER_TASK_TARGET))) if len(urls) < workers else groups
         for start in range(0, max(groups, 1), max(per_task, 1)):
             chosen = tuple(range(start, min(start + per_task, groups)))
             rows = sum(metadata.row_group(g).num_rows for g in chosen)
-            yield Task("parquet", url, chosen, rows)
+            yield Task("parquet", url, chosen, rows, folder)
 
 
 def _hf_source(root: str, names: set[str], split: str | None) -> ArrowInput:
@@ -166,7 +173,8 @@ def _hf_source(root: str, names: set[str], split: str | None) -> ArrowInput:
     files = [entry["filename"] for entry in state.get("_data_files", [])]
     if not files:
         raise FileNotFoundError(f"{root}/state.json lists no data files.")
-    return ArrowInput("hf", root, tuple(Task("hf", location.child(name)) for name in files))
+    folder = None if is_remote(root) else root
+    return ArrowInput("hf", root, tuple(Task("hf", location.child(name), root=folder) for name in files))
 
 
 def _delta_source(root: str) -> ArrowInput:
@@ -183,7 +191,7 @@ def _delta_source(root: str) -> ArrowInput:
 
 def read_schema(task: Task) -> pa.Schema:
     """The Arrow schema of a task's input (the first batch's, for JSON Lines and CSV)."""
-    with local_copy(task.url) as path:
+    with _opened(task) as path:
         if task.kind == "parquet":
             import pyarrow.parquet as pq
 
@@ -201,10 +209,23 @@ def _empty_schema(task: Task, path: str) -> pa.Schema:
 
 
 @contextlib.contextmanager
-def local_copy(url: str) -> Iterator[str]:
-    """The file as a local path for the duration of a `with` block (downloaded to scratch when remote)."""
+def local_copy(url: str, folder: str | None = None) -> Iterator[str]:
+    """The file as a local path for the duration of a `with` block (downloaded to scratch when remote).
+
+    A local file is opened first, as a regular file (a FIFO or device fails at once), from ``folder``
+    without following a link below it when it was listed there; the path given to pyarrow names that open
+    descriptor (``/proc/self/fd/N``, where the platform has it), so the file cannot be swapped meanwhile.
+    """
     if not is_remote(url):
-        yield normalize_root(url)
+        path = normalize_root(url)
+        if folder is not None:
+            fd, _ = LocalTree(folder).open_file(os.path.relpath(path, folder).replace(os.sep, "/"))
+        else:  # a file named by the caller: its own path may be a link of theirs
+            fd, _ = open_regular(path, None, path, os.path.dirname(path), follow=True)
+        try:
+            yield f"/proc/self/fd/{fd}" if os.path.isdir("/proc/self/fd") else path
+        finally:
+            os.close(fd)
         return
     scratch = tempfile.mkdtemp(prefix="mds-convert-")
     try:
@@ -247,8 +268,15 @@ def _batches(task: Task, path: str) -> Iterator[pa.RecordBatch]:
 
 def batches(task: Task) -> Iterator[pa.RecordBatch]:
     """The task's record batches, read as they are consumed (a remote file is downloaded first)."""
-    if task.kind == "delta":
-        yield from _batches(task, task.url)
-        return
-    with local_copy(task.url) as path:
+    with _opened(task) as path:
         yield from _batches(task, path)
+
+
+@contextlib.contextmanager
+def _opened(task: Task) -> Iterator[str]:
+    """What pyarrow reads for a task: its file (`local_copy`), or a Delta table's own root (deltalake reads it)."""
+    if task.kind == "delta":
+        yield task.url
+        return
+    with local_copy(task.url, task.root) as path:
+        yield path

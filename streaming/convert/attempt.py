@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import contextlib
 import json
-import shutil
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -28,6 +27,7 @@ from streaming.convert.upload_sink import UploadingSink
 from streaming.format.index import stored_file
 from streaming.format.mds.writer import MDSWriter
 from streaming.storage.local import local_path
+from streaming.storage.local_tree import LocalTree
 from streaming.storage.registry import storage_for
 from streaming.storage.scratch import make_scratch
 from streaming.storage.url import join_url
@@ -116,6 +116,7 @@ class _AttemptWriter:
 
     def __init__(self, config: TaskConfig, folder: str) -> None:
         self.config = config
+        self.folder = folder
         self.target = join_url(config.destination, folder)
         self.writer: MDSWriter | None = None
         self.sink: UploadingSink | None = None
@@ -149,8 +150,9 @@ class _AttemptWriter:
             return
         with contextlib.suppress(Exception):
             self.writer.finish()
-        if self.config.direct:
-            shutil.rmtree(local_path(self.target), ignore_errors=True)
+        if self.config.direct:  # through the destination's folder: a link swapped in below it is not followed
+            with contextlib.suppress(OSError, ValueError):
+                LocalTree(local_path(self.config.destination)).remove_tree(self.folder)
             return
         with contextlib.suppress(Exception):
             storage = storage_for(self.target)

@@ -9,6 +9,8 @@ worker, batch size)`` of global sample ids, -1 where there is none. Batching met
 * ``per_stream``: every global batch comes from a single stream;
 * ``device_per_stream``: every device batch comes from a single stream.
 
+Its memory is estimated and checked first (`plan_memory.check_plan_memory`).
+
 Resumption (``sample_in_epoch``) is exact for ``random``; the other methods resume at the last
 global-batch boundary. Results are identical to upstream ``streaming.base.batching``.
 """
@@ -25,6 +27,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from streaming.dataset.partition import get_partitions
+from streaming.dataset.plan_memory import check_plan_memory
 from streaming.dataset.shuffle import get_shuffle
 from streaming.dataset.weighting import resample_streams
 from streaming.dataset.world import World
@@ -454,4 +457,7 @@ def generate_work(
             f"Invalid batching method: {batching_method}. Must be one of `random`, `stratified`, `per_stream`, or "
             f"`device_per_stream`."
         )
+    plan = PlanInputs.from_dataset(dataset)
+    # Sized before anything is allocated: an index declaring billions of samples is refused, not built.
+    check_plan_memory(plan.epoch_size, world.num_workers, plan.batch_size)
     return np.ascontiguousarray(method(dataset, world, epoch, sample_in_epoch))

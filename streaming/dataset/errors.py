@@ -7,3 +7,8 @@ class UnknownAlgorithmError(ValueError, KeyError):
 
     # KeyError would show the message quoted, as a key.
     __str__ = ValueError.__str__
+
+
+class PlanMemoryError(MemoryError):
+    """An epoch plan that would need more memory than the machine has (an index declaring impossibly many
+    samples, or an epoch_size far beyond the data): refused before anything is allocated."""

@@ -35,7 +35,7 @@ class LocalDataset(Array):
         self.local = local
         self.split = split or ""
         self.allow_unsafe_types = allow_unsafe_types
-        table = ShardTable.from_file(os.path.join(local, self.split, get_index_basename()))
+        table = ShardTable.from_file(os.path.join(local, self.split, get_index_basename()), root=local)
         self.readers = ReaderPool([(local, self.split)], [table])
         self.readers.validate(allow_unsafe_types)
         self.samples_per_shard = table.samples

@@ -15,14 +15,12 @@ from typing import TYPE_CHECKING, Any
 
 from streaming.format.errors import ShardCorruptError
 from streaming.format.hashing import get_hash
+from streaming.format.index import MAX_INDEX_BYTES
 from streaming.format.reader import Reader
 from streaming.storage.download import download_file
 
 if TYPE_CHECKING:
     from streaming.dataset.stream import Stream
-
-#: The largest ``index.json`` downloaded (an index of a million shards is a few hundred MB).
-MAX_INDEX_BYTES = 1 << 30
 
 
 class ShardFetcher:
@@ -47,6 +45,8 @@ class ShardFetcher:
         download_file(
             stream.remote_path(basename),
             stream.local_path(basename),
+            # A local remote is read through its folder (no link below it is followed); others by URL.
+            storage=stream.remote_storage(),
             retry=stream.download_retry or 2,
             timeout=stream.download_timeout or 60.0,
             # A margin over the declared size, so a slightly longer file still fails as corrupt after download.
@@ -79,8 +79,8 @@ class ShardFetcher:
             if zipped is not None:
                 reader.checked_path(zipped.basename)
             if os.path.exists(raw_path):
-                if zipped is not None and not keep_zip and os.path.exists(stream.local_path(zipped.basename)):
-                    os.remove(stream.local_path(zipped.basename))
+                if zipped is not None and not keep_zip:
+                    reader.remove(zipped.basename)
                 continue
             self._remove_leftover_temps(raw_path)
             if zipped is None:
@@ -95,8 +95,8 @@ class ShardFetcher:
         reader.ensure_raw()
         if not keep_zip:
             for _, zipped in reader.file_pairs:
-                if zipped is not None and os.path.exists(stream.local_path(zipped.basename)):
-                    os.remove(stream.local_path(zipped.basename))
+                if zipped is not None:
+                    reader.remove(zipped.basename)
         return self.present_bytes(reader) - before
 
     def evict(self, reader: Reader) -> int:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import stat
 import tempfile
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
@@ -26,6 +27,7 @@ from streaming.storage.url import without_password
 
 if TYPE_CHECKING:
     from streaming.dataset.world import World
+    from streaming.storage.base import Storage
 
 
 @dataclass(frozen=True)
@@ -53,18 +55,52 @@ def default_local_dir(remote: str | None) -> str:
 
     Upstream uses ``<tmp>/<blake2s(remote)>``, which any local user can pre-create and fill with their own
     samples; here the parent is private to the user (0700, owner checked) and the cache folder inside it is
-    made 0700 too, so nothing in it comes from anyone else. An existing cache folder is reused (its shards are
-    a cache of the same remote).
+    made 0700 too, so nothing in it comes from anyone else. If another user created the parent first, the
+    next private place is used (``~/.cache/mds-streaming/cache``; `first_private_dir`). An existing cache
+    folder is reused (its shards are a cache of the same remote).
     """
-    from streaming.dataset.coordination.root import make_private_dir
+    from streaming.dataset.coordination.root import first_private_dir, make_private_dir, user_cache_home
 
     digest = hashlib.blake2s((remote or "").encode("utf-8"), digest_size=16).hexdigest()
-    parent = os.path.join(tempfile.gettempdir(), f"streaming-cache-{os.getuid()}")
-    remedy = "pass local="
-    make_private_dir(parent, "Default cache directory", remedy)
+    candidates = [
+        os.path.join(tempfile.gettempdir(), f"streaming-cache-{os.getuid()}"),
+        os.path.join(user_cache_home(), "mds-streaming", "cache"),
+    ]
+    parent = first_private_dir(candidates, "Default cache directory")
     path = os.path.join(parent, digest)
-    make_private_dir(path, "Default cache directory", remedy)
+    make_private_dir(path, "Default cache directory", "pass local=")
     return path
+
+
+def check_cache_dir(path: str) -> None:
+    """Refuse an explicit ``local`` cache folder that another user owns or may write to (not world-writable).
+
+    Shards found in a cache are read without being fetched again, so a folder another user created first, or
+    can add files to, would have their samples served (and, with ``allow_unsafe_types``, their pickles run as
+    you): the check the default cache gets. A missing folder is created private (0700).
+    """
+    from streaming.dataset.coordination.root import trusted_folder
+
+    try:
+        os.makedirs(path, mode=0o700)  # made now: this user's own
+        return
+    except FileExistsError:
+        pass
+    if trusted_folder(path):
+        return
+    info = os.stat(path)
+    if not stat.S_ISDIR(info.st_mode):
+        raise NotADirectoryError(f"Cache directory {path} (local=) is not a folder.")
+    reason = (
+        f"belongs to uid {info.st_uid}, not to you (uid {os.getuid()})"
+        if info.st_uid != os.getuid()
+        else f"is writable by every user (mode {stat.S_IMODE(info.st_mode):o})"
+    )
+    raise PermissionError(
+        f"Cache directory {path} (local=) {reason}: shards found there are used as they are, so anyone who "
+        f"can write there could make you read their samples. Pass a local= folder of your own that other users "
+        f"cannot write to (or leave local unset for a private default)."
+    )
 
 
 def _check_split(split: str) -> str:
@@ -200,18 +236,33 @@ class Stream:
     def get_index_size(self) -> int:
         return os.stat(self.local_path(get_index_basename())).st_size
 
+    def remote_storage(self) -> Storage | None:
+        """The backend to download from: for a local remote, one that follows no link below the remote's folder
+        (`LocalStorage.below`); None to let the URL pick it."""
+        from streaming.storage.local import LocalStorage, local_path
+        from streaming.storage.registry import storage_for
+
+        if self.remote is None or _is_remote_path(self.remote):
+            return None
+        if not isinstance(storage_for(self.remote), LocalStorage):  # a /Volumes path served by the Files API
+            return None
+        return LocalStorage.below(local_path(self.remote))
+
     def load_table(self) -> ShardTable:
         """Read this stream's index, downloading it first when it is not in the local directory yet.
 
-        A local ``index.json`` is used as is (no freshness check against the remote, as upstream).
+        A local ``index.json`` is used as is (no freshness check against the remote, as upstream). An explicit
+        ``local`` that caches a remote must be the user's own folder (`check_cache_dir`).
         """
+        if self._local is not None and self.has_remote:
+            check_cache_dir(self._local)
         path = self.local_path(get_index_basename())
         if not os.path.exists(path):
             if self.remote is None:
                 raise RuntimeError(f"No `remote` provided, but local file {path} does not exist either.")
             os.makedirs(os.path.dirname(path), exist_ok=True)
             ShardFetcher(self).download(get_index_basename())
-        return ShardTable.from_file(path)
+        return ShardTable.from_file(path, root=self.local)
 
     def prepare_shard(self, shard: Reader) -> int:
         """Make a shard's raw files present (download, verify, decompress); return the change in bytes on disk.

@@ -43,10 +43,13 @@ import posixpath
 import random
 import re
 import time
+import zlib
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from streaming.format.commit_checks import check_checkpoint, check_conversion_record, load_commit, load_json
+from streaming.format.compression import decompress
 from streaming.format.index import INDEX_BASENAME, METADATA_BASENAME, dumps_index, parse_index, shard_files
 from streaming.storage.dataset_root import DatasetRoot
 
@@ -71,6 +74,8 @@ MAX_COMMIT_ATTEMPTS = 64
 #: writer (void). Only a store without an atomic create-with-body (``O_EXCL`` on a filesystem without ``link``)
 #: can show such a file at all.
 TORN_COMMIT_WAIT = 10.0
+#: The most a checkpoint may expand to (about 500 bytes a shard: some 8 million shards).
+MAX_CHECKPOINT_BYTES = 1 << 32
 _COMMIT_NAME = re.compile(r"^(\d{20})\.json$")
 _CHECKPOINT_NAME = re.compile(r"^(\d{20})\.checkpoint\.json\.gz$")
 
@@ -330,9 +335,19 @@ def _void(state: Snapshot, version: int) -> Snapshot:
 
 
 def _read_checkpoint(destination: DatasetRoot, version: int) -> Snapshot | None:
+    where = destination.child(checkpoint_path(version))
     try:
-        body = json.loads(gzip.decompress(destination.read_bytes(checkpoint_path(version))))
-    except (OSError, EOFError, ValueError):  # gone meanwhile (vacuumed), or unreadable: an older one serves
+        data = destination.read_bytes(checkpoint_path(version))
+        body = check_checkpoint(
+            load_json(decompress("gz", data, MAX_CHECKPOINT_BYTES).decode("utf-8"), where), version, where
+        )
+    except (
+        OSError,
+        EOFError,
+        ValueError,
+        zlib.error,
+    ) as err:  # gone meanwhile (vacuumed), or unreadable: an older one serves
+        logger.warning("Checkpoint %s is not used (%s); the state is rebuilt from older files.", where, err)
         return None
     return _whole_state(body, version)
 
@@ -343,11 +358,9 @@ def _read_body(destination: DatasetRoot, version: int) -> dict[str, Any] | None:
     while True:
         text = destination.read_text(relative)
         try:
-            body = json.loads(text or "")
+            return load_commit(text or "", version, destination.child(relative))
         except json.JSONDecodeError:
-            body = None
-        if isinstance(body, dict):
-            return body
+            pass  # not JSON (yet): still being written, or torn by a killed writer
         modified = destination.storage.modified(destination.child(relative))
         age = time.time() - (modified if modified is not None else 0)
         if age > TORN_COMMIT_WAIT:
@@ -373,7 +386,9 @@ def _utc_now() -> str:
 def _legacy_metadata(destination: DatasetRoot) -> dict[str, Any] | None:
     text = destination.read_text(METADATA_BASENAME)
     try:
-        metadata = json.loads(text) if text else None
+        metadata = load_json(text, destination.child(METADATA_BASENAME)) if text else None
     except json.JSONDecodeError:
         return None
-    return metadata if isinstance(metadata, dict) else None
+    return (
+        check_conversion_record(metadata, destination.child(METADATA_BASENAME)) if isinstance(metadata, dict) else None
+    )

@@ -265,48 +265,89 @@ def _zstd_bounded(data: bytes | memoryview, limit: int) -> bytes:
     return out
 
 
-def _members_bounded(data: bytes | memoryview, limit: int, new: Callable[[], object], name: str) -> bytes:
-    """Concatenated members (gzip) or streams (bz2), each through a decompressor with ``max_length``."""
-    parts: list[bytes] = []
+def iter_decompress(algo: str, data: bytes | memoryview, max_size: int, chunk: int = _CHUNK) -> Iterator[bytes]:
+    """The decompressed bytes of ``data`` in pieces of at most ``chunk`` bytes, never more than ``max_size`` in all.
+
+    For callers that hash, count or parse the output as it comes (``rebuild-index``: no index declares the
+    size yet), so memory stays at one piece whatever the data says about itself.
+
+    Raises:
+        OutputTooLargeError: the output passes ``max_size``.
+        ValueError: unknown algorithm, or truncated data. Corrupt data raises the codec's own error.
+    """
+    family, _ = _parse(algo)
     produced = 0
+    for piece in _PIECES[family](data, chunk):
+        produced += len(piece)
+        if produced > max_size:
+            raise _too_large(max_size)
+        yield piece
+
+
+def _zstd_pieces(data: bytes | memoryview, chunk: int) -> Iterator[bytes]:
+    zstandard = _import("zstandard")
+    reader = zstandard.ZstdDecompressor().stream_reader(bytes(data), read_across_frames=True, read_size=_CHUNK)
+    with reader:
+        while piece := reader.read(chunk):
+            yield piece
+
+
+def _members_pieces(data: bytes | memoryview, chunk: int, new: Callable[[], object], name: str) -> Iterator[bytes]:
+    """Concatenated members (gzip) or streams (bz2), each through a decompressor with ``max_length``."""
     rest = bytes(data)
     while rest:
         stream = new()
         pending = rest
         while True:
-            chunk = stream.decompress(pending, limit + 1 - produced)  # type: ignore[attr-defined]
-            produced += len(chunk)
-            parts.append(chunk)
-            if produced > limit:
-                raise _too_large(limit)
+            piece = stream.decompress(pending, chunk)  # type: ignore[attr-defined]
+            if piece:
+                yield piece
             if stream.eof:  # type: ignore[attr-defined]
                 break
-            if not chunk and not pending:
+            # zlib keeps input it has not consumed in ``unconsumed_tail``; bz2 keeps it internally.
+            pending = getattr(stream, "unconsumed_tail", b"")
+            if not piece and not pending and getattr(stream, "needs_input", True):
                 raise ValueError(f"{name} data is truncated: the last member does not end.")
-            pending = b""
         rest = stream.unused_data  # type: ignore[attr-defined]
-    return b"".join(parts)
 
 
-def _gzip_bounded(data: bytes | memoryview, limit: int) -> bytes:
-    return _members_bounded(data, limit, lambda: zlib.decompressobj(wbits=31), "gz")
+def _gzip_pieces(data: bytes | memoryview, chunk: int) -> Iterator[bytes]:
+    return _members_pieces(data, chunk, lambda: zlib.decompressobj(wbits=31), "gz")
 
 
-def _bz2_bounded(data: bytes | memoryview, limit: int) -> bytes:
-    bz2 = _import("bz2")
-    return _members_bounded(data, limit, bz2.BZ2Decompressor, "bz2")
+def _bz2_pieces(data: bytes | memoryview, chunk: int) -> Iterator[bytes]:
+    return _members_pieces(data, chunk, _import("bz2").BZ2Decompressor, "bz2")
 
 
-def _brotli_bounded(data: bytes | memoryview, limit: int) -> bytes:
+def _brotli_pieces(data: bytes | memoryview, chunk: int) -> Iterator[bytes]:
     decompressor = _import("brotli").Decompressor()
-    out = decompressor.process(bytes(data), output_buffer_limit=limit + 1)
-    while len(out) <= limit and not decompressor.is_finished() and not decompressor.can_accept_more_data():
-        out += decompressor.process(b"", output_buffer_limit=limit + 1 - len(out))
-    if len(out) > limit:
-        raise _too_large(limit)
+    piece = decompressor.process(bytes(data), output_buffer_limit=chunk)
+    while True:
+        if piece:
+            yield piece
+        if decompressor.is_finished() or decompressor.can_accept_more_data():
+            break
+        piece = decompressor.process(b"", output_buffer_limit=chunk)
     if not decompressor.is_finished():
         raise ValueError("br data is truncated: the stream does not end.")
-    return out
+
+
+def _snappy_pieces(data: bytes | memoryview, chunk: int) -> Iterator[bytes]:
+    """Raw snappy is one block whose output size is stated up front (and at most ~21 times the input)."""
+    yield bytes(_import("cramjam").snappy.decompress_raw(data))
+
+
+_PIECES: dict[str, Callable[[bytes | memoryview, int], Iterator[bytes]]] = {
+    "zstd": _zstd_pieces,
+    "gz": _gzip_pieces,
+    "br": _brotli_pieces,
+    "bz2": _bz2_pieces,
+    "snappy": _snappy_pieces,
+}
+
+
+def _joined_bounded(family: str) -> Callable[[bytes | memoryview, int], bytes]:
+    return lambda data, limit: b"".join(iter_decompress(family, data, limit))
 
 
 def _snappy_bounded(data: bytes | memoryview, limit: int) -> bytes:
@@ -319,9 +360,9 @@ def _snappy_bounded(data: bytes | memoryview, limit: int) -> bytes:
 
 _BOUNDED: dict[str, Callable[[bytes | memoryview, int], bytes]] = {
     "zstd": _zstd_bounded,
-    "gz": _gzip_bounded,
-    "br": _brotli_bounded,
-    "bz2": _bz2_bounded,
+    "gz": _joined_bounded("gz"),
+    "br": _joined_bounded("br"),
+    "bz2": _joined_bounded("bz2"),
     "snappy": _snappy_bounded,
 }
 

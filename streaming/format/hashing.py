@@ -10,7 +10,7 @@ from collections.abc import Callable, Iterable
 from functools import cache
 from typing import Any
 
-__all__ = ["check_hashes", "get_hash", "get_hashes", "is_hash"]
+__all__ = ["check_hashes", "get_hash", "get_hashes", "is_hash", "new_hasher"]
 
 _HASHLIB_NAMES = (
     "md5",
@@ -73,6 +73,22 @@ def get_hash(algo: str, data: bytes | memoryview) -> str:
     if not is_hash(algo):
         raise ValueError(f"{algo} is not a supported hash algorithm. Valid algorithms: {_valid_list()}.")
     return _hexdigest_functions()[algo](data)
+
+
+def new_hasher(algo: str) -> Any:
+    """A hash object of the named algorithm (``update(data)``, ``hexdigest()``), for data that arrives in pieces;
+    its digest equals `get_hash` of the pieces joined.
+
+    Raises:
+        ValueError: unknown algorithm (the message lists the valid ones).
+    """
+    if not is_hash(algo):
+        raise ValueError(f"{algo} is not a supported hash algorithm. Valid algorithms: {_valid_list()}.")
+    import hashlib
+
+    import xxhash
+
+    return getattr(hashlib if algo in _HASHLIB_NAMES else xxhash, algo)()
 
 
 def check_hashes(hashes: Iterable[str] | None) -> list[str]:

@@ -11,19 +11,20 @@ from __future__ import annotations
 
 import json
 import os
-import posixpath
 import re
 import tempfile
 from typing import Any, NamedTuple, overload
 
-from streaming.format.safe_files import create_temp
-from streaming.storage.dataset_root import DatasetRoot
+from streaming.format.safe_files import create_temp, publish_in
+from streaming.storage.dataset_root import MAX_SMALL_FILE, DatasetRoot
 from streaming.storage.local import LocalStorage, local_path
 from streaming.storage.registry import storage_for
-from streaming.storage.url import join_url
+from streaming.storage.url import check_relative_path, join_url
 
 INDEX_VERSION = 2
 INDEX_BASENAME = "index.json"
+#: The largest ``index.json`` read (an index of a million shards is a few hundred MB).
+MAX_INDEX_BYTES = MAX_SMALL_FILE
 #: The conversion record beside the index (source, Delta version per run); copied and kept with the dataset.
 METADATA_BASENAME = "mds_conversion.json"
 
@@ -113,7 +114,7 @@ def dumps_index(shards: list[dict[str, Any]]) -> str:
     return json.dumps({"shards": shards, "version": INDEX_VERSION}, sort_keys=True)
 
 
-def publish_index(location: str, shards: list[dict[str, Any]]) -> str:
+def publish_index(location: str, shards: list[dict[str, Any]], *, folder: int | None = None) -> str:
     """Make ``shards`` the index of the dataset at ``location`` (a local directory or a URL) in one atomic step.
 
     On a filesystem the text goes to a temporary file that is fsynced and renamed over ``index.json``; on an
@@ -123,6 +124,8 @@ def publish_index(location: str, shards: list[dict[str, Any]]) -> str:
     This is the only place an index becomes visible, so the compare-and-swap of concurrent writers (a
     precondition on the index the caller read: S3 ``If-Match``/``If-None-Match``, GCS generations, ETags,
     create-only puts, ``O_EXCL`` on a filesystem) belongs here, as a keyword argument of this function.
+
+    ``folder``: a descriptor of the local ``location`` (a writer's), to write through instead of its path.
     """
     text = dumps_index(shards)
     url = join_url(location, INDEX_BASENAME)
@@ -135,6 +138,9 @@ def publish_index(location: str, shards: list[dict[str, Any]]) -> str:
             storage.put(path, url)
         return url
     path = local_path(url)
+    if folder is not None:
+        publish_in(folder, INDEX_BASENAME, text.encode("utf-8"))
+        return path
     os.makedirs(os.path.dirname(path), exist_ok=True)
     fd, tmp = create_temp(path, 0o666)
     with open(fd, "w", encoding="utf-8") as out:
@@ -146,22 +152,8 @@ def publish_index(location: str, shards: list[dict[str, Any]]) -> str:
 
 
 def check_basename(basename: str, where: str) -> str:
-    """Reject a shard file name that would escape its dataset directory (absolute, ``..``, drive letters)."""
-    if not isinstance(basename, str) or not basename:
-        raise ValueError(f"{where}: shard basename must be a non-empty string, got {basename!r}.")
-    normalized = posixpath.normpath(basename.replace("\\", "/"))
-    if (
-        basename.startswith(("/", "\\"))
-        or ":" in basename.split("/")[0]
-        or normalized.startswith("..")
-        or normalized != basename
-        or "\x00" in basename
-    ):
-        raise ValueError(
-            f"{where}: shard basename {basename!r} is not a plain relative path inside the dataset "
-            f"directory; refusing to read or write outside it."
-        )
-    return basename
+    """Reject a shard file name that would escape its dataset directory (the one rule: `check_relative_path`)."""
+    return check_relative_path(basename, where, "shard basename")
 
 
 #: A name that needs no closer look: no separator, colon or NUL, and not starting with a dot.
@@ -205,16 +197,95 @@ def parse_index(text: str | bytes, where: str) -> list[dict[str, Any]]:
         raise ValueError(f"Index file at {where} is not a streaming index: expected an object with a 'shards' list.")
     check_version(obj.get("version"), where)
     for number, shard in enumerate(obj["shards"]):
-        if not isinstance(shard, dict):
-            raise ValueError(f"Index file at {where}: shard {number} is not an object.")
-        check_version(shard.get("version"), where, number)
-        _check_count(shard.get("samples"), where, number, "samples")
-        for key in FILE_KEYS:
-            info = shard.get(key)
-            if info is not None:
-                check_file_name(info.get("basename") if isinstance(info, dict) else None, where, number, key)
-                _check_count(info.get("bytes"), where, number, f"{key}.bytes")
+        check_shard_entry(shard, where, number)
     return obj["shards"]
+
+
+def check_shard_entry(shard: Any, where: str, number: int) -> None:
+    """Validate one shard entry of an index (or of a commit) as readers rely on it; ``where`` names the file.
+
+    Its version, sample count, file names and sizes, its ``format`` (a name, not any JSON value), and that
+    its files can hold that many samples (`check_capacity`).
+    """
+    if not isinstance(shard, dict):
+        raise ValueError(f"Index file at {where}: shard {number} is not an object.")
+    check_version(shard.get("version"), where, number)
+    samples: int = shard.get("samples")  # type: ignore[assignment]  # checked on the next line
+    _check_count(samples, where, number, "samples")
+    shard_format = check_format(shard.get("format"), where, number)
+    for key in FILE_KEYS:
+        info = shard.get(key)
+        if info is not None:
+            check_file_name(info.get("basename") if isinstance(info, dict) else None, where, number, key)
+            _check_count(info.get("bytes"), where, number, f"{key}.bytes")
+    data = shard.get(RAW_DATA)
+    if isinstance(data, dict):  # an entry without one is refused by its reader
+        meta = shard.get(RAW_META)
+        meta_bytes = meta["bytes"] if isinstance(meta, dict) else None
+        check_capacity(shard_format, shard.get("column_sizes"), samples, data["bytes"], meta_bytes, where, number)
+
+
+def check_format(shard_format: Any, where: str, number: int) -> Any:
+    """Refuse a ``format`` that is not a name (``["mds"]``); an unknown name is its reader lookup's to refuse."""
+    if shard_format is not None and type(shard_format) is not str:
+        raise ValueError(
+            f"Index file at {where}, shard {number}: format must be the name of a shard format (such as 'mds'), "
+            f"got {shard_format!r}."
+        )
+    return shard_format
+
+
+#: The largest shard file the format can describe: sample offsets are uint32.
+MAX_SHARD_FILE_BYTES = (1 << 32) - 1
+#: The formats whose samples are lines of a data file (at least a newline each), indexed by a ``.meta`` file.
+LINE_FORMATS = frozenset({"json", "csv", "tsv", "xsv"})
+
+
+def min_sample_bytes(shard_format: Any, column_sizes: Any) -> int:
+    """The fewest bytes one sample takes in its shard's data file, by the entry's own settings.
+
+    MDS: each column's fixed size, or its 4-byte length for a variable-size column. The line formats: a
+    newline. Unknown settings count 0 (their reader refuses them later).
+    """
+    if shard_format == "mds":
+        if not isinstance(column_sizes, list):
+            return 0
+        return sum(size if type(size) is int and size >= 0 else 4 if size is None else 0 for size in column_sizes)
+    return 1 if shard_format in LINE_FORMATS else 0
+
+
+def check_capacity(
+    shard_format: Any,
+    column_sizes: Any,
+    samples: int,
+    data_bytes: int,
+    meta_bytes: int | None,
+    where: str,
+    number: int,
+) -> None:
+    """Refuse a sample count or file size that a shard cannot have, before anything is planned for it.
+
+    Offsets are uint32, so no raw file reaches 4 GiB. An MDS data file holds its count, ``samples + 1``
+    offsets and every sample (at least `min_sample_bytes` each); a line format's ``.meta`` file holds the
+    count and offsets, and its data file a line per sample.
+    """
+    if data_bytes > MAX_SHARD_FILE_BYTES or (meta_bytes or 0) > MAX_SHARD_FILE_BYTES:
+        raise ValueError(
+            f"Index file at {where}, shard {number}: a raw shard file of {max(data_bytes, meta_bytes or 0)} bytes "
+            f"is impossible (offsets are 32-bit, so shard files stay under 4 GiB); the index is corrupt."
+        )
+    table = 4 * (samples + 2)  # the count, then samples + 1 offsets
+    if shard_format in LINE_FORMATS and meta_bytes is not None:
+        need, have, name = table, meta_bytes, RAW_META
+        if samples > data_bytes:
+            need, have, name = samples, data_bytes, RAW_DATA
+    else:
+        need, have, name = table + samples * min_sample_bytes(shard_format, column_sizes), data_bytes, RAW_DATA
+    if need > have:
+        raise ValueError(
+            f"Index file at {where}, shard {number}: {samples} samples cannot fit in {have} bytes of its {name} "
+            f"(they need at least {need}); the index is corrupt."
+        )
 
 
 class MissingIndexError(FileNotFoundError):

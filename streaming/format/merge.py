@@ -18,12 +18,14 @@ import shutil
 import tempfile
 from typing import Any, cast
 
-from streaming.format.index import INDEX_BASENAME, parse_index, publish_index, rebase
+from streaming.format.index import INDEX_BASENAME, MAX_INDEX_BYTES, parse_index, publish_index, rebase
+from streaming.storage.dataset_root import DatasetRoot
 from streaming.storage.download import download_file
 from streaming.storage.errors import ObjectNotFoundError
+from streaming.storage.local import local_path
+from streaming.storage.local_tree import LocalTree
 from streaming.storage.out_argument import parse_out
-from streaming.storage.registry import storage_for
-from streaming.storage.url import is_remote, join_url, relative_to
+from streaming.storage.url import check_relative_path, is_remote, join_url, relative_to
 
 Source = str | tuple[str, str]
 
@@ -63,22 +65,39 @@ def _sub_path(index_url: str, root: str | None) -> str | None:
     return None if relative.startswith("..") else relative
 
 
-def _read_index(source: Source, work_dir: str, number: int, timeout: float) -> list[dict[str, Any]]:
+def _read_local(path: str, local_root: str | None) -> bytes:
+    """A local index file's bytes: a regular file (no link, no FIFO, at most `MAX_INDEX_BYTES`), reached from
+    the merge's root without following a link below it when it lies there (else from its own folder)."""
+    path = os.path.abspath(local_path(path))
+    root = os.path.abspath(local_path(local_root)) if local_root is not None else None
+    if root is None or not path.startswith(root.rstrip(os.sep) + os.sep):
+        root = os.path.dirname(path)
+    return LocalTree(root).read_bytes(os.path.relpath(path, root).replace(os.sep, "/"), MAX_INDEX_BYTES)
+
+
+def _read_index(
+    source: Source, work_dir: str, number: int, timeout: float, roots: tuple[str | None, str | None] = (None, None)
+) -> list[dict[str, Any]]:
+    """One sub-index, checked; a local copy (or a local "remote") is read from its root (see `_read_local`)."""
     local, remote = source if isinstance(source, tuple) else (source, source)
-    if local and not is_remote(local) and os.path.isfile(local):
-        path = local
+    local_root, remote_root = roots
+    if local and not is_remote(local) and os.path.lexists(local):
+        where, data = local, _read_local(local, local_root)
+    elif remote and not is_remote(remote):
+        where, data = remote, _read_local(remote, remote_root)
     elif remote:
         path = os.path.join(work_dir, f"{number}.json")
         try:
-            download_file(remote, path, timeout=timeout)
+            download_file(remote, path, timeout=timeout, max_bytes=MAX_INDEX_BYTES)
         except ObjectNotFoundError as err:
             raise IndexNotFoundError(f"Failed to download index.json: {err}") from err
+        with open(path, "rb") as stream:
+            where, data = remote, stream.read()
     else:
         raise FileNotFoundError(
             f"Check data availability! Index file not found: {local!r} (and no remote copy was given)."
         )
-    with open(path, "rb") as stream:
-        return parse_index(stream.read(), remote if path != local else local)
+    return parse_index(data, where)
 
 
 def _prefix_for(source: Source, local_root: str | None, remote_root: str | None) -> str:
@@ -112,7 +131,10 @@ def _merge_from_list(
     with tempfile.TemporaryDirectory(prefix="mds-merge-") as work_dir:
         for number, source in enumerate(sources):
             prefix = _prefix_for(source, local_root, remote_root)
-            shards.extend(rebase(shard, prefix) for shard in _read_index(source, work_dir, number, download_timeout))
+            if prefix:  # the merged basenames must stay inside the root, as every index's do
+                check_relative_path(prefix, f"merge input {source}", "sub-dataset folder")
+            entries = _read_index(source, work_dir, number, download_timeout, (local_root, remote_root))
+            shards.extend(rebase(shard, prefix) for shard in entries)
     if local_root is not None:
         publish_index(local_root, shards)
     if remote_root is not None:
@@ -124,18 +146,17 @@ def _merge_from_list(
 def _merge_from_root(out: str | tuple[str, str], keep_local: bool = True, download_timeout: float = 60) -> None:
     local_root, remote_root = parse_out(out)
     found: dict[str, Source] = {}
+    # Listings are checked as index basenames are; a local root is walked without entering a linked folder,
+    # and an index.json that is a link is refused when read.
     if remote_root is not None:
-        for url in storage_for(remote_root).list(remote_root):
-            relative = relative_to(url, remote_root.rstrip("/"))
+        root = DatasetRoot(remote_root)
+        for relative in root.list_relative():
             if posixpath.basename(relative) == INDEX_BASENAME and relative != INDEX_BASENAME:
-                found[relative] = ("", url)
+                found[relative] = ("", root.child(relative))
     if local_root is not None and os.path.isdir(local_root):
-        for folder, _, files in os.walk(local_root):
-            if INDEX_BASENAME in files:
-                path = os.path.join(folder, INDEX_BASENAME)
-                relative = os.path.relpath(path, local_root).replace(os.sep, "/")
-                if relative != INDEX_BASENAME:
-                    remote_copy = found.get(relative, ("", ""))[1]
-                    found[relative] = (path, remote_copy)
+        for relative in LocalTree(local_root).walk():
+            if posixpath.basename(relative) == INDEX_BASENAME and relative != INDEX_BASENAME:
+                path = os.path.join(local_root, *relative.split("/"))
+                found[relative] = (path, found.get(relative, ("", ""))[1])
     sources = [found[relative] for relative in sorted(found)]
     _merge_from_list(sources, out, keep_local=keep_local, download_timeout=download_timeout)

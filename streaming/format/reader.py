@@ -6,8 +6,11 @@ A reader is created from its ``index.json`` entry. Files are opened lazily and c
 
 from __future__ import annotations
 
+import contextlib
 import mmap
 import os
+import posixpath
+import stat
 import struct
 import sys
 from abc import ABC, abstractmethod
@@ -18,20 +21,73 @@ from streaming.format.array import Array
 from streaming.format.compression import decompress
 from streaming.format.errors import ShardCorruptError
 from streaming.format.index import RAW_DATA, RAW_META, ZIP_DATA, ZIP_META, FileInfo
-from streaming.format.safe_files import create_temp, inside, open_read, write_all
+from streaming.format.safe_files import write_all
+from streaming.storage.local_tree import LocalTree, UnsafePathError, read_at_most
 
 
-def _map_file(path: str, expected_bytes: int) -> mmap.mmap | bytes:
-    with open(open_read(path), "rb") as f:
-        size = os.fstat(f.fileno()).st_size
-        if size != expected_bytes:
+class UnmappedFile:
+    """A shard file that other users can change, read with ``pread`` instead of a mapping.
+
+    A mapped file truncated by its owner kills the reader with SIGBUS when it touches a page past the new end;
+    a ``pread`` past it returns fewer bytes, which fails here as `ShardCorruptError` naming the file. Slices
+    (``file[begin:end]``) read those bytes; the descriptor is closed with the object.
+    """
+
+    def __init__(self, fd: int, size: int, path: str) -> None:
+        self.fd = fd
+        self.size = size
+        self.path = path
+
+    def read(self, begin: int, end: int) -> bytes:
+        """Bytes ``begin`` to ``end`` of the file, all of them or `ShardCorruptError`."""
+        data = os.pread(self.fd, end - begin, begin)
+        if len(data) != end - begin:
             raise ShardCorruptError(
-                f"Shard file {path} is {size} bytes but the index says {expected_bytes}: "
+                f"Shard file {self.path} ended at byte {begin + len(data)} while bytes {begin}..{end} were read (the "
+                f"index says {self.size}): it was truncated or replaced while in use."
+            )
+        return data
+
+    def __len__(self) -> int:
+        return self.size
+
+    def __getitem__(self, span: slice) -> bytes:
+        return self.read(span.start, span.stop)
+
+    def __del__(self) -> None:
+        with contextlib.suppress(OSError, AttributeError):
+            os.close(self.fd)
+
+    def __reduce__(self) -> Any:
+        raise TypeError("an open shard file is not sent to other processes; each opens its own")
+
+
+def others_can_change(info: os.stat_result) -> bool:
+    """Whether a file may be changed, truncated included, by another user: not ours, or world-writable."""
+    return info.st_uid != os.geteuid() or bool(info.st_mode & stat.S_IWOTH)
+
+
+def open_shard_file(tree: LocalTree, relative: str, expected_bytes: int) -> mmap.mmap | bytes | UnmappedFile:
+    """A shard file's bytes, checked against the index's size: a read-only mapping when only this user can
+    change the file, else an `UnmappedFile` (see there). The file is a regular file reached without following
+    a link (`LocalTree.open_file`): a symlink, FIFO or device fails at once."""
+    path = tree.path(relative)
+    fd, info = tree.open_file(relative)
+    try:
+        if info.st_size != expected_bytes:
+            raise ShardCorruptError(
+                f"Shard file {path} is {info.st_size} bytes but the index says {expected_bytes}: "
                 f"it is truncated or was replaced."
             )
-        if size == 0:
+        if info.st_size == 0:
             return b""
-        return mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
+        if others_can_change(info):
+            unmapped, fd = UnmappedFile(fd, info.st_size, path), -1
+            return unmapped
+        return mmap.mmap(fd, 0, access=mmap.ACCESS_READ)
+    finally:
+        if fd >= 0:
+            os.close(fd)
 
 
 def _release_mapping(mapped: object) -> None:
@@ -109,9 +165,41 @@ class Reader(Array, ABC):
     def local_path(self, basename: str) -> str:
         return os.path.join(self.dirname, self.split, basename)
 
+    @property
+    def tree(self) -> LocalTree:
+        """The dataset (or cache) folder: its files are reached without following a link below it."""
+        return LocalTree(self.dirname)
+
+    def relative(self, basename: str) -> str:
+        """A file's path relative to ``dirname`` (``<split>/<basename>``)."""
+        split = self.split.strip("/")
+        return posixpath.join(split, basename) if split else basename
+
+    def present(self, basename: str) -> bool:
+        """Whether a file of this shard is on local disk (one ``lstat``), refusing a file that is a symlink.
+
+        Only an existence check: every open, create and delete of the file goes through `tree`, which refuses a
+        symlinked sub-folder whenever it is swapped in.
+        """
+        try:
+            info = os.lstat(self.local_path(basename))
+        except (FileNotFoundError, NotADirectoryError):
+            return False
+        if stat.S_ISLNK(info.st_mode):
+            raise UnsafePathError(
+                f"{self.local_path(basename)} is a symlink inside dataset folder {self.dirname}: refusing to follow "
+                f"it (it could point outside the dataset); replace it with the real file."
+            )
+        return True
+
     def checked_path(self, basename: str) -> str:
-        """`local_path`, refusing a symlinked sub-folder or file on the way (see `safe_files.inside`)."""
-        return inside(self.dirname, os.path.join(self.split, basename))
+        """`local_path`, refusing a file that is a symlink (see `present`)."""
+        self.present(basename)
+        return self.local_path(basename)
+
+    def remove(self, basename: str) -> bool:
+        """Delete one local file of this shard (through `tree`: never outside ``dirname``); False if missing."""
+        return self.tree.unlink(self.relative(basename))
 
     def get_max_size(self) -> int:
         """Bytes on disk while a shard is being prepared (raw plus compressed)."""
@@ -138,12 +226,8 @@ class Reader(Array, ABC):
             info = pair[which]
             if info is None:
                 continue
-            path = self.checked_path(info.basename)
-            try:
-                os.remove(path)
-            except FileNotFoundError:
-                continue
-            freed += info.bytes
+            if self.remove(info.basename):
+                freed += info.bytes
         return freed
 
     def evict(self) -> int:
@@ -207,22 +291,25 @@ class Reader(Array, ABC):
         place atomically, so no reader ever sees a partial file.
         """
         for raw, zipped in self.file_pairs:
-            raw_path = self.checked_path(raw.basename)
-            if os.path.exists(raw_path):
+            if self.present(raw.basename):
                 continue
+            raw_path = self.local_path(raw.basename)
             if zipped is None:
                 raise FileNotFoundError(f"Shard file {raw_path} does not exist.")
-            zip_path = self.checked_path(zipped.basename)
-            if not os.path.exists(zip_path):
+            zip_path = self.local_path(zipped.basename)
+            if not self.present(zipped.basename):
                 raise FileNotFoundError(f"Shard file {raw_path} does not exist, nor its compressed copy {zip_path}.")
-            with open(open_read(zip_path), "rb") as f:
-                source = os.fstat(f.fileno())
+            tree = self.tree
+            fd, source = tree.open_file(self.relative(zipped.basename))
+            try:
                 if source.st_size != zipped.bytes:
                     raise ShardCorruptError(
                         f"Shard file {zip_path} is {source.st_size} bytes but the index says "
                         f"{zipped.bytes}: it is truncated or was replaced."
                     )
-                data = f.read(zipped.bytes)
+                data = read_at_most(fd, zipped.bytes, zip_path)
+            finally:
+                os.close(fd)
             try:
                 data = decompress(self.compression, data, max_size=raw.bytes)
             except Exception as err:
@@ -233,17 +320,20 @@ class Reader(Array, ABC):
                 raise ShardCorruptError(
                     f"Shard file {zip_path} decompresses to {len(data)} bytes but the index says {raw.bytes}."
                 )
-            # The copy is no more readable than its source: a private compressed shard stays private.
-            fd, tmp = create_temp(raw_path, source.st_mode & 0o666)
-            try:
-                write_all(fd, data)
-            finally:
-                os.close(fd)
-            try:
-                os.replace(tmp, raw_path)
-            except BaseException:
-                os.remove(tmp)
-                raise
+            # The copy is no more readable than its source: a private compressed shard stays private. It is
+            # created and renamed through its folder's descriptor, so no link swapped in can redirect it.
+            with tree.parent(self.relative(raw.basename), create=True) as (folder, name):
+                out, temp = tree.create_temp(folder, name, source.st_mode & 0o666)
+                try:
+                    try:
+                        write_all(out, data)
+                    finally:
+                        os.close(out)
+                    os.rename(temp, name, src_dir_fd=folder, dst_dir_fd=folder)
+                except BaseException:
+                    with contextlib.suppress(FileNotFoundError):
+                        os.unlink(temp, dir_fd=folder)
+                    raise
 
     @abstractmethod
     def decode_sample(self, data: bytes) -> dict[str, Any]:
@@ -316,19 +406,22 @@ class SplitReader(Reader):
         self.raw_meta = FileInfo.from_json(raw_meta)
         self.zip_meta = FileInfo.from_json(zip_meta)
         self.file_pairs = [(self.raw_meta, self.zip_meta), (self.raw_data, self.zip_data)]
-        #: The mapped data file and the sample offsets from the meta file, once opened.
-        self._mapped: tuple[mmap.mmap | bytes, Sequence[int]] | None = None
+        #: The mapped (or unmapped) data file and the sample offsets from the meta file, once opened.
+        self._mapped: tuple[mmap.mmap | bytes | UnmappedFile, Sequence[int]] | None = None
 
     def __getstate__(self) -> dict[str, Any]:
         # An mmap cannot be pickled (DataLoader workers receive the dataset pickled): each process maps anew.
         return {**self.__dict__, "_mapped": None}
 
-    def _open(self) -> tuple[mmap.mmap | bytes, Sequence[int]]:
+    def _open(self) -> tuple[mmap.mmap | bytes | UnmappedFile, Sequence[int]]:
         self.ensure_raw()
-        meta_path = self.checked_path(self.raw_meta.basename)
-        offsets = read_offsets(memoryview(_map_file(meta_path, self.raw_meta.bytes)), self.samples, meta_path)
-        data_path = self.checked_path(self.raw_data.basename)
-        data = _map_file(data_path, self.raw_data.bytes)
+        meta_path = self.local_path(self.raw_meta.basename)
+        meta = open_shard_file(self.tree, self.relative(self.raw_meta.basename), self.raw_meta.bytes)
+        if isinstance(meta, UnmappedFile):
+            meta = meta.read(0, len(meta))  # a count, offsets and settings: small, read once
+        offsets = read_offsets(memoryview(meta), self.samples, meta_path)
+        data_path = self.local_path(self.raw_data.basename)
+        data = open_shard_file(self.tree, self.relative(self.raw_data.basename), self.raw_data.bytes)
         if offsets[-1] != len(data):
             raise ShardCorruptError(
                 f"Shard file {data_path} ends at byte {len(data)} but its meta file says {offsets[-1]}."

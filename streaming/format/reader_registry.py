@@ -28,7 +28,7 @@ def reader_from_json(dirname: str, split: str | None, obj: dict[str, Any]) -> Re
     Keys this package does not know are ignored, so indexes from newer writers still load.
     """
     shard_format: Any = obj.get("format")  # any JSON value: only a known name finds a reader
-    cls = READERS.get(shard_format)
+    cls = READERS.get(shard_format) if isinstance(shard_format, str) else None
     if cls is None:
         raise ValueError(f"Unsupported shard format {shard_format!r}; known formats: {', '.join(sorted(READERS))}.")
     return cls.from_json(dirname, split, obj)

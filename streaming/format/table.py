@@ -10,6 +10,7 @@ from __future__ import annotations
 import gc
 import json
 import operator
+import os
 from dataclasses import dataclass
 from typing import Annotated, Any
 
@@ -19,17 +20,24 @@ import numpy as np
 from streaming.format.index import (
     FILE_KEYS,
     INDEX_VERSION,
+    LINE_FORMATS,
     MAX_COUNT,
+    MAX_INDEX_BYTES,
+    MAX_SHARD_FILE_BYTES,
     RAW_DATA,
     RAW_META,
     SETTINGS_KEYS,
     ZIP_DATA,
     ZIP_META,
+    check_capacity,
     check_file_name,
+    check_format,
     check_version,
+    min_sample_bytes,
 )
 from streaming.format.reader import Reader
 from streaming.format.reader_registry import reader_from_json
+from streaming.storage.local_tree import LocalTree
 
 _RAW_NULL = msgspec.Raw(b"null")
 _ALWAYS_PRESENT = ("compression", "size_limit")
@@ -76,6 +84,47 @@ class _Index(msgspec.Struct, gc=False):
 _decoder = msgspec.json.Decoder(_Index)
 _shard_decoder = msgspec.json.Decoder(_Shard)
 _settings = operator.attrgetter(*SETTINGS_KEYS)
+
+
+def _shape(shard: _Shard, where: str, number: int) -> tuple[Any, Any]:
+    """The ``format`` and ``column_sizes`` of a shard's settings, decoded (the format must be a name)."""
+    shard_format = check_format(msgspec.json.decode(shard.format), where, number)
+    return shard_format, msgspec.json.decode(shard.column_sizes)
+
+
+def _check_capacities(
+    samples: np.ndarray,
+    raw_data: list[_File | None],
+    raw_meta: list[_File | None],
+    config_ids: np.ndarray,
+    shapes: list[tuple[Any, Any]],
+    where: str,
+) -> None:
+    """`check_capacity` for every shard at once (numpy): a count the files cannot hold is refused here, before
+    any plan is sized by it. The first shard that fails is checked again by `check_capacity` for its message;
+    a few shards are checked one by one (numpy's set-up costs more than that)."""
+    count = len(samples)
+    if count <= 16:
+        for number in range(count):
+            shard_format, column_sizes = shapes[config_ids[number]]
+            record, meta_record = raw_data[number], raw_meta[number]
+            meta_bytes = None if meta_record is None else meta_record.bytes
+            data_bytes = record.bytes if record is not None else 0
+            check_capacity(shard_format, column_sizes, int(samples[number]), data_bytes, meta_bytes, where, number)
+        return
+    data = np.fromiter((record.bytes for record in raw_data if record is not None), np.int64, count)
+    meta = np.fromiter((0 if record is None else record.bytes for record in raw_meta), np.int64, count)
+    has_meta = np.fromiter((record is not None for record in raw_meta), bool, count)
+    lines = np.array([shard_format in LINE_FORMATS for shard_format, _ in shapes], bool)[config_ids] & has_meta
+    least = np.array([min_sample_bytes(*shape) for shape in shapes], np.float64)[config_ids]
+    table = 4.0 * (samples + 2)  # float64: exact far past any size that fits, and never overflows
+    bad = (data > MAX_SHARD_FILE_BYTES) | (meta > MAX_SHARD_FILE_BYTES)
+    bad |= np.where(lines, (table > meta) | (samples > data), table + samples * least > data)
+    if bad.any():
+        number = int(np.argmax(bad))
+        shard_format, column_sizes = shapes[config_ids[number]]
+        meta_bytes = int(meta[number]) if has_meta[number] else None
+        check_capacity(shard_format, column_sizes, int(samples[number]), int(data[number]), meta_bytes, where, number)
 
 
 def _decode_settings(raw: tuple[msgspec.Raw, ...]) -> dict[str, Any]:
@@ -190,6 +239,7 @@ class ShardTable:
         config_ids = np.empty(count, np.int32)
         configs: list[dict[str, Any]] = []
         distinct: list[tuple[msgspec.Raw, ...]] = []
+        shapes: list[tuple[Any, Any]] = []  # per distinct settings: the format and column sizes, decoded
         files: dict[str, list[_File | None]] = {kind: [None] * count for kind in FILE_KEYS}
         raw_data, zip_data, raw_meta, zip_meta = (files[kind] for kind in FILE_KEYS)
         previous: tuple[msgspec.Raw, ...] | None = None
@@ -220,27 +270,26 @@ class ShardTable:
                 zip_meta[number] = record
                 check_file_name(record.basename, where, number, ZIP_META)
                 zip_bytes[number] += record.bytes
-            if shard.samples * 4 > raw_bytes[number]:
-                # Every sample has a 4-byte offset in the shard's files: a larger count is not planned for.
-                raise ValueError(
-                    f"Index file at {where}, shard {number}: {shard.samples} samples cannot fit in "
-                    f"{raw_bytes[number]} bytes of shard files; the index is corrupt."
-                )
             settings = _settings(shard)
             if settings != previous:
                 previous = settings
                 config_id = next((i for i, known in enumerate(distinct) if known == settings), len(distinct))
                 if config_id == len(distinct):
                     distinct.append(settings)
+                    shapes.append(_shape(shard, where, number))
             config_ids[number] = config_id
+        _check_capacities(samples, raw_data, raw_meta, config_ids, shapes, where)
         configs = [_decode_settings(settings) for settings in distinct]
         columns = {kind: FileColumn.from_records(records) for kind, records in files.items()}
         return cls(samples, raw_bytes, zip_bytes, config_ids, configs, columns)
 
     @classmethod
-    def from_file(cls, path: str) -> ShardTable:
-        with open(path, "rb") as f:
-            return cls.from_bytes(f.read(), path)
+    def from_file(cls, path: str, root: str | None = None) -> ShardTable:
+        """Read the index at ``path``: a regular file (never a link, a FIFO or larger than `MAX_INDEX_BYTES`),
+        reached from ``root`` (default: its own folder) without following a link below it."""
+        root = os.path.dirname(path) if root is None else root
+        relative = os.path.relpath(path, root).replace(os.sep, "/")
+        return cls.from_bytes(LocalTree(root).read_bytes(relative, MAX_INDEX_BYTES), path)
 
     def entry(self, shard_id: int) -> dict[str, Any]:
         """The ``index.json`` entry of one shard, rebuilt."""

@@ -21,13 +21,10 @@ would go without deleting anything.
 
 from __future__ import annotations
 
-import json
 import os
 import posixpath
 import re
-import tempfile
 import time
-import uuid
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -35,10 +32,9 @@ from typing import Any
 
 from streaming.format import commit_log
 from streaming.format.commit_log import LOG_FOLDER, METADATA_BASENAME
-from streaming.format.index import INDEX_BASENAME, shard_files
+from streaming.format.index import INDEX_BASENAME, MAX_INDEX_BYTES, parse_index, shard_files
 from streaming.storage.dataset_root import DatasetRoot
-from streaming.storage.registry import storage_for
-from streaming.storage.url import is_remote, join_url, relative_to
+from streaming.storage.url import is_remote
 
 DEFAULT_RETENTION = 7 * 24 * 3600.0
 _UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
@@ -85,44 +81,41 @@ def parse_retention(retention: float | int | str) -> float:
     return seconds
 
 
-def _read_json(url: str, scratch: str) -> Any:
-    path = os.path.join(scratch, f"{uuid.uuid4().hex}.json")
-    storage_for(url).get(url, path)
-    with open(path, encoding="utf-8") as stream:
-        return json.load(stream)
+def _read_index(root: DatasetRoot, relative: str) -> list[dict[str, Any]]:
+    """The checked shard entries of one index below the root (its basenames are validated as readers do)."""
+    text = root.read_text(relative, MAX_INDEX_BYTES)
+    where = root.child(relative)
+    if text is None:
+        raise FileNotFoundError(f"{where} vanished while vacuuming; run vacuum again.")
+    try:
+        return parse_index(text, where)
+    except ValueError as err:
+        raise ValueError(f"{err} Refusing to vacuum (fix or rebuild the index first).") from None
 
 
-def _referenced(index: Any, folder: str, where: str) -> set[str]:
+def _referenced(shards: list[dict[str, Any]], folder: str) -> set[str]:
     """Root-relative paths of the files one index names (its basenames are relative to its `folder`)."""
-    if not isinstance(index, dict) or not isinstance(index.get("shards"), list):
-        raise ValueError(f"{where} is not a streaming index; refusing to vacuum (fix or rebuild it first).")
-    names = set()
-    for shard in index["shards"]:
-        for _, info in shard_files(shard) if isinstance(shard, dict) else ():
-            if isinstance(info, dict) and isinstance(info.get("basename"), str):
-                names.add(posixpath.normpath(posixpath.join(folder, info["basename"])))
-    return names
+    return {posixpath.join(folder, info["basename"]) for shard in shards for _, info in shard_files(shard)}
 
 
-def referenced_files(root: str, listing: list[str], since: float = 0.0) -> set[str]:
+def referenced_files(root: str | DatasetRoot, listing: list[str], since: float = 0.0) -> set[str]:
     """The root-relative paths that vacuum keeps whatever their age (see the module docstring); commits
     made after ``since`` keep their files too."""
+    location = root if isinstance(root, DatasetRoot) else DatasetRoot(root)
     indexes = [path for path in listing if posixpath.basename(path) == INDEX_BASENAME]
-    logged = commit_log.referenced_files(DatasetRoot(root), since) if any(map(_in_log, listing)) else set()
-    with tempfile.TemporaryDirectory(prefix="mds-vacuum-") as scratch:
-        if INDEX_BASENAME in listing or logged:
-            keep = logged | {INDEX_BASENAME}
-            if INDEX_BASENAME in listing:
-                root_index = join_url(root, INDEX_BASENAME)
-                keep |= _referenced(_read_json(root_index, scratch), "", root_index)
-            for path in indexes:
-                folder = posixpath.dirname(path)
-                if folder and _referenced(_read_json(join_url(root, path), scratch), folder, path) <= keep:
-                    keep.add(path)
-        else:
-            keep = set(indexes)
-            for path in indexes:
-                keep |= _referenced(_read_json(join_url(root, path), scratch), posixpath.dirname(path), path)
+    logged = commit_log.referenced_files(location, since) if any(map(_in_log, listing)) else set()
+    if INDEX_BASENAME in listing or logged:
+        keep = logged | {INDEX_BASENAME}
+        if INDEX_BASENAME in listing:
+            keep |= _referenced(_read_index(location, INDEX_BASENAME), "")
+        for path in indexes:
+            folder = posixpath.dirname(path)
+            if folder and _referenced(_read_index(location, path), folder) <= keep:
+                keep.add(path)
+    else:
+        keep = set(indexes)
+        for path in indexes:
+            keep |= _referenced(_read_index(location, path), posixpath.dirname(path))
     if METADATA_BASENAME in listing:
         keep.add(METADATA_BASENAME)
     return keep
@@ -164,16 +157,17 @@ def vacuum(
             f"(command line: --no-retention-check)."
         )
     root = out.rstrip("/") if is_remote(out) else os.path.abspath(os.path.expanduser(out.removeprefix("file://")))
-    storage = storage_for(root)
-    listing = [relative_to(url, root) for url in storage.list(root)]
+    # Every path below goes through the dataset root: checked by the one path rule, and on a local root
+    # deleted through descriptors that follow no link (a folder swapped for one after the listing included).
+    location = DatasetRoot(root)
+    listing = location.list_relative()
     cutoff = time.time() - seconds
-    keep = referenced_files(root, listing, cutoff)
+    keep = referenced_files(location, listing, cutoff)
     result = VacuumResult(root, seconds, dry_run, kept_referenced=len(keep & set(listing)))
     candidates = [path for path in listing if path not in keep]
 
     def age_and_size(path: str) -> tuple[str, float, int]:
-        url = join_url(root, path)
-        return path, storage.modified(url), storage.size(url)
+        return path, location.modified(path), location.size(path) or 0  # a link, FIFO or device has no size
 
     with ThreadPoolExecutor(max(1, max_workers), thread_name_prefix="mds-vacuum") as pool:
         doomed = []
@@ -188,16 +182,7 @@ def vacuum(
         result.deleted = sorted(doomed)
         result.kept_recent.sort()
         if not dry_run:
-            list(pool.map(lambda path: storage.delete(join_url(root, path)), result.deleted))
-    if not dry_run and not is_remote(root):
-        _remove_empty_folders(root)
+            list(pool.map(lambda path: location.storage.delete(location.child(path)), result.deleted))
+    if not dry_run and location.is_local:
+        location.tree.remove_empty_folders()
     return result
-
-
-def _remove_empty_folders(root: str) -> None:
-    for folder, _, _ in sorted(os.walk(root), key=lambda entry: -entry[0].count(os.sep)):
-        if folder != root:
-            try:
-                os.rmdir(folder)
-            except OSError:
-                continue

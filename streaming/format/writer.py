@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import weakref
 from abc import ABC, abstractmethod
 from collections import deque
 from collections.abc import Callable, Sequence
@@ -24,7 +25,7 @@ import numpy as np
 from streaming.format.compression import check_compression, compress, get_compression_extension
 from streaming.format.hashing import check_hashes, get_hash
 from streaming.format.index import INDEX_BASENAME, RAW_DATA, RAW_META, ZIP_DATA, ZIP_META, FileInfo, publish_index
-from streaming.format.safe_files import create_temp
+from streaming.format.safe_files import create_temp, open_folder
 from streaming.format.sink import ShardSink
 from streaming.storage.out_argument import parse_out
 from streaming.storage.shard_uploader import ShardUploader
@@ -163,6 +164,8 @@ class Writer(ABC):
         )
         self.local = self.sink.local
         self.remote = self.sink.remote
+        self._folder = open_folder(self.local)
+        weakref.finalize(self, os.close, self._folder)
         self._encode_compiled: SampleEncoder = self.sample_encoder()
         self._encode = self._encode_compiled
 
@@ -284,15 +287,15 @@ class Writer(ABC):
         return {algo: get_hash(algo, data) for algo in self.hashes}
 
     def _write_file(self, basename: str, chunks: Chunks) -> None:
-        path = os.path.join(self.local, basename)
-        # A new file under a random name: a name planted in a pre-created output folder is never followed.
-        fd, tmp = create_temp(path, 0o666)
+        # A new file under a random name: a name planted in a pre-created output folder is never followed; made
+        # and renamed through the folder's descriptor, so the folder swapped for a link meanwhile changes nothing.
+        fd, tmp = create_temp(basename, 0o666, self._folder)
         try:
             _write_chunks(fd, chunks)
-            os.replace(tmp, path)
+            os.replace(tmp, basename, src_dir_fd=self._folder, dst_dir_fd=self._folder)
         except BaseException:
-            if os.path.exists(tmp):
-                os.remove(tmp)
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(tmp, dir_fd=self._folder)
             raise
         self.sink.upload(basename)
 
@@ -341,7 +344,7 @@ class Writer(ABC):
             except BaseException as err:  # noqa: BLE001 - raised below, after the stored shards are indexed
                 self._failure = self._failure or err
             self._settle()
-            publish_index(self.local, self.shards)
+            publish_index(self.local, self.shards, folder=self._folder)
             if self._failure is not None:
                 raise self._failure
             self.sink.finish(INDEX_BASENAME)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from streaming.storage.base import Storage
 from streaming.storage.errors import ObjectNotFoundError, StoragePermissionError
 from streaming.storage.registry import storage_for
 from streaming.storage.retry import call_with_retry
@@ -20,6 +21,7 @@ def download_file(
     max_jitter: float = 0.5,
     max_bytes: int | None = None,
     durable: bool = True,
+    storage: Storage | None = None,
 ) -> None:
     """Download `remote_url` to `local_path` in at most `retry` attempts (upstream's `download_retry`).
 
@@ -27,17 +29,20 @@ def download_file(
     its clients (the next attempt reconnects) and the call sleeps `initial_backoff * 2**i` plus up to
     `max_jitter` seconds. Permanent failures (`PERMANENT`) are raised at once. `timeout` bounds each request,
     `max_bytes` the object's size (a larger one stops the download and is not retried). `durable=False`
-    skips the fsync before the rename (see `Storage.get`).
+    skips the fsync before the rename (see `Storage.get`). ``storage`` is the backend to use instead of
+    `storage_for`'s (a `LocalStorage.below` the dataset's folder, so a local remote follows no link below it).
     """
     if retry < 1:
         raise ValueError(f"retry (total download attempts) must be at least 1, got {retry}.")
+
+    def backend() -> Storage:
+        return storage_for(remote_url) if storage is None else storage
+
     call_with_retry(
-        lambda: storage_for(remote_url).get(
-            remote_url, local_path, timeout=timeout, max_bytes=max_bytes, durable=durable
-        ),
+        lambda: backend().get(remote_url, local_path, timeout=timeout, max_bytes=max_bytes, durable=durable),
         retry,
         initial_backoff=initial_backoff,
         max_jitter=max_jitter,
         permanent=PERMANENT,
-        before_retry=lambda: storage_for(remote_url).reset(),
+        before_retry=lambda: backend().reset(),
     )

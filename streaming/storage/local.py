@@ -2,18 +2,17 @@
 
 from __future__ import annotations
 
-import contextlib
-import errno
 import os
 import shutil
-import tempfile
+import stat
 from collections.abc import Iterator
 from typing import BinaryIO
 
 from streaming.storage.base import CHUNK_SIZE, Storage
 from streaming.storage.errors import ObjectNotFoundError, StorageError, StoragePermissionError
+from streaming.storage.local_tree import LocalTree, open_regular
 from streaming.storage.registry import volume_mount
-from streaming.storage.url import split_url
+from streaming.storage.url import UnsafePathError, split_url
 
 
 def local_path(url: str) -> str:
@@ -25,106 +24,98 @@ def local_path(url: str) -> str:
     return os.path.expanduser(location.key)
 
 
-def _copy_beside(local_file: str, target: str, durable: bool) -> str:
-    """Copy ``local_file`` to a fresh temp name in ``target``'s folder (created if needed); return that name.
-
-    ``durable`` syncs the copy first, for a create-only publish whose name must never appear with a torn body.
-    """
-    directory = os.path.dirname(os.path.abspath(target))
-    os.makedirs(directory, exist_ok=True)
-    handle, temp_path = tempfile.mkstemp(dir=directory, prefix=f".{os.path.basename(target)}.", suffix=".part")
-    try:
-        with os.fdopen(handle, "wb") as sink, open(local_file, "rb") as source:
-            shutil.copyfileobj(source, sink, CHUNK_SIZE)
-            if durable:
-                sink.flush()
-                os.fsync(sink.fileno())
-    except BaseException:
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(temp_path)
-        raise
-    return temp_path
-
-
-#: What a filesystem without hard links answers to ``link()`` (a Databricks volume's FUSE mount: ENOSYS).
-_NO_LINK = {errno.ENOSYS, errno.EPERM, errno.EOPNOTSUPP, errno.EXDEV, errno.EMLINK}
-
-
-def _create_exclusively(local_file: str, target: str) -> bool:
-    """Create ``target`` with ``O_CREAT | O_EXCL`` and copy ``local_file`` into it; False if it existed.
-
-    The fallback where ``link()`` is refused: the name is claimed atomically, but its bytes arrive after it,
-    so readers of such a file (the commit log) wait for it to parse before trusting it.
-    """
-    try:
-        handle = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
-    except FileExistsError:
-        return False
-    with os.fdopen(handle, "wb") as sink, open(local_file, "rb") as source:
-        shutil.copyfileobj(source, sink, CHUNK_SIZE)
-        sink.flush()
-        os.fsync(sink.fileno())
-    return True
-
-
 class LocalStorage(Storage):
-    """Plain file I/O; `put` writes a temp file next to the target and renames it into place."""
+    """Plain file I/O through `LocalTree`: nothing below ``root`` is reached through a link.
+
+    `DatasetRoot` (and a stream's local remote) use one rooted at the dataset (`below`): every component below
+    the root is opened without following a link, so a listed or indexed path cannot be redirected by a
+    symlinked sub-folder, whenever it is swapped in. A backend made by `storage_for` has no root: its URLs are
+    paths a caller named (a file to convert, an index to merge), which may be the caller's own links, so they
+    are followed; files read are still regular files only (a FIFO fails at once). `put` writes a temp file
+    next to the target and renames it into place (replacing a link there, never writing through it);
+    `put_if_absent` links a complete temp file to the name (``O_EXCL`` where links are refused).
+    """
+
+    def __init__(self, root: str | None = None) -> None:
+        self.root = root
+
+    @classmethod
+    def below(cls, root: str) -> LocalStorage:
+        """A backend for the paths below the folder ``root`` only, following no link below it."""
+        return cls(os.path.abspath(root))
 
     @staticmethod
     def cache_key(url: str) -> str:
         return ""
 
+    def _tree(self, url: str) -> tuple[LocalTree, str]:
+        """The tree holding ``url`` and its path relative to that tree's root (``""`` for the root itself)."""
+        path = os.path.abspath(local_path(url))
+        if self.root is None:
+            folder, name = os.path.split(path)
+            return LocalTree(folder), name
+        relative = os.path.relpath(path, self.root)
+        if relative == os.curdir:
+            return LocalTree(self.root), ""
+        if relative == os.pardir or relative.startswith(os.pardir + os.sep):
+            raise UnsafePathError(f"{path} is not below {self.root}: refusing to reach outside the dataset.")
+        return LocalTree(self.root), relative.replace(os.sep, "/")
+
     def _download(self, url: str, sink: BinaryIO, timeout: float) -> int | None:
-        with open(local_path(url), "rb") as source:
-            shutil.copyfileobj(source, sink, CHUNK_SIZE)
-            return os.fstat(source.fileno()).st_size
+        if self.root is None:
+            path = os.path.abspath(local_path(url))
+            fd, info = open_regular(path, None, path, os.path.dirname(path), follow=True)
+            with os.fdopen(fd, "rb") as source:
+                shutil.copyfileobj(source, sink, CHUNK_SIZE)
+            return info.st_size
+        tree, relative = self._tree(url)
+        return tree.copy_to(relative, sink)
 
     def _upload(self, local_file: str, url: str) -> None:
-        target = local_path(url)
-        temp_path = _copy_beside(local_file, target, durable=False)
-        try:
-            os.replace(temp_path, target)
-        except BaseException:
-            with contextlib.suppress(FileNotFoundError):
-                os.unlink(temp_path)
-            raise
+        tree, relative = self._tree(url)
+        with open(local_file, "rb") as source:
+            tree.write_file(relative, source)
 
     def _upload_if_absent(self, local_file: str, url: str) -> bool:
-        target = local_path(url)
-        temp_path = _copy_beside(local_file, target, durable=True)
-        try:
-            try:
-                os.link(temp_path, target)  # atomic, never replaces, and the name appears complete
-                return True
-            except FileExistsError:
-                return False
-            except OSError as exc:
-                if exc.errno not in _NO_LINK:
-                    raise
-            return _create_exclusively(local_file, target)
-        finally:
-            with contextlib.suppress(FileNotFoundError):
-                os.unlink(temp_path)
+        tree, relative = self._tree(url)
+        with open(local_file, "rb") as source:
+            return tree.create_exclusive(relative, source)
 
     def _list(self, prefix_url: str) -> Iterator[str]:
-        root = local_path(prefix_url)
+        tree, folder = self._tree(prefix_url)
+        if self.root is None:  # the prefix itself is the folder listed
+            tree, folder = LocalTree(os.path.abspath(local_path(prefix_url))), ""
         prefix = prefix_url.rstrip("/").rstrip(os.sep)
-        for directory, _, files in os.walk(root):
-            relative = os.path.relpath(directory, root)
-            for name in files:
-                yield os.path.join(prefix, name) if relative == "." else os.path.join(prefix, relative, name)
+        for relative in tree.walk(folder):
+            below = relative[len(folder) + 1 :] if folder else relative
+            yield os.path.join(prefix, *below.split("/"))
+
+    def _entry(self, url: str) -> os.stat_result | None:
+        """The status of the entry (below a root, a link's own), None for a folder or nothing."""
+        if self.root is None:
+            try:
+                info: os.stat_result | None = os.stat(local_path(url))
+            except (FileNotFoundError, NotADirectoryError):
+                return None
+        else:
+            tree, relative = self._tree(url)
+            info = tree.stat(relative) if relative else None
+        return None if info is None or stat.S_ISDIR(info.st_mode) else info
 
     def _size(self, url: str) -> int | None:
-        path = local_path(url)
-        return os.path.getsize(path) if os.path.isfile(path) else None
+        # Only a regular file has a size to compare with an index: a link, FIFO or device counts as absent.
+        info = self._entry(url)
+        return info.st_size if info is not None and stat.S_ISREG(info.st_mode) else None
 
     def _modified(self, url: str) -> float | None:
-        path = local_path(url)
-        return os.path.getmtime(path) if os.path.isfile(path) else None
+        # Any listed entry has an age (a planted link is vacuumed as itself).
+        info = self._entry(url)
+        return None if info is None else info.st_mtime
 
     def _delete(self, url: str) -> None:
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(local_path(url))
+        tree, relative = self._tree(url)
+        if relative:
+            tree.unlink(relative)
 
     def _classify(self, exc: Exception, url: str) -> StorageError | None:
         if isinstance(exc, FileNotFoundError):

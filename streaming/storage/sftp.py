@@ -33,7 +33,7 @@ from streaming.storage.errors import (
     StorageError,
     StoragePermissionError,
 )
-from streaming.storage.url import without_password
+from streaming.storage.url import check_decoded_segments, without_password
 
 DEFAULT_PORT = 22
 KEY_FILE_VAR = "COMPOSER_SFTP_KEY_FILE"
@@ -167,7 +167,8 @@ class SFTPStorage(Storage):
         server, path = parse_sftp_url(url)
         if server != self.server:
             raise ValueError(f"{without_password(url)} is not on the SFTP server of this backend ({self.server!r})")
-        return path
+        # The URL's text was checked before it got here; its percent-decoded form is what the server resolves.
+        return check_decoded_segments(path, url)
 
     # -- operations -----------------------------------------------------------------------------
     def _download(self, url: str, sink: BinaryIO, timeout: float) -> int | None:

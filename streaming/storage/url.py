@@ -60,6 +60,51 @@ def check_segments(url: str) -> None:
         )
 
 
+class UnsafePathError(ValueError):
+    """A path from data or a listing that could leave its root: ``..``, absolute, or through a symlink."""
+
+
+def check_relative_path(path: object, where: str, what: str = "path") -> str:
+    """The one rule for every ``/``-separated path the package builds from data or a listing.
+
+    An index basename, a commit's file list, a merge input's shard, a store's listing, a destination's
+    contents: before any of them is joined to a root, it must be a plain relative path inside it: a non-empty
+    string, not absolute, without ``.``, ``..`` or empty segments, backslashes, NUL, or a drive letter or
+    scheme (a colon) in its first segment. Backends that decode a path further (percent-decoding on
+    ``sftp://``) check the decoded form again (`check_decoded_segments`).
+
+    Raises:
+        UnsafePathError: ``where`` names where the path came from.
+    """
+    if type(path) is not str or not path:
+        raise UnsafePathError(f"{where}: {what} must be a non-empty string, got {path!r}.")
+    segments = path.split("/")
+    if "\\" in path or "\x00" in path or ":" in segments[0] or any(segment in ("", ".", "..") for segment in segments):
+        raise UnsafePathError(
+            f"{where}: {what} {path!r} is not a plain relative path inside the dataset directory; refusing to "
+            f"read or write outside it."
+        )
+    return path
+
+
+def check_decoded_segments(path: str, url: str) -> str:
+    """Refuse an absolute path, as a backend decoded it from ``url``, with ``.``, ``..`` or empty segments.
+
+    Checks on the URL's text run before a backend's own decoding (``%2e%2e`` is ``..`` once percent-decoded),
+    so a backend that decodes checks the result again before it is sent. A trailing ``/`` is fine.
+
+    Raises:
+        UnsafePathError: such a segment, or a NUL.
+    """
+    segments = path.rstrip("/").lstrip("/").split("/")
+    if "\x00" in path or (path.strip("/") and any(segment in ("", ".", "..") for segment in segments)):
+        raise UnsafePathError(
+            f"Storage URL {without_password(url)!r} names the path {path!r} once decoded, which has an empty, "
+            f"'.' or '..' segment: refusing it, since it may leave its folder."
+        )
+    return path
+
+
 def without_password(url: str) -> str:
     """`url` with the password of its user info (`scheme://user:password@host`) replaced by `***`."""
     try:

@@ -30,7 +30,7 @@ def _entry(name: str) -> dict:
         "compression": None,
         "format": "mds",
         "hashes": [],
-        "raw_data": {"basename": name, "bytes": 1, "hashes": {}},
+        "raw_data": {"basename": name, "bytes": 64, "hashes": {}},  # room for its count, offsets and sample
         "samples": 1,
         "size_limit": 1024,
         "version": 2,

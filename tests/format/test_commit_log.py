@@ -38,7 +38,7 @@ def _shard(name: str) -> dict:
         "compression": None,
         "format": "mds",
         "hashes": [],
-        "raw_data": {"basename": name, "bytes": 16, "hashes": {}},
+        "raw_data": {"basename": name, "bytes": 20, "hashes": {}},
         "samples": 1,
         "size_limit": 1 << 26,
         "version": 2,

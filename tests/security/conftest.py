@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import json
 import os
+import signal
 import sys
+import time
 from collections.abc import Callable
+from typing import NamedTuple
 
 import pytest
 
@@ -34,6 +38,68 @@ def as_other_user(action: Callable[[], None]) -> None:
             os._exit(code)
     _, status = os.waitpid(pid, 0)
     assert os.waitstatus_to_exitcode(status) == 0, "the other user's setup failed"
+
+
+def shared_dir(path: str) -> str:
+    """A folder every local user may write to without /tmp's sticky bit (a team's shared folder): another user
+    may rename, replace or delete what is in it, and the kernel's protected_symlinks rule (sticky folders
+    only) does not stop a link they plant there from being followed."""
+    os.makedirs(path, exist_ok=True)
+    os.chmod(path, 0o777)
+    for parent in _parents(path):
+        os.chmod(parent, os.stat(parent).st_mode | 0o011)
+    return path
+
+
+def share_tree(path: str) -> None:
+    """Make every folder below ``path`` writable and every file readable and writable by every user."""
+    for folder, _, files in os.walk(path):
+        os.chmod(folder, 0o777)
+        for name in files:
+            os.chmod(os.path.join(folder, name), 0o666)
+
+
+class Outcome(NamedTuple):
+    """How a forked child's call ended: ``kind`` is ok, error, signal or timeout; ``detail`` says more."""
+
+    kind: str
+    detail: str
+
+
+def in_child(action: Callable[[], object], timeout: float = 30.0) -> Outcome:
+    """Run ``action`` in a forked child and report how it ended, killing it after ``timeout`` seconds.
+
+    For what would hang (a FIFO opened for reading) or kill (SIGBUS) the test process itself.
+    """
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        os.close(read)
+        try:
+            result = action()
+            message = json.dumps(["ok", repr(result)[:2000]])
+        except BaseException as err:  # reported to the parent
+            message = json.dumps(["error", f"{type(err).__name__}: {err}"[:4000]])
+        os.write(write, message.encode())
+        os._exit(0)
+    os.close(write)
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        done, status = os.waitpid(pid, os.WNOHANG)
+        if done:
+            break
+        time.sleep(0.05)
+    else:
+        os.kill(pid, signal.SIGKILL)
+        os.waitpid(pid, 0)
+        os.close(read)
+        return Outcome("timeout", f"still running after {timeout:.0f} s")
+    with os.fdopen(read) as pipe:
+        text = pipe.read()
+    if os.WIFSIGNALED(status):
+        return Outcome("signal", signal.Signals(os.WTERMSIG(status)).name)
+    kind, detail = json.loads(text)
+    return Outcome(kind, detail)
 
 
 def world_writable_dir(path: str) -> str:

@@ -102,3 +102,34 @@ def shard_seeds() -> list[tuple[int, bytes]]:
         seeds.append((count, files["shard.00000.mds"]))
     seeds.append((0, (0).to_bytes(4, "little") * 2))
     return seeds
+
+
+@functools.cache
+def commit_seeds() -> list[tuple[int, bytes]]:
+    """Commit files our commit writes (an append with a conversion record, then an overwrite), with versions."""
+    from streaming.format import commit_log
+    from streaming.storage.dataset_root import DatasetRoot
+
+    shards = [json.loads(text)["shards"] for text in index_seeds()]
+    record = {"run": "20240101T000000Z-abcdef", "mode": "append", "source": {"name": "t", "version": 3}}
+    seeds = []
+    with tempfile.TemporaryDirectory(prefix="mds-fuzz-seed-") as out:
+        root = DatasetRoot(out)
+        state = commit_log.commit(root, commit_log.APPEND, shards[0], base=commit_log.Snapshot(0), record=record)
+        commit_log.commit(root, commit_log.OVERWRITE, shards[1], base=state, record=record)
+        for version in (1, 2):
+            with open(os.path.join(out, commit_log.commit_path(version)), "rb") as f:
+                seeds.append((version, f.read()))
+    return seeds
+
+
+@functools.cache
+def record_seeds() -> list[bytes]:
+    """Conversion records (``mds_conversion.json``) of the states the commits above lead to."""
+    from streaming.format import commit_log
+
+    state, records = commit_log.Snapshot(0, logged=True), []
+    for _, data in commit_seeds():
+        state = commit_log._apply(state, json.loads(data))
+        records.append(json.dumps(state.metadata).encode())
+    return records

@@ -1,5 +1,8 @@
 """The fuzzing targets: each takes untrusted bytes or text and must fail only with the documented errors.
 
+Targets: ``index.json`` (both parsers), every safe decoder, MDS shard headers, URLs, and (issue 24) the
+dataset's commit files, its conversion record and the sub-indexes ``merge_index`` reads.
+
 Used by `test_fuzz` (a mutation fuzzer and hypothesis, at least 10,000 inputs per target) and by
 `test_fuzz_corpus` (the committed examples in ``fuzz_corpus.json``, replayed as plain tests). `RUNS` counts
 the inputs each target ran in this process (the security conftest prints it in the terminal summary).
@@ -8,17 +11,21 @@ the inputs each target ran in this process (the security conftest prints it in t
 from __future__ import annotations
 
 import functools
+import json
 import os
 import tempfile
 from collections import Counter
 from collections.abc import Callable
 from typing import ParamSpec
 
+from streaming.format import commit_log, merge
+from streaming.format.commit_checks import check_conversion_record, load_commit, load_json
 from streaming.format.errors import ShardCorruptError
-from streaming.format.index import parse_index
+from streaming.format.index import dumps_index, parse_index, shard_files
 from streaming.format.mds.encodings import get_mds_coder, get_mds_encodings, is_mds_encoding_safe
 from streaming.format.mds.reader import MDSReader
 from streaming.format.table import ShardTable
+from streaming.storage.dataset_root import DatasetRoot
 from streaming.storage.url import check_segments, scrub, split_url, without_password
 
 #: Every safe MDS encoding (``pkl`` runs code by design and is refused before decoding).
@@ -95,3 +102,79 @@ def urls(text: str) -> None:
             pass
     cleaned = scrub(text)
     assert scrub(cleaned) == cleaned
+
+
+def _republished(shards: list, where: str) -> None:
+    """What a commit or a merge publishes as ``index.json`` is accepted by both index parsers, or refused naming it."""
+    text = dumps_index(shards)
+    for parse in (ShardTable.from_bytes, parse_index):
+        try:
+            parse(text.encode(), where)
+        except ValueError as err:
+            assert where in str(err), err
+
+
+@_counted
+def commit_file(version: int, data: bytes) -> None:
+    """A commit file is a commit or a ValueError naming it; an accepted one names only files inside the dataset,
+    republishes as a valid index and carries a conversion record a new commit can extend."""
+    where = f"fuzz/_mds_log/{version:020d}.json"
+    try:
+        body = load_commit(data.decode("utf-8"), version, where)
+    except (UnicodeDecodeError, json.JSONDecodeError):
+        return  # not JSON (yet): its reader waits for a torn commit to complete, then names it
+    except ValueError as err:
+        assert where in str(err), err
+        return
+    state = commit_log._apply(commit_log.Snapshot(0, logged=True), body)
+    root = DatasetRoot(_SCRATCH)
+    named = [*body.get("remove", []), *commit_log.removed_files(state, commit_log.Snapshot(version + 1))]
+    for name in named:
+        root.child(name)  # raises if the name could leave the dataset
+    _republished(state.shards, "fuzz/republished.json")
+    json.dumps(_extended(state).metadata)
+
+
+def _extended(state: commit_log.Snapshot) -> commit_log.Snapshot:
+    """``state`` after one more append carrying a run record (what the next writer does with it)."""
+    change = {"version": state.version + 1, "operation": commit_log.APPEND, "record": {"run": "r", "source": {}}}
+    return commit_log._apply(state, change)
+
+
+@_counted
+def conversion_record(data: bytes) -> None:
+    """``mds_conversion.json`` is a record or a ValueError naming it; an accepted one is extended by a commit."""
+    where = "fuzz/mds_conversion.json"
+    try:
+        record = check_conversion_record(load_json(data.decode("utf-8"), where), where)
+    except (UnicodeDecodeError, json.JSONDecodeError):
+        return  # a legacy record that is not JSON counts as absent
+    except ValueError as err:
+        assert where in str(err), err
+        return
+    state = commit_log.Snapshot(0, [], record)
+    json.dumps(_extended(state).metadata)
+
+
+@_counted
+def merge_input(data: bytes) -> None:
+    """A sub-index ``merge_index`` reads is merged (every name below its folder) or a ValueError naming it."""
+    folder = os.path.join(_SCRATCH, "merge", "part-0")
+    os.makedirs(folder, exist_ok=True)
+    path = os.path.join(folder, "index.json")
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT, 0o600)
+    try:
+        os.write(fd, data)
+        os.ftruncate(fd, len(data))
+    finally:
+        os.close(fd)
+    try:
+        entries = merge._read_index((path, ""), _SCRATCH, 0, 1.0, (os.path.dirname(folder), None))
+    except ValueError as err:
+        assert path in str(err), err
+        return
+    merged = [merge.rebase(entry, "part-0") for entry in entries]
+    for entry in merged:
+        for _, info in shard_files(entry):
+            assert info["basename"].startswith("part-0/"), info
+    _republished(merged, "fuzz/merged.json")

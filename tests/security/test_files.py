@@ -14,7 +14,7 @@ import pytest
 from streaming import LocalDataset, MDSWriter, StreamingDataset
 from streaming.dataset.coordination import lockfile
 from streaming.dataset.stream import default_local_dir
-from streaming.format.safe_files import UnsafePathError
+from streaming.storage.url import UnsafePathError
 from tests.security.conftest import OTHER_UID, as_other_user, world_writable_dir
 
 
@@ -28,9 +28,10 @@ def _dataset(path: str, compression: str | None = None, count: int = 4) -> dict:
 
 @pytest.fixture
 def shared_tmp(tmp_path, monkeypatch):
-    """A /tmp-like folder both users share, as the default temp dir."""
+    """A /tmp-like folder both users share, as the default temp dir (and a private home cache for fallbacks)."""
     shared = world_writable_dir(str(tmp_path / "shared"))
     monkeypatch.setenv("TMPDIR", shared)
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "home-cache"))
     import tempfile
 
     monkeypatch.setattr(tempfile, "tempdir", shared)
@@ -49,8 +50,11 @@ def test_another_users_cache_is_never_used(tmp_path, shared_tmp):
 
     as_other_user(plant)
     assert os.stat(parent).st_uid == OTHER_UID
-    with pytest.raises(PermissionError, match=f"belongs to uid {OTHER_UID}, not to you"):
-        StreamingDataset(remote=remote, batch_size=1)
+    # Round two (issue 24): the planted folder no longer makes the dataset fail; a private one is used instead.
+    dataset = StreamingDataset(remote=remote, batch_size=1)
+    assert dataset[0] == {"id": 0}
+    assert not os.path.commonpath([default_local_dir(remote), parent]) == parent
+    assert os.listdir(parent) == []
 
 
 def test_the_default_cache_is_private(tmp_path, shared_tmp):
@@ -85,7 +89,7 @@ def test_a_symlinked_sub_folder_is_refused(tmp_path):
     os.symlink(outside, os.path.join(dataset, "link"))
     before = sorted(os.listdir(outside))
     reader = LocalDataset(dataset).shards[0]
-    with pytest.raises(UnsafePathError, match="link is a symlink inside dataset folder"):
+    with pytest.raises(UnsafePathError, match="link is a symlink inside"):
         reader.get_item(0)  # decompression would write outside
     with pytest.raises(UnsafePathError):
         reader.evict()  # eviction would delete outside

@@ -1,4 +1,5 @@
-"""Fuzzing of index parsing, shard headers, every decoder and the URL parsers: at least 10,000 inputs per target.
+"""Fuzzing of index parsing, shard headers, every decoder, the URL parsers, commit files, conversion records and
+merge inputs: at least 10,000 inputs per target.
 
 Two engines, each where it pays:
 
@@ -99,6 +100,47 @@ def test_shard_header_mutated():
             yield samples, mutator.mutate_bytes(data, rng, pool)
 
     _fuzz("shard_header", inputs(), fuzz_targets.shard_header)
+
+
+def _json_inputs(rng: random.Random, trees: list[Any], seeds: list[bytes]) -> Iterator[bytes]:
+    """Edits of JSON documents: of the tree (a field of another type, a planted path) or of its bytes."""
+    for _ in range(INPUTS):
+        if rng.random() < 0.6:
+            yield json.dumps(mutator.mutate_json(rng.choice(trees), rng)).encode()
+        else:
+            yield mutator.mutate_bytes(rng.choice(seeds), rng, seeds)
+
+
+def test_commit_file_mutated():
+    rng = _rng("commit_file")
+    seeds = fuzz_seeds.commit_seeds() + [(version, base64.b64decode(data)) for version, data in CORPUS["commit_file"]]
+    texts = [data for _, data in seeds]
+    trees = [json.loads(data) for data in texts if _is_json(data)]
+    versions = [version for version, _ in seeds]
+    inputs = ((rng.choice(versions), data) for data in _json_inputs(rng, trees, texts))
+    _fuzz("commit_file", inputs, fuzz_targets.commit_file)
+
+
+def test_conversion_record_mutated():
+    rng = _rng("conversion_record")
+    seeds = fuzz_seeds.record_seeds() + [base64.b64decode(data) for data in CORPUS["conversion_record"]]
+    trees = [json.loads(data) for data in seeds if _is_json(data)]
+    _fuzz("conversion_record", ((data,) for data in _json_inputs(rng, trees, seeds)), fuzz_targets.conversion_record)
+
+
+def test_merge_input_mutated():
+    rng = _rng("merge_input")
+    seeds = fuzz_seeds.index_seeds() + [base64.b64decode(data) for data in CORPUS["merge_input"]]
+    trees = [json.loads(text) for text in fuzz_seeds.index_seeds()]
+    _fuzz("merge_input", ((data,) for data in _json_inputs(rng, trees, seeds)), fuzz_targets.merge_input)
+
+
+def _is_json(data: bytes) -> bool:
+    try:
+        json.loads(data)
+    except (ValueError, RecursionError):
+        return False
+    return True
 
 
 _SCHEMES = ["s3://", "gs://", "azure://", "dbfs:", "file://", "/Volumes/", "", "sftp://u:p@", "x:", "hf://", "oci://"]

@@ -36,3 +36,18 @@ def test_shard_header(samples, data):
 @pytest.mark.parametrize("text", CORPUS["urls"])
 def test_urls(text):
     fuzz_targets.urls(text)
+
+
+@pytest.mark.parametrize(("version", "data"), CORPUS["commit_file"])
+def test_commit_file(version, data):
+    fuzz_targets.commit_file(version, _unpack(data))
+
+
+@pytest.mark.parametrize("data", CORPUS["conversion_record"])
+def test_conversion_record(data):
+    fuzz_targets.conversion_record(_unpack(data))
+
+
+@pytest.mark.parametrize("data", CORPUS["merge_input"])
+def test_merge_input(data):
+    fuzz_targets.merge_input(_unpack(data))

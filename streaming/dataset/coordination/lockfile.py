@@ -29,6 +29,7 @@ import fcntl
 import mmap
 import os
 import shutil
+import stat
 import threading
 import time
 import uuid
@@ -274,8 +275,16 @@ os.register_at_fork(after_in_child=_after_fork_in_child)
 def open_and_share(path: str, flags: int) -> int | None:
     """Open ``path``, hold a shared flock on it; None if it was deleted before the lock was taken."""
     # O_NOFOLLOW: in a shared state folder, a planted symlink must not make us create or lock another file.
-    fd = os.open(path, flags | os.O_RDWR | os.O_CLOEXEC | os.O_NOFOLLOW, 0o600)
+    fd = os.open(path, flags | os.O_RDWR | os.O_CLOEXEC | os.O_NOFOLLOW | os.O_NONBLOCK, 0o600)
     try:
+        # Another user's file (planted in a shared state folder) could be held to block us, or hold state
+        # that steers our reads: only our own regular files are used.
+        info = os.fstat(fd)
+        if info.st_uid != os.geteuid() or not stat.S_ISREG(info.st_mode):
+            raise PermissionError(
+                f"Lock file {path} is not a regular file of yours (uid {info.st_uid}); the state folder is shared "
+                f"with another user: leave STREAMING_STATE_DIR unset, or point it at a folder of your own."
+            )
         fcntl.flock(fd, fcntl.LOCK_SH)
         # A deleter may have unlinked the path between our open and our lock: then we hold a lock on an
         # orphaned inode that nobody else can find, and must open the path again.

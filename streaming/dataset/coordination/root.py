@@ -4,14 +4,24 @@ The default is ``/dev/shm/streaming-<uid>`` when ``/dev/shm`` is a writable tmpf
 else ``<tempfile.gettempdir()>/streaming-<uid>``.  The environment variable ``STREAMING_STATE_DIR`` overrides it
 (useful for tests and containers).  A per-user directory means other users' files can never collide with ours
 or make us fail with permission errors.
+
+Those names are predictable, so another user may create one first (or plant a symlink there). Such a folder
+is never used: the next candidate that is, or can be made, this user's own private folder is
+(`first_private_dir`: the temp folder, then ``$XDG_RUNTIME_DIR/mds-streaming``, then
+``~/.cache/mds-streaming/state``). Every process of the user walks the same list, so they all agree. A
+``STREAMING_STATE_DIR`` that is not the user's own, or that other users may write to, gets a private
+``streaming-<uid>`` folder inside it (or, if that name is taken too, the same fallbacks).
 """
 
 from __future__ import annotations
 
 import functools
+import logging
 import os
 import stat
 import tempfile
+
+logger = logging.getLogger(__name__)
 
 STATE_DIR_ENV = "STREAMING_STATE_DIR"
 _SHM = "/dev/shm"
@@ -54,16 +64,81 @@ def make_private_dir(path: str, what: str = "Coordination directory", remedy: st
         os.chmod(path, 0o700)
 
 
+def first_private_dir(candidates: list[str], what: str) -> str:
+    """The first of ``candidates`` that is, or can now be made, a private folder of this user.
+
+    A candidate another user created first, or a symlink or file planted under its name, is skipped (with a
+    warning naming it), so a predictable name taken by someone else never makes the package fail or use their
+    folder. Missing parents of a candidate are created (``~/.cache/...``).
+
+    Raises:
+        PermissionError: no candidate can be used (each one's reason is listed).
+    """
+    refused = []
+    for path in candidates:
+        try:
+            os.makedirs(os.path.dirname(path), mode=0o700, exist_ok=True)
+            make_private_dir(path, what)
+        except (OSError, RuntimeError) as err:
+            refused.append(f"{path} ({_why_unusable(path, err)})")
+            continue
+        if refused:
+            logger.warning("%s: not using %s; using %s instead.", what, ", ".join(refused), path)
+        return path
+    raise PermissionError(f"No private {what.lower()} could be made: {', '.join(refused)}.")
+
+
+def _why_unusable(path: str, err: BaseException) -> str:
+    try:
+        info = os.lstat(path)
+    except OSError:
+        return str(err)
+    if stat.S_ISLNK(info.st_mode):
+        return f"a symlink owned by uid {info.st_uid}"
+    if not stat.S_ISDIR(info.st_mode):
+        return f"not a folder, owned by uid {info.st_uid}"
+    if info.st_uid != os.getuid():
+        return f"created by uid {info.st_uid}, not by you (uid {os.getuid()})"
+    return str(err)
+
+
+def user_cache_home() -> str:
+    """``$XDG_CACHE_HOME``, else ``~/.cache``: a folder only this user can write to (the last fallback)."""
+    return os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+
+
+def _fallbacks(name: str) -> list[str]:
+    """Where a per-user state folder goes when its usual place is taken by another user."""
+    uid = os.getuid()
+    paths = [os.path.join(tempfile.gettempdir(), f"{name}-{uid}")]
+    runtime = os.environ.get("XDG_RUNTIME_DIR")
+    if runtime:
+        paths.append(os.path.join(runtime, "mds-streaming"))
+    paths.append(os.path.join(user_cache_home(), "mds-streaming", "state"))
+    return paths
+
+
+def trusted_folder(path: str) -> bool:
+    """Whether an existing folder is this user's and other users cannot create files in it (not world-writable).
+
+    A group-writable folder counts as trusted: its group is the owner's choice.
+    """
+    info = os.stat(path)
+    return stat.S_ISDIR(info.st_mode) and info.st_uid == os.getuid() and not info.st_mode & stat.S_IWOTH
+
+
 def state_root() -> str:
     """The per-user directory holding all coordination files (created on first use)."""
+    uid = os.getuid()
     override = os.environ.get(STATE_DIR_ENV)
     if override:
         root = os.path.abspath(override)
         os.makedirs(root, mode=0o700, exist_ok=True)
-        if not os.access(root, os.W_OK | os.X_OK):
-            raise PermissionError(f"{STATE_DIR_ENV}={override!r} is not a writable directory.")
-        return root
-    base = _SHM if _shm_is_writable_tmpfs() else tempfile.gettempdir()
-    root = os.path.join(base, f"streaming-{os.getuid()}")
-    make_private_dir(root)
-    return root
+        if trusted_folder(root):
+            if not os.access(root, os.W_OK | os.X_OK):
+                raise PermissionError(f"{STATE_DIR_ENV}={override!r} is not a writable directory.")
+            return root
+        # A shared folder: other users could plant or hold the lock files; keep ours in a private sub-folder.
+        return first_private_dir([os.path.join(root, f"streaming-{uid}"), *_fallbacks("streaming")], "State directory")
+    candidates = [os.path.join(_SHM, f"streaming-{uid}")] if _shm_is_writable_tmpfs() else []
+    return first_private_dir([*candidates, *_fallbacks("streaming")], "Coordination directory")

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from streaming.format.errors import ShardCorruptError
 from streaming.format.reader import SplitReader
 
 
@@ -35,7 +36,18 @@ class JSONReader(SplitReader):
         self.newline = newline
 
     def decode_sample(self, data: bytes) -> dict[str, Any]:
-        return json.loads(data)
+        return self._parse(data, None)
 
     def get_item(self, idx: int) -> dict[str, Any]:
-        return json.loads(self.get_sample_data(idx))
+        return self._parse(self.get_sample_data(idx), idx)
+
+    def _parse(self, data: bytes, idx: int | None) -> dict[str, Any]:
+        """One sample's JSON; a line that is not JSON, or nests past Python's limit, is `ShardCorruptError`."""
+        try:
+            return json.loads(data)
+        except (ValueError, RecursionError) as err:
+            sample = "a sample" if idx is None else f"sample {idx}"
+            reason = "it nests too deeply" if isinstance(err, RecursionError) else f"{type(err).__name__}: {err}"
+            raise ShardCorruptError(
+                f"Shard file {self.local_path(self.raw_data.basename)}, {sample}: not a JSON sample ({reason})."
+            ) from None

@@ -15,7 +15,7 @@ from streaming.format.errors import ShardCorruptError
 from streaming.format.mds.encodings import ValueDecoder, get_mds_coder, is_mds_encoding_safe, value_decoder
 from streaming.format.mds.gather import Segment, ShardGather, ShardView, shard_gather
 from streaming.format.mds.nulls import fold_nulls, masked_columns
-from streaming.format.reader import JointReader, _map_file, _release_mapping, read_offsets
+from streaming.format.reader import JointReader, UnmappedFile, _release_mapping, open_shard_file, read_offsets
 
 #: Decodes the sample stored at ``buffer[begin:end]``.
 Decoder = Callable[[memoryview, int, int], dict[str, Any]]
@@ -26,11 +26,17 @@ class _LayoutError(ValueError):
 
 
 class _MappedShard(NamedTuple):
-    """What `MDSReader.open` sets up, kept together so that one check tells whether the shard is open."""
+    """What `MDSReader.open` sets up, kept together so that one check tells whether the shard is open.
+
+    ``decode(buffer, begin, end)`` decodes the sample at those file positions and ``read(begin, end)`` gives its
+    bytes. A file other users can change is not mapped (`UnmappedFile`): ``buffer`` is then empty, and
+    ``decode`` reads the sample's bytes itself.
+    """
 
     buffer: memoryview
     offsets: Sequence[int]
     decode: Decoder
+    read: Callable[[int, int], bytes | memoryview]
 
 
 def build_decoder(names: tuple[str, ...], encodings: tuple[str, ...], sizes: tuple[int | None, ...]) -> Decoder:
@@ -193,15 +199,27 @@ class MDSReader(JointReader):
         """Map the shard file (decompressing it first if only the compressed copy is present) and check it."""
         self.validate(self.allow_unsafe_types)
         self.ensure_raw()
-        path = self.checked_path(self.raw_data.basename)
-        mapped = _map_file(path, self.raw_data.bytes)
-        buffer = memoryview(mapped)
-        offsets = read_offsets(buffer, self.samples, path)
+        path = self.local_path(self.raw_data.basename)
+        opened = open_shard_file(self.tree, self.relative(self.raw_data.basename), self.raw_data.bytes)
         count = self.samples
-        if offsets[count] != len(mapped) or (count and offsets[0] > len(mapped)):
+        if isinstance(opened, UnmappedFile):
+            buffer = memoryview(b"")
+            offsets = read_offsets(memoryview(opened.read(0, min(len(opened), 4 * (count + 2)))), count, path)
+        else:
+            buffer = memoryview(opened)
+            offsets = read_offsets(buffer, count, path)
+        if offsets[count] != len(opened) or (count and offsets[0] > len(opened)):
             raise ShardCorruptError(f"Shard file {path} has sample offsets that point outside the file: it is corrupt.")
-        self._decode = self._build_decoder()
-        self._mapped = _MappedShard(buffer, offsets, self._decode)
+        self._decode = decode = self._build_decoder()
+        if isinstance(opened, UnmappedFile):
+            read = opened.read
+
+            def decode_read(_: memoryview, begin: int, end: int) -> dict[str, Any]:
+                return decode(memoryview(read(begin, end)), 0, end - begin)
+
+            self._mapped = _MappedShard(buffer, offsets, decode_read, read)
+        else:
+            self._mapped = _MappedShard(buffer, offsets, decode, lambda begin, end: buffer[begin:end])
         return self._mapped
 
     def release_pages(self) -> None:
@@ -215,7 +233,7 @@ class MDSReader(JointReader):
             raise IndexError(
                 f"Sample {idx} is out of range for shard {self.raw_data.basename} of {self.samples} samples."
             )
-        return bytes(mapped.buffer[mapped.offsets[idx] : mapped.offsets[idx + 1]])
+        return bytes(mapped.read(mapped.offsets[idx], mapped.offsets[idx + 1]))
 
     def decode_sample(self, data: bytes) -> dict[str, Any]:
         """Decode the encoded bytes of one sample."""
@@ -228,7 +246,7 @@ class MDSReader(JointReader):
             raise self._corrupt(None, view, err) from err
 
     def get_item(self, idx: int) -> dict[str, Any]:
-        buffer, offsets, decode = self._mapped or self.open()
+        buffer, offsets, decode, read = self._mapped or self.open()
         if not 0 <= idx < self.samples:
             raise IndexError(
                 f"Sample {idx} is out of range for shard {self.raw_data.basename} of {self.samples} samples."
@@ -238,8 +256,10 @@ class MDSReader(JointReader):
         end = offsets[idx + 1]
         try:
             return decode(buffer, begin, end)
+        except ShardCorruptError:
+            raise
         except Exception as err:
-            raise self._corrupt(idx, buffer[begin:end], err) from err
+            raise self._corrupt(idx, read(begin, end), err) from err
 
     def __iter__(self) -> Iterator[dict[str, Any]]:
         mapped = self._mapped or self.open()
@@ -250,11 +270,11 @@ class MDSReader(JointReader):
         )
         try:
             yield from samples
+        except ShardCorruptError:
+            raise
         except Exception as err:
             failed = next(i for i in range(count) if not self._decodes(mapped, i))
-            raise self._corrupt(
-                failed, mapped.buffer[mapped.offsets[failed] : mapped.offsets[failed + 1]], err
-            ) from err
+            raise self._corrupt(failed, mapped.read(mapped.offsets[failed], mapped.offsets[failed + 1]), err) from err
 
     def batch_view(self) -> tuple[ShardGather, ShardView]:
         """The batch reader of this shard's columns and the shard's numpy view (`streaming.format.mds.gather`),
@@ -300,13 +320,14 @@ class MDSReader(JointReader):
             return False
         return True
 
-    def _corrupt(self, idx: int | None, data: memoryview, err: BaseException) -> ShardCorruptError:
+    def _corrupt(self, idx: int | None, data: bytes | memoryview, err: BaseException) -> ShardCorruptError:
         """The error for a sample that fails to decode, naming the shard file, the sample and the column."""
         path = self.local_path(self.raw_data.basename)
         sample = "a sample" if idx is None else f"sample {idx}"
         if isinstance(err, _LayoutError):
             return ShardCorruptError(f"Shard file {path}, {sample}: {err}; the shard is corrupt.")
-        column, cause = _first_bad_column(self.column_names, self.column_encodings, self.column_sizes, data)
+        view = memoryview(data)
+        column, cause = _first_bad_column(self.column_names, self.column_encodings, self.column_sizes, view)
         where = f", column {column}" if column is not None else ""
         reason = cause if cause is not None else err
         return ShardCorruptError(
