@@ -73,7 +73,7 @@ WRITER = textwrap.dedent(
         basename = f"{name}-{number}.mds"
         shard = {"format": "mds", "version": 2, "samples": 1, "column_names": ["id"], "column_encodings": ["int64"],
                  "column_sizes": [8], "compression": None, "hashes": [], "size_limit": 1 << 26, "zip_data": None,
-                 "raw_data": {"basename": basename, "bytes": 16, "hashes": {}}}
+                 "raw_data": {"basename": basename, "bytes": 20, "hashes": {}}}
         state = commit_log.commit(root, commit_log.APPEND, [shard], base=commit_log.read_snapshot(root))
         print(json.dumps({"version": state.version, "shard": basename}), flush=True)
     """
