@@ -96,14 +96,28 @@ def net_change(plus: pa.Table, minus: pa.Table, columns: Mapping[str, str]) -> t
     Returns the rows of ``plus`` that no row of ``minus`` cancels (in ``plus`` order; of equal rows the first
     ones are cancelled) and how many rows of ``minus`` no row of ``plus`` cancels.
     """
-    left = Counter(row_identities(minus, columns))
+    added, removed = net_rows(plus, minus, columns)
+    return added, removed.num_rows
+
+
+def net_rows(plus: pa.Table, minus: pa.Table, columns: Mapping[str, str]) -> tuple[pa.Table, pa.Table]:
+    """Both multiset differences by row identity: the rows of ``plus`` no row of ``minus`` cancels and the rows
+    of ``minus`` no row of ``plus`` cancels (each in its own order; of equal rows the first ones are cancelled).
+    A mirror run needs the second as rows (their keys), the append-only job only its size."""
+    minus_ids = row_identities(minus, columns)
+    left = Counter(minus_ids)
     kept = []
     for index, identity in enumerate(row_identities(plus, columns)):
         if left[identity]:
             left[identity] -= 1
         else:
             kept.append(index)
-    return plus.take(pa.array(kept, pa.int64())), sum(left.values())
+    gone = []
+    for index in reversed(range(len(minus_ids))):  # the last copies of an identity are the ones left over
+        if left[minus_ids[index]]:
+            left[minus_ids[index]] -= 1
+            gone.append(index)
+    return plus.take(pa.array(kept, pa.int64())), minus.take(pa.array(gone[::-1], pa.int64()))
 
 
 def subtract_identities(rows: pa.Table, held: Counter, columns: Mapping[str, str]) -> pa.Table:

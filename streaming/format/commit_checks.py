@@ -4,19 +4,23 @@ A commit file (``_mds_log/<N>.json``, `streaming.format.commit_log`) says which 
 is republished as ``index.json``; the conversion record (``mds_conversion.json``) is carried into the next
 commit. Anyone who can write into a dataset's folder can plant either, so both get the checks ``index.json``
 gets: every shard entry is checked as an index's (`check_shard_entry`: file names, sizes, counts, format), every
-file named in ``added``/``removed`` by the one path rule (`check_relative_path`), and every field has the type
-the writers give it. A failure is a ``ValueError`` naming the file and the field.
+file named in ``added``/``removed`` or in a run record's ``files`` by the one path rule (`check_relative_path`),
+a mirror run's ``audit`` holds only key digests, and every field has the type the writers give it. A failure
+is a ``ValueError`` naming the file and the field.
 """
 
 from __future__ import annotations
 
 import json
+import re
 from typing import Any
 
 from streaming.format.index import check_shard_entry
 from streaming.storage.url import check_relative_path
 
-OPERATIONS = ("append", "overwrite")
+OPERATIONS = ("append", "overwrite", "replace")
+#: A key's digest in a mirror run's audit (`streaming.convert.key_map`): 16 bytes as hex.
+_KEY_DIGEST = re.compile(r"^[0-9a-f]{32}$")
 
 
 def load_json(text: str, where: str) -> Any:
@@ -71,7 +75,27 @@ def check_commit(body: Any, version: int, where: str) -> dict[str, Any]:
     if body.get("record") is not None:
         _check_run(body["record"], f"{where}, record")
     check_source_versions(body.get("source_versions"), f"Commit file {where}")
+    if "audit" in body:
+        _check_audit(body["audit"], f"Commit file {where}, audit")
     return body
+
+
+def _check_audit(audit: Any, where: str) -> None:
+    """A mirror run's audit: the table version it reached and the digests of the keys it removed or replaced."""
+    if not isinstance(audit, dict):
+        raise ValueError(f"{where} must be a JSON object, got {type(audit).__name__}.")
+    version = audit.get("table_version")
+    if type(version) is not int or version < 0:
+        raise ValueError(f"{where}: table_version must be a table version, got {version!r}.")
+    key = audit.get("key")
+    if not isinstance(key, list) or not all(isinstance(name, str) for name in key):
+        raise ValueError(f"{where}: key must be a list of column names, got {key!r}.")
+    for field in ("removed", "replaced"):
+        digests = audit.get(field)
+        if not isinstance(digests, list) or not all(
+            isinstance(digest, str) and _KEY_DIGEST.match(digest) for digest in digests
+        ):
+            raise ValueError(f"{where}: {field} must be a list of 32-digit hex key digests.")
 
 
 def check_checkpoint(body: Any, version: int, where: str) -> dict[str, Any]:
@@ -123,6 +147,11 @@ def _check_run(run: Any, where: str) -> None:
         raise ValueError(f"Conversion record {where} is not a JSON object.")
     if not isinstance(run.get("run", ""), str):
         raise ValueError(f"Conversion record {where}: run must be a string, got {run.get('run')!r}.")
+    files = run.get("files", [])
+    if not isinstance(files, list):
+        raise ValueError(f"Conversion record {where}: files must be a list, got {type(files).__name__}.")
+    for name in files:
+        check_relative_path(name, f"Conversion record {where}, files", "file name")
     source = run.get("source")
     if source is None:
         return

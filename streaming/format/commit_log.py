@@ -5,9 +5,12 @@ Concurrent writers of one dataset (two scheduled jobs, an overwrite racing an ap
 (`DatasetRoot.create_text`: ``link`` on a filesystem, a conditional PUT on object stores, the Files API's
 no-overwrite upload for a Unity Catalog volume even where it is mounted), so of two writers that both read
 version N-1 exactly one creates N, and the file appears with its whole body. A commit records what changed,
-as Delta's ``_delta_log`` does: the operation (``append`` or ``overwrite``), the shard entries it added, the
-files an overwrite removed, this run's conversion record and the source versions it brings the dataset to
-(``source_versions``: e.g. the Delta table version an incremental run converted).
+as Delta's ``_delta_log`` does: the operation (``append``, ``overwrite`` or ``replace``), the shard entries it
+added, the files it removed (an overwrite: every file; a ``replace``: the shards a mirror run rewrote, copy on
+write), this run's conversion record, the source versions it brings the dataset to (``source_versions``: e.g.
+the Delta table version an incremental run converted) and, for a mirror run, its ``audit`` (the keys it
+removed or replaced). A run record's ``files`` names files beside the shards that its state needs (a mirror
+dataset's key map), which ``vacuum`` keeps while that record is the newest.
 
 Every `CHECKPOINT_INTERVAL` commits the committing writer also writes a checkpoint of the whole state,
 ``_mds_log/<N>.checkpoint.json.gz`` (shards, metadata, source versions), so a reader needs only the newest
@@ -61,7 +64,9 @@ LOG_MARKER = f"{LOG_FOLDER}/{INDEX_BASENAME}"
 
 APPEND = "append"
 OVERWRITE = "overwrite"
-OPERATIONS = (APPEND, OVERWRITE)
+#: Keep the state's shards but those whose files ``remove`` names, and add ``add`` at the end (copy on write).
+REPLACE = "replace"
+OPERATIONS = (APPEND, OVERWRITE, REPLACE)
 #: The format of the commit files and checkpoints this version writes (earlier commits held the whole state).
 LOG_FORMAT = 2
 #: A checkpoint of the state is written after every commit whose version is a multiple of this (Delta's default).
@@ -148,15 +153,19 @@ def commit(
     record: dict[str, Any] | None = None,
     check: Callable[[Snapshot], None] | None = None,
     source_versions: Mapping[str, int] | None = None,
+    removed: list[str] | None = None,
+    audit: dict[str, Any] | None = None,
 ) -> Snapshot:
     """Commit ``added`` shards on top of ``base`` (the state the writer read before it wrote them).
 
-    ``append`` keeps the state's shards and adds these; ``overwrite`` replaces them. ``record`` (this run's
-    conversion record) becomes the metadata's ``latest`` and joins its ``runs`` (an overwrite starts them
-    afresh). ``source_versions`` are recorded in the state (an overwrite drops the earlier ones). When an
-    append finds a newer commit than ``base`` it calls ``check`` on that state (e.g. to refuse other columns,
-    or a source version another writer moved) and retries on top of it; an overwrite raises
-    `ConcurrentCommitError`. Returns the committed state; `publish_checkpoint` then makes it visible to readers.
+    ``append`` keeps the state's shards and adds these; ``overwrite`` replaces them; ``replace`` drops the
+    shards whose files ``removed`` names and adds these at the end (``audit`` goes into the commit file only).
+    ``record`` (this run's conversion record) becomes the metadata's ``latest`` and joins its ``runs`` (an
+    overwrite starts them afresh). ``source_versions`` are recorded in the state (an overwrite drops the
+    earlier ones). When an append finds a newer commit than ``base`` it calls ``check`` on that state (e.g. to
+    refuse other columns, or a source version another writer moved) and retries on top of it; an overwrite
+    raises `ConcurrentCommitError`, and so does a replace once ``check`` passed (its removals were chosen on
+    ``base``). Returns the committed state; `publish_checkpoint` then makes it visible to readers.
     """
     if operation not in OPERATIONS:
         raise ValueError(f"operation must be one of {OPERATIONS}, got {operation!r}.")
@@ -168,10 +177,11 @@ def commit(
             "operation": operation,
             "base_version": base.version,
             "add": added,
-            "remove": _file_names(base.shards) if operation == OVERWRITE else [],
+            "remove": _file_names(base.shards) if operation == OVERWRITE else list(removed or ()),
             "record": stamped,
             "source_versions": dict(source_versions or {}),
             "committed_at": time.time(),
+            **({"audit": audit} if audit is not None else {}),
         }
         state = _apply(base, body)
         if destination.create_text(commit_path(state.version), json.dumps(body, sort_keys=True)):
@@ -181,7 +191,9 @@ def commit(
                 write_log_checkpoint(destination, state)
             return state
         newer = read_snapshot(destination)
-        if operation == OVERWRITE:
+        if operation == REPLACE and check is not None:
+            check(newer)  # names what moved the dataset, when the caller can tell
+        if operation in (OVERWRITE, REPLACE):
             raise ConcurrentCommitError(
                 f"Another writer committed version {newer.version} of {destination.url} while this write was "
                 f"running (it started from version {base.version}, and a write that replaces the dataset or "
@@ -229,7 +241,8 @@ def publish_checkpoint(destination: DatasetRoot, state: Snapshot) -> Snapshot:
 
 def referenced_files(destination: DatasetRoot, since: float) -> set[str]:
     """Root-relative paths vacuum must keep: the log files a reader needs (the newest checkpoint and every
-    commit after it), the files of the newest state, and the files that commits made after ``since`` (POSIX
+    commit after it), the files of the newest state (its shards and the ``files`` of its newest run record), and
+    the files that commits made after ``since`` (POSIX
     seconds) removed, so a reader of an older ``index.json`` inside the retention still finds them (Delta keeps
     the versions inside the retention). Older log files are left to vacuum's age check."""
     commits, checkpoints = _log_listing(destination)
@@ -240,6 +253,7 @@ def referenced_files(destination: DatasetRoot, since: float) -> set[str]:
     elif base in commits:
         keep.add(commit_path(base))  # a commit that holds the whole state (an older log's format)
     keep |= set(_file_names(state.shards))
+    keep |= set(((state.metadata or {}).get("latest") or {}).get("files") or ())
     for version in reversed(commits):
         body = bodies.get(version) or _read_body(destination, version)
         if body is None:
@@ -314,13 +328,19 @@ def _apply(state: Snapshot, body: dict[str, Any]) -> Snapshot:
     if "shards" in body:
         return _whole_state(body, int(body["version"]))
     operation = body["operation"]
-    shards = (state.shards if operation == APPEND else []) + list(body.get("add") or [])
-    metadata = state.metadata if operation == APPEND else None
+    kept = operation != OVERWRITE
+    if operation == REPLACE:
+        gone = set(body.get("remove") or ())
+        shards = [shard for shard in state.shards if gone.isdisjoint(_file_names([shard]))]
+    else:
+        shards = state.shards if kept else []
+    shards = shards + list(body.get("add") or [])
+    metadata = state.metadata if kept else None
     record = body.get("record")
     if record is not None:
-        runs = list((metadata or {}).get("runs", [])) if operation == APPEND else []
+        runs = list((metadata or {}).get("runs", [])) if kept else []
         metadata = {"runs": [*runs, record][-RUNS_KEPT:], "latest": record}
-    sources = dict(state.source_versions) if operation == APPEND else {}
+    sources = dict(state.source_versions) if kept else {}
     sources.update({str(name): int(version) for name, version in (body.get("source_versions") or {}).items()})
     return Snapshot(int(body["version"]), shards, metadata, logged=True, source_versions=sources)
 

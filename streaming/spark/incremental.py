@@ -56,12 +56,13 @@ from __future__ import annotations
 import json
 import logging
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from streaming.convert.delta_history import HistoryUnavailableError, TableWindow
 from streaming.convert.delta_table import FilesNotReadable
+from streaming.convert.key_map import MIRROR, mirror_record
 from streaming.convert.null_plan import WIDENING_POLICY, dataset_columns
 from streaming.convert.row_identity import dataset_identities, value_columns
 from streaming.convert.runs import increment_version, new_increment_folder, new_run_id
@@ -120,6 +121,11 @@ class IncrementResult:
         unapplied_changes: rows of ``previous_version`` that ``version`` no longer has (deleted rows, old
             values of updated rows), which the append-only dataset keeps.
         ignored_columns: table columns the dataset does not hold (added to the table after its first run).
+        mode: ``"append"`` or ``"mirror"`` (`streaming.spark.mirror`).
+        removed: rows a mirror run removed (deleted rows and old values of updated rows).
+        shards_rewritten: shards a mirror run rewrote without those rows (copy on write).
+        bytes_read: bytes of shard files a mirror run read to rewrite them.
+        bytes_written: bytes of shard files a mirror run wrote in their place.
     """
 
     path: str
@@ -131,6 +137,11 @@ class IncrementResult:
     shards: int
     unapplied_changes: int
     ignored_columns: list[str] = field(default_factory=list)
+    mode: str = "append"
+    removed: int = 0
+    shards_rewritten: int = 0
+    bytes_read: int = 0
+    bytes_written: int = 0
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -151,11 +162,14 @@ def incremental_to_mds(
     executor_env: Mapping[str, str] | None = None,
     nulls: str = "mask",
     resync: bool = False,
+    mode: str = "append",
+    key: Sequence[str] | None = None,
 ) -> IncrementResult:
     """Bring the dataset at ``out`` up to version ``version`` (the latest by default) of the Delta table ``table``.
 
     Appends the rows the new version has that the version the dataset holds did not (the module docstring
-    states it for every kind of history).
+    states it for every kind of history); with ``mode="mirror"`` the dataset holds exactly the table's rows
+    instead (`streaming.spark.mirror`).
 
     Args:
         table: a Delta table name (``catalog.schema.table``) or a Delta table path.
@@ -174,6 +188,10 @@ def incremental_to_mds(
         resync: instead of reading the change since the version the dataset holds (when the table's history no
             longer has it), append the rows of the target version the dataset does not already hold, compared
             with the dataset's own rows.
+        mode: ``"append"`` (default): the append-only semantics above; ``"mirror"``: after each run the dataset
+            holds exactly the table's rows, deleted rows removed and updated rows replaced, rewriting only the
+            shards that held them (`streaming.spark.mirror`). A dataset keeps the mode of its first run.
+        key: with ``mode="mirror"``, the columns that identify a row (unique in every table version).
 
     Returns:
         An :class:`IncrementResult`.
@@ -182,12 +200,38 @@ def incremental_to_mds(
         raise TypeError(f"`table` must be a Delta table name or path, got {table!r}.")
     if nulls not in ("mask", "error"):
         raise ValueError(f"nulls must be 'mask' or 'error', got {nulls!r}.")
+    if mode == MIRROR:
+        from streaming.spark.mirror import mirror_to_mds  # builds on this module's readers
+
+        return mirror_to_mds(
+            table,
+            out,
+            key=key,
+            version=version,
+            spark=spark,
+            columns=columns,
+            compression=compression,
+            hashes=hashes,
+            size_limit=size_limit,
+            change_data_feed=change_data_feed,
+            nulls=nulls,
+            resync=resync,
+        )
+    if mode != "append":
+        raise ValueError(f"mode must be 'append' or 'mirror', got {mode!r}.")
+    if key is not None:
+        raise ValueError("`key` is for mode='mirror' only (the append-only job identifies rows by their values).")
     destination = DatasetRoot(out)
     session = _reading_session(spark, table)
     if session is not None:
         check_executor_access(destination.url, executor_env, session)  # Spark's tasks will write the shards
     source = open_table(session, table, version)
     base = commit_log.read_snapshot(destination)
+    if mirror_record(base) is not None:
+        raise ValueError(
+            f"{destination.url} is a mirror of {table!r} (made with mode='mirror'): an append-only run would "
+            f"leave its deleted rows out of step with its key map. Choices: mode='mirror', or another `out`."
+        )
     held = held_version(destination, table, base)
     target = source.version
     if held is not None and target < held:
@@ -380,9 +424,14 @@ def _change(
     names: list[str],
     encodings: Mapping[str, str],
     change_data_feed: bool | None,
-) -> tuple[Any, int, str]:
+    net: Callable[[Any, Any, Mapping[str, str]], tuple[Any, Any]] | None = None,
+) -> tuple[Any, Any, str]:
     """The rows to append for versions ``held + 1 ..`` the target (None when there are none), the count of
-    rows the target no longer has, and how they were found (see the module docstring)."""
+    rows the target no longer has, and how they were found (see the module docstring).
+
+    ``net`` turns the rows a reading path adds and takes away into that pair (default: ``source.net``; a
+    mirror run asks for the rows taken away themselves)."""
+    net = net or source.net
     window: TableWindow | None = None
     missing: HistoryUnavailableError | None = None
     try:
@@ -399,7 +448,7 @@ def _change(
         )
     if usable and change_data_feed is not False:
         try:
-            return (*source.net(*source.feed(held, names), encodings), "change_data_feed")
+            return (*net(*source.feed(held, names), encodings), "change_data_feed")
         except Exception as err:
             if change_data_feed:
                 raise _history_error(table, held, source.version, err, held + 1) from err
@@ -413,7 +462,7 @@ def _change(
             )
     if window is not None:
         try:
-            return (*source.net(*source.files(window, names), encodings), "snapshot_diff")
+            return (*net(*source.files(window, names), encodings), "snapshot_diff")
         except FilesNotReadable as err:
             logger.info("incremental_to_mds: reading both versions of %s whole: %s", table, err)
         except HistoryUnavailableError as err:
@@ -423,7 +472,7 @@ def _change(
                 raise
             missing = HistoryUnavailableError(str(err).splitlines()[0], held + 1)
     try:
-        return (*source.net(*source.full(held, names), encodings), "full_snapshot_diff")
+        return (*net(*source.full(held, names), encodings), "full_snapshot_diff")
     except Exception as err:
         if not isinstance(err, HistoryUnavailableError) and not _names_missing_history(err):
             raise

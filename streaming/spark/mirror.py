@@ -1,0 +1,382 @@
+"""``incremental_to_mds(table, out, mode="mirror", key=[...])``: the dataset holds exactly the table's rows.
+
+**What the dataset holds.** After each run, exactly the rows of the table version it reached, as a multiset, on
+the dataset's columns: inserted rows are appended, deleted rows are removed, an updated row's old value is
+removed and its new value appended. The change is read through the append-only job's paths
+(`streaming.spark.incremental`: nothing for maintenance, the Change Data Feed, the changed files, both versions
+whole), as the rows the window adds and the rows it takes away, net of each other by row identity. The rows
+taken away are found in the dataset by their key (``key``: columns unique in every table version; a version
+where they are not is refused, naming duplicate values).
+
+**Cost follows the change.** The key map (`streaming.convert.key_map`) says which shard and sample hold each
+key; only the shards holding a removed row are read, and each is written again without those rows under a new
+name (`streaming.convert.shard_rewrite`: copy on write of the stored bytes). Untouched shards are never read.
+New rows go into new shards, converted as the append-only job converts them.
+
+**One commit.** The rewritten shards' copies, the new shards, the new key-map file and the table version are
+published by one ``replace`` commit of the commit log (`streaming.format.commit_log`), which names the
+replaced shards' files in ``remove``: readers of the older ``index.json`` keep finding them until ``vacuum``'s
+retention. Index order: the kept shards in their order, then the rewritten copies, then the new shards (a
+change moves samples, and so the order a seed gives, whatever the placement). A run that dies before the
+commit changes nothing: its files are left for ``vacuum`` and the next run redoes the work from the version
+the dataset holds.
+
+**Audit.** The commit file records, beside the table version, the digests of the keys the run removed and of
+those it replaced (`streaming.convert.key_map`: never a removed value, nor a key in clear); ``inspect`` shows
+them. Commit files go with ``vacuum`` after its retention: keep ``inspect --json``'s output where a longer record
+is needed.
+
+Limits of this version: the table is read with delta-rs (a Delta path; Spark's reader, and so a table name, is
+refused); Delta's row-tracking ids are not read, so ``key`` is required; ``resync`` is refused.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from streaming.convert import key_map
+from streaming.convert.null_plan import WIDENING_POLICY
+from streaming.convert.row_identity import net_rows
+from streaming.convert.runs import new_increment_folder, new_run_id
+from streaming.convert.shard_rewrite import rewrite_without
+from streaming.format import commit_log
+from streaming.format.index import FILE_KEYS, read_index, rebase
+from streaming.spark.incremental import (
+    RECORD_BASENAME,
+    IncrementResult,
+    _change,
+    _dataset_columns,
+    _reading_session,
+    held_version,
+    open_table,
+)
+from streaming.spark.table_changes import DeltaLakeChanges
+from streaming.storage.dataset_root import DatasetRoot
+
+logger = logging.getLogger(__name__)
+#: How many duplicate key values an error names.
+SHOWN_DUPLICATES = 5
+
+
+@dataclass(frozen=True)
+class _Rewrites:
+    """The shards a run rewrote: their replacements' entries and map entries, the files it removed."""
+
+    added: list[dict[str, Any]]
+    entries: list[pa.Table]
+    removed_files: list[str]
+    removed_ids: set[str]
+    bytes_read: int
+    bytes_written: int
+
+
+def mirror_to_mds(
+    table: str,
+    out: str,
+    *,
+    key: Sequence[str] | None,
+    version: int | None,
+    spark: Any,
+    columns: Mapping[str, str] | Sequence[str] | None,
+    compression: str | None,
+    hashes: Sequence[str],
+    size_limit: int | str | None,
+    change_data_feed: bool | None,
+    nulls: str,
+    resync: bool,
+) -> IncrementResult:
+    """One mirror run (the arguments are ``incremental_to_mds``'s; see the module docstring)."""
+    destination = DatasetRoot(out)
+    if resync:
+        raise ValueError(
+            "resync=True is not available with mode='mirror': rebuild the mirror into a new `out` "
+            "(incremental_to_mds(table, new_out, mode='mirror', key=...))."
+        )
+    if _reading_session(spark, table) is not None:
+        raise ValueError(
+            f"mode='mirror' reads the table with delta-rs, so it needs a Delta path, and Spark's Delta reader is "
+            f"in use for {table!r}. Choices: the table's storage path (with no Delta-enabled SparkSession), or "
+            f"mode='append'."
+        )
+    source = open_table(None, table, version)
+    assert isinstance(source, DeltaLakeChanges)
+    names_key = _key_columns(key, source, table)
+    base = commit_log.read_snapshot(destination)
+    held = held_version(destination, table, base)
+    record = key_map.mirror_record(base)
+    if held is not None and record is None:
+        raise ValueError(
+            f"{destination.url} was made in append mode (deleted rows stay in it), so it cannot be mirrored: it "
+            f"has no key map. Choices: mode='append', or mode='mirror' into a new `out`."
+        )
+    if record is not None and list(record.get("key") or []) != names_key:
+        raise ValueError(
+            f"{destination.url} mirrors {table!r} by key {record.get('key')}, not {names_key}. Choices: "
+            f"key={record.get('key')}, or another `out`."
+        )
+    target = source.version
+    if held is not None and target < held:
+        raise ValueError(
+            f"The dataset at {destination.url} already holds version {held} of {table!r}; version {target} is "
+            f"older. Choices: version >= {held}, or another `out`."
+        )
+    if held == target:
+        return IncrementResult(destination.url, table, held, target, "up_to_date", 0, 0, 0, mode=key_map.MIRROR)
+    names, ignored, encodings = _dataset_columns(source, base.shards, columns, table)
+    absent = [name for name in names_key if name not in names]
+    if absent:
+        raise ValueError(
+            f"The key column(s) {absent} are not among the dataset's columns {sorted(names)}: a mirror finds "
+            f"rows by what it stores. Choices: include them in `columns`, or another key."
+        )
+    key_encodings = {name: encodings[name] for name in names_key}
+    if held is None:
+        added, taken, method = source.snapshot(), None, "snapshot"
+    else:
+        added, taken, method = _change(source, table, held, names, encodings, change_data_feed, net=net_rows)
+    taken_keys = key_map.key_digests(taken, key_encodings) if isinstance(taken, pa.Table) else []
+    added_keys = key_map.key_digests(added, key_encodings) if added is not None and added.num_rows else []
+    files = list((record or {}).get("files") or [])
+    live = key_map.load(destination, files, base.shards) if held is not None else key_map.SCHEMA.empty_table()
+    located = _locate(live, taken_keys, table, destination)
+    kept = live.filter(pc.invert(pc.is_in(live["key"], value_set=pa.array(taken_keys, pa.binary()))))
+    _check_unique(added, added_keys, kept, names_key, table, target)
+
+    run = new_run_id()
+    folder = new_increment_folder(target)
+    rewrites = _rewrite(destination, base.shards, located, live, folder)
+    new_shards: list[dict[str, Any]] = []
+    samples = 0
+    if added_keys:
+        staged = source.write(
+            added,
+            destination.child(folder),
+            columns=columns if columns is not None or held is None else names,
+            compression=compression,
+            hashes=hashes,
+            size_limit=size_limit,
+            mode="overwrite",
+            nulls=WIDENING_POLICY if nulls == "mask" else nulls,
+            join_shards=base.shards,
+        )
+        samples = staged.samples
+        new_shards = [rebase(shard, folder) for shard in read_index(DatasetRoot(destination.child(folder)))]
+    new_entries = [
+        key_map.entries(
+            key_map.stored_keys(destination, shard, key_encodings), key_map.shard_id(shard), range(shard["samples"])
+        )
+        for shard in new_shards
+    ]
+    untouched = kept.filter(pc.invert(pc.is_in(kept["shard"], value_set=pa.array(sorted(rewrites.removed_ids), pa.string()))))
+    files = _write_map(destination, files, untouched, [*rewrites.entries, *new_entries], target, run)
+    replaced = sorted(set(taken_keys) & set(added_keys))
+    result = IncrementResult(
+        destination.url,
+        table,
+        held,
+        target,
+        method,
+        samples,
+        len(new_shards),
+        0,
+        ignored,
+        mode=key_map.MIRROR,
+        removed=len(taken_keys),
+        shards_rewritten=len(located),
+        bytes_read=rewrites.bytes_read,
+        bytes_written=rewrites.bytes_written,
+    )
+    run_record = {
+        **result.to_json(),
+        "run": run,
+        "key": names_key,
+        "files": files,
+        "source": {"kind": "delta", "name": table, "version": target, "reader": source.reader},
+        "written_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+    }
+    if new_shards:
+        destination.write_text(f"{folder}/{RECORD_BASENAME}", json.dumps(run_record, indent=2, sort_keys=True))
+    audit = {
+        "table": table,
+        "table_version": target,
+        "key": names_key,
+        "removed": sorted(digest.hex() for digest in set(taken_keys) - set(added_keys)),
+        "replaced": [digest.hex() for digest in replaced],
+    }
+    added_shards = [*rewrites.added, *new_shards]
+    _publish(destination, table, held, target, base, added_shards, rewrites.removed_files, run_record, audit)
+    logger.info(
+        "incremental_to_mds (mirror): %s %s -> %d: %d rows appended, %d removed, %d shards rewritten (%s)",
+        table,
+        held,
+        target,
+        samples,
+        len(taken_keys),
+        len(located),
+        method,
+    )
+    return result
+
+
+def _key_columns(key: Sequence[str] | None, source: DeltaLakeChanges, table: str) -> list[str]:
+    """The key columns, checked; a missing key is refused, saying why the table's row ids cannot serve."""
+    if key is None:
+        configuration = source.delta.table.metadata().configuration or {}
+        tracked = str(configuration.get("delta.enableRowTracking", "false")).lower() == "true"
+        why = (
+            "this table has Delta row tracking, but delta-rs cannot read its row ids"
+            if tracked
+            else "this table has no Delta row tracking (delta.enableRowTracking), so it has no row ids"
+        )
+        raise ValueError(
+            f"mode='mirror' needs key=[...]: the columns that identify a row of {table!r} ({why}). "
+            f"Example: incremental_to_mds({table!r}, out, mode='mirror', key=['id'])."
+        )
+    if isinstance(key, str) or not key or not all(isinstance(name, str) and name for name in key):
+        raise ValueError(f"key must be a non-empty list of column names, got {key!r}.")
+    if len(set(key)) != len(key):
+        raise ValueError(f"key names a column twice: {list(key)}.")
+    missing = [name for name in key if name not in source.column_names()]
+    if missing:
+        raise ValueError(f"{table!r} has no column(s) {missing} for the key; it has {source.column_names()}.")
+    return list(key)
+
+
+def _locate(live: pa.Table, taken: list[bytes], table: str, destination: DatasetRoot) -> dict[str, list[int]]:
+    """``{shard id: samples}`` holding the rows the change took away; every one must be in the dataset."""
+    if not taken:
+        return {}
+    found = live.filter(pc.is_in(live["key"], value_set=pa.array(taken, pa.binary())))
+    if found.num_rows != len(set(taken)) or len(set(taken)) != len(taken):
+        raise commit_log.LogDamagedError(
+            f"{len(taken)} rows left {table!r} but the key map of {destination.url} holds {found.num_rows} of "
+            f"their keys: the dataset is not the mirror of the version it records (changed by another writer?). "
+            f"Rebuild it: incremental_to_mds(table, new_out, mode='mirror', key=...)."
+        )
+    located: dict[str, list[int]] = {}
+    for shard, sample in zip(found["shard"].to_pylist(), found["sample"].to_pylist()):
+        located.setdefault(shard, []).append(sample)
+    return located
+
+
+def _check_unique(
+    added: pa.Table | None,
+    keys: list[bytes],
+    kept: pa.Table,
+    names: list[str],
+    table: str,
+    version: int,
+) -> None:
+    """Refuse a version where the key is not unique: a new row's key equals another new row's or a kept row's."""
+    if not keys:
+        return
+    assert added is not None
+    digests = pa.array(keys, pa.binary())
+    seen: set[bytes] = set()
+    twice = [index for index, digest in enumerate(keys) if digest in seen or seen.add(digest)]  # type: ignore[func-returns-value]
+    clash = np.flatnonzero(np.asarray(pc.is_in(digests, value_set=kept["key"]), dtype=bool)).tolist()
+    bad = sorted(set(twice) | set(clash))
+    if bad:
+        shown = added.select(names).take(pa.array(bad[:SHOWN_DUPLICATES], pa.int64())).to_pylist()
+        raise ValueError(
+            f"The key {names} is not unique in version {version} of {table!r}: {len(bad)} row(s) share their key "
+            f"with another row, e.g. {shown}. Nothing was written. Choices: a key that is unique (more columns), "
+            f"or mode='append'."
+        )
+
+
+def _rewrite(
+    destination: DatasetRoot,
+    shards: list[dict[str, Any]],
+    located: dict[str, list[int]],
+    live: pa.Table,
+    folder: str,
+) -> _Rewrites:
+    """Rewrite each shard that holds taken-away rows without them (copy on write), in index order."""
+    added: list[dict[str, Any]] = []
+    entries: list[pa.Table] = []
+    removed_files: list[str] = []
+    read = written = 0
+    for shard in shards:
+        name = key_map.shard_id(shard)
+        if name not in located:
+            continue
+        removed_files += [info["basename"] for info in (shard.get(kind) for kind in FILE_KEYS) if info is not None]
+        basename = f"{folder}/rewritten/shard.{len(entries) + len(removed_files):05d}.mds"
+        copy = rewrite_without(destination, shard, located[name], basename)
+        read, written = read + copy.bytes_read, written + copy.bytes_written
+        if copy.entry is None:
+            continue  # no sample left: the shard is only removed
+        own = live.filter(pc.equal(live["shard"], name))
+        samples = np.asarray(own["sample"], dtype=np.int64)
+        keep = np.isin(samples, copy.kept)
+        renumbered = np.searchsorted(np.asarray(copy.kept, dtype=np.int64), samples[keep])
+        keys = own["key"].filter(pa.array(keep)).to_pylist()
+        entries.append(key_map.entries(keys, key_map.shard_id(copy.entry), renumbered))
+        added.append(copy.entry)
+    return _Rewrites(added, entries, removed_files, set(located), read, written)
+
+
+def _write_map(
+    destination: DatasetRoot,
+    files: list[str],
+    untouched: pa.Table,
+    new: list[pa.Table],
+    version: int,
+    run: str,
+) -> list[str]:
+    """Write this run's map file; returns the files that make up the map after it (compacted past MAX_FILES)."""
+    name = key_map.file_name(version, run)
+    fresh = pa.concat_tables([key_map.SCHEMA.empty_table(), *new])
+    if len(files) + 1 > key_map.MAX_FILES:
+        key_map.write(destination, name, pa.concat_tables([untouched, fresh]))
+        return [name]
+    if fresh.num_rows == 0:
+        return files
+    key_map.write(destination, name, fresh)
+    return [*files, name]
+
+
+def _publish(
+    destination: DatasetRoot,
+    table: str,
+    held: int | None,
+    target: int,
+    base: commit_log.Snapshot,
+    added: list[dict[str, Any]],
+    removed: list[str],
+    record: dict[str, Any],
+    audit: dict[str, Any],
+) -> None:
+    """The run's one commit: the replacement and new shards, the removed files, the map and the version."""
+
+    def still_held(newer: commit_log.Snapshot) -> None:
+        now_held = held_version(destination, table, newer)
+        if now_held != held:
+            raise RuntimeError(
+                f"Another run updated {destination.url} (it now holds version {now_held} of {table!r}, this run "
+                f"started from {held}); this run's changes were not applied (its files are left for vacuum)."
+            )
+
+    still_held(commit_log.read_snapshot(destination))
+    state = commit_log.commit(
+        destination,
+        commit_log.REPLACE,
+        added,
+        base=base,
+        record=record,
+        check=still_held,
+        source_versions={table: target},
+        removed=removed,
+        audit=audit,
+    )
+    commit_log.publish_checkpoint(destination, state)
