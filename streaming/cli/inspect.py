@@ -1,4 +1,6 @@
-"""`inspect URL`: what a dataset holds: columns and encodings, shards, samples, sizes, and a few samples."""
+"""`inspect URL`: what a dataset holds: columns and encodings, shards, samples, sizes, and a few samples; for a
+dataset an incremental job keeps, the table version it holds and its mirror runs' audit (keys removed or
+replaced, as digests)."""
 
 from __future__ import annotations
 
@@ -8,6 +10,7 @@ import tempfile
 from typing import Any
 
 from streaming.cli.console import OK, emit, human_bytes, table
+from streaming.format import commit_log
 from streaming.format.index import RAW_DATA, RAW_META, read_index, shard_files, stored_files
 from streaming.storage.dataset_root import DatasetRoot
 
@@ -33,6 +36,7 @@ def add_parser(commands: Any, common: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--allow-unsafe-types", action="store_true", help="also decode pickled (pkl) columns, which can run code"
     )
+    parser.add_argument("--audit", type=int, default=10, help="mirror runs' audit entries to show (default 10)")
     parser.set_defaults(run=run)
 
 
@@ -108,6 +112,8 @@ def run(args: argparse.Namespace) -> int:
     summary = {"root": location.url, **summarize(shards)}
     samples = decoded_samples(location, shards, args.samples, args.allow_unsafe_types) if args.samples else []
     summary["sample_preview"] = [{name: _short(value) for name, value in sample.items()} for sample in samples]
+    summary["source_versions"] = commit_log.read_snapshot(location).source_versions
+    summary["audit"] = commit_log.recent_audits(location, args.audit) if args.audit > 0 else []
     columns = summary["columns"]
     lines = [
         f"dataset  {location.url}",
@@ -128,6 +134,19 @@ def run(args: argparse.Namespace) -> int:
             for name, spread in (("raw bytes", summary["shard_bytes"]), ("samples", summary["shard_samples"]))
         ]
         lines += ["shard sizes", table(rows, ["per shard", "min", "median", "max", "mean"]), ""]
+    for name, version in sorted(summary["source_versions"].items()):
+        lines.append(f"source   {name}   table version {version}")
+    if summary["audit"]:
+        lines += ["", f"audit (newest {len(summary['audit'])} mirror runs; keys as digests)"]
+        for entry in summary["audit"]:
+            lines.append(
+                f"  commit {entry['version']}: table version {entry['table_version']}, key {entry['key']}: "
+                f"{len(entry['removed'])} removed, {len(entry['replaced'])} replaced"
+            )
+            lines += [f"    removed  {digest}" for digest in entry["removed"][:20]]
+            lines += [f"    replaced {digest}" for digest in entry["replaced"][:20]]
+    if summary["source_versions"] or summary["audit"]:
+        lines.append("")
     for number, sample in enumerate(summary["sample_preview"]):
         lines.append(f"sample {number}")
         lines += [f"  {name}: {value}" for name, value in sorted(sample.items())]

@@ -264,6 +264,23 @@ def referenced_files(destination: DatasetRoot, since: float) -> set[str]:
     return keep
 
 
+def recent_audits(destination: DatasetRoot, count: int) -> list[dict[str, Any]]:
+    """The ``audit`` of the newest ``count`` commits that have one (mirror runs), oldest first, each with its
+    commit's ``version`` and ``committed_at``. Only commit files still present are read (``vacuum`` removes
+    those past its retention), newest first until ``count`` are found."""
+    found: list[dict[str, Any]] = []
+    for version in reversed(commit_versions(destination)):
+        if len(found) >= count:
+            break
+        try:
+            body = _read_body(destination, version)
+        except OSError:  # vacuumed meanwhile
+            continue
+        if body is not None and "audit" in body:
+            found.append({"version": version, "committed_at": body.get("committed_at"), **body["audit"]})
+    return found[::-1]
+
+
 def removed_files(before: Snapshot, after: Snapshot) -> list[str]:
     """Files ``before`` names that ``after`` does not: what an overwrite may delete once it is committed.
 

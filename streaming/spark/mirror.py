@@ -176,7 +176,9 @@ def mirror_to_mds(
         )
         for shard in new_shards
     ]
-    untouched = kept.filter(pc.invert(pc.is_in(kept["shard"], value_set=pa.array(sorted(rewrites.removed_ids), pa.string()))))
+    untouched = kept.filter(
+        pc.invert(pc.is_in(kept["shard"], value_set=pa.array(sorted(rewrites.removed_ids), pa.string())))
+    )
     files = _write_map(destination, files, untouched, [*rewrites.entries, *new_entries], target, run)
     replaced = sorted(set(taken_keys) & set(added_keys))
     result = IncrementResult(

@@ -328,6 +328,11 @@ class Race(Run):
     """Two runs of the job at once on the same dataset."""
 
 
+@dataclass(repr=False)
+class Crash(Run):
+    """A run killed after it wrote its shards (rewritten and new) and its key map, before its commit."""
+
+
 def _in(ids: list[int]) -> str:
     return f"id IN ({', '.join(str(i) for i in sorted(set(ids)))})"
 
@@ -376,3 +381,36 @@ def histories(draw: Any, max_steps: int = 12) -> list[Op]:
             steps.append(draw(st.sampled_from([Run(), Run(), Race()])))
     steps.append(Run())
     return steps
+
+
+#: The first id `keyed_histories` gives inserted rows (above every id the other operations draw).
+FRESH_IDS = 1000
+
+
+def _unique_ids(steps: list[Op], crashes: list[bool]) -> list[Op]:
+    """The history with ``id`` unique in every table version (a mirror's key): created rows get 0.., rows that
+    appended, overwrote or replaced the table fresh ids; updates, deletes and merges keep theirs (a merge's source
+    is unique by id and updates the ids it matches). VACUUM is left out (mirror mode has no ``resync`` way out),
+    and each plain ``Run`` whose flag in ``crashes`` is set is preceded by a killed run."""
+    fresh = iter(range(FRESH_IDS, 1 << 30))
+    keyed: list[Op] = []
+    flags = iter(crashes)
+    for step in steps:
+        if isinstance(step, Vacuum):
+            continue
+        if isinstance(step, Create):
+            step.rows = [{**row, "id": number} for number, row in enumerate(step.rows)]
+        elif isinstance(step, (Append, Overwrite, ReplaceAsSelect)):
+            step.rows = [{**row, "id": next(fresh)} for row in step.rows]
+        if type(step) is Run and next(flags, False):
+            keyed.append(Crash())
+        keyed.append(step)
+    return keyed
+
+
+@st.composite
+def keyed_histories(draw: Any, max_steps: int = 12) -> list[Op]:
+    """`histories` whose tables keep ``id`` unique, with killed runs (`Crash`) before some runs."""
+    steps = draw(histories(max_steps))
+    crashes = draw(st.lists(st.integers(0, 3).map(lambda n: n == 0), min_size=len(steps), max_size=len(steps)))
+    return _unique_ids(steps, crashes)

@@ -8,7 +8,7 @@ reads a dataset back through ``LocalDataset`` into the same normal form. Rows ar
 values: floats by their IEEE bits (so -0.0 is not 0.0 and NaN equals NaN), timestamps as integer microseconds,
 decimals as their digits at the column's scale, structs as sorted items, arrays as tuples.
 
-Issue 26 (a mirror mode) can reuse the model and write its own replay next to `replay`.
+`mirror` is the mirror mode's replay (issue 26): after a run to version ``v`` a mirror holds version ``v``'s rows.
 """
 
 from __future__ import annotations
@@ -110,6 +110,13 @@ def replay(model: TableModel, runs: Sequence[Run], columns: Sequence[str]) -> Co
             held += new - Counter(row_key(row, columns) for row in model.versions[last].rows)
         last = run.version
     return held
+
+
+def mirror(model: TableModel, runs: Sequence[Run], columns: Sequence[str]) -> Counter:
+    """The multiset a mirror dataset holds after ``runs``: the rows of the version the last one reached."""
+    if not runs:
+        return Counter()
+    return Counter(row_key(row, columns) for row in model.versions[runs[-1].version].rows)
 
 
 def row_key(row: Mapping[str, Any], columns: Sequence[str]) -> tuple:

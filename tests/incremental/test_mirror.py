@@ -1,0 +1,380 @@
+"""Mirror mode (`streaming.spark.mirror`): the dataset equals the table, at the cost of the shards a change touches.
+
+The oracle: `tests.incremental.histories.keyed_histories` (the lifecycle oracle's generated histories with ``id``
+unique in every version, killed runs added, VACUUM left out) run in mirror mode on one dataset reading the feed
+and one reading the changed files; after every run each must hold exactly the rows of the version it reached
+(`tests.incremental.model.mirror`), read back through ``LocalDataset``. A killed run (its shards and key map
+written, its commit not made) must leave the dataset as it was, and the next run must land without duplicates or
+loss. Beside it: what a run reads and writes (only the touched shards), the refusals, the audit, vacuum's
+retention of replaced shards, and streaming-community 0.14.2 reading a mirrored dataset.
+
+``MDS_MIRROR_EXAMPLES`` sets the number of histories (default 15).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import tempfile
+import threading
+from collections import Counter
+from pathlib import Path
+from unittest import mock
+
+import pyarrow as pa
+import pytest
+from hypothesis import HealthCheck, given, settings
+
+from streaming.format import commit_log
+from streaming.format.vacuum import vacuum
+from streaming.spark import mirror
+from streaming.spark.incremental import IncrementResult, incremental_to_mds
+from streaming.storage.dataset_root import DatasetRoot
+from tests.incremental import histories as h
+from tests.incremental.model import TableModel, dataset_rows
+from tests.incremental.model import mirror as mirrored
+from tests.incremental.test_oracle import Subject, _commit_run
+
+EXAMPLES = int(os.environ.get("MDS_MIRROR_EXAMPLES", "15"))
+KEY = ["id"]
+
+
+class Killed(BaseException):
+    """Stands for the process dying: nothing in the run catches it."""
+
+
+def _mirror(table: Path, subject: Subject, **options) -> IncrementResult:
+    return incremental_to_mds(
+        str(table),
+        subject.out,
+        mode="mirror",
+        key=KEY,
+        change_data_feed=subject.change_data_feed,
+        size_limit=300,  # a few rows a shard: changes touch some shards and leave others
+        progress=False,
+        **options,
+    )
+
+
+def _check(subject: Subject, model: TableModel) -> None:
+    expected = mirrored(model, subject.runs, subject.columns)
+    held = dataset_rows(subject.out, subject.columns)
+    assert held == expected, (
+        f"mirror {subject.out} (change_data_feed={subject.change_data_feed}) after runs {subject.runs}: "
+        f"{sum((held - expected).values())} rows too many, {sum((expected - held).values())} missing"
+    )
+
+
+def _crash(subject: Subject, table: Path, model: TableModel) -> None:
+    """A run killed between writing its files and its commit leaves the dataset as it was."""
+    before = commit_log.read_snapshot(DatasetRoot(subject.out)).version if subject.runs else 0
+
+    def die(*args, **kwargs):
+        raise Killed
+
+    with mock.patch.object(mirror, "_publish", die):
+        try:
+            _mirror(table, subject)
+        except Killed:
+            pass
+    if subject.runs:
+        assert commit_log.read_snapshot(DatasetRoot(subject.out)).version == before
+
+
+def _race(subject: Subject, table: Path, model: TableModel) -> None:
+    """Two mirror runs from one state reach their commit together: exactly one lands, the other changes nothing."""
+    barrier = threading.Barrier(2, timeout=20)
+    publish = mirror._publish
+    outcomes: list[object] = []
+
+    def meet_then_publish(*args, **kwargs):
+        try:
+            barrier.wait()
+        except threading.BrokenBarrierError:
+            pass
+        return publish(*args, **kwargs)
+
+    def attempt() -> None:
+        try:
+            outcomes.append(_mirror(table, subject))
+        except Exception as err:
+            outcomes.append(err)
+
+    with mock.patch.object(mirror, "_publish", meet_then_publish):
+        threads = [threading.Thread(target=attempt) for _ in range(2)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(120)
+    committed = [out for out in outcomes if isinstance(out, IncrementResult) and out.method != "up_to_date"]
+    errors = [out for out in outcomes if not isinstance(out, IncrementResult)]
+    assert len(outcomes) == 2 and len(committed) <= 1, f"two mirror runs from one state both committed: {outcomes}"
+    for error in errors:
+        assert isinstance(error, RuntimeError) and "Another run updated" in str(error), repr(error)
+    for result in committed:
+        _commit_run(subject, result, model)
+
+
+def _play(steps: list[h.Op], work: Path) -> list[Subject]:
+    table = work / "table"
+    model = TableModel()
+    subjects = [Subject(str(work / "auto"), None), Subject(str(work / "files"), False)]
+    for step in steps:
+        if not isinstance(step, h.Run):
+            step.apply(table, model)
+            h.check_table(table, model)
+            continue
+        for subject in subjects:
+            if isinstance(step, h.Crash):
+                _crash(subject, table, model)
+            elif isinstance(step, h.Race):
+                _race(subject, table, model)
+            else:
+                _commit_run(subject, _mirror(table, subject), model)
+            _check(subject, model)
+    return subjects
+
+
+@settings(
+    max_examples=EXAMPLES,
+    deadline=None,
+    database=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+)
+@given(h.keyed_histories())
+def test_a_mirror_holds_the_table_after_every_generated_history_and_crash(steps):
+    work = Path(tempfile.mkdtemp(prefix="mds-mirror-"))
+    try:
+        _play(steps, work)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+def _rows(ids, grp="a") -> list[dict]:
+    return [{"id": i, "grp": grp, "val": float(i), "nums": [i]} for i in ids]
+
+
+@pytest.mark.parametrize("feed", [True, False])
+def test_a_known_history_deletes_updates_merges_and_recovers_from_a_crash(feed, tmp_path):
+    steps = [
+        h.Create(_rows(range(40)), feed=feed),
+        h.Run(),
+        h.Delete([3]),
+        h.Update([10, 11], "u"),
+        h.Crash(),
+        h.Run(),
+        h.Merge(_rows([12, 500], grp="m")),
+        h.Optimize(zorder=True),
+        h.Run(),
+        h.Overwrite(_rows(range(1000, 1005)), same_rows=False),
+        h.Race(),
+        h.Restore(1, databricks=False),
+        h.Run(),
+    ]
+    subjects = _play(steps, tmp_path)
+    assert all(len(subject.runs) >= 4 for subject in subjects)
+
+
+def _table(tmp_path: Path, count: int, **configuration: str) -> str:
+    from deltalake import write_deltalake
+
+    table = str(tmp_path / "table")
+    rows = pa.table({"id": pa.array(range(count), pa.int64()), "text": [f"row {i}" for i in range(count)]})
+    write_deltalake(table, rows, configuration={"delta.enableChangeDataFeed": "true", **configuration})
+    return table
+
+
+def _run(table: str, out: str, **options) -> IncrementResult:
+    return incremental_to_mds(table, out, mode="mirror", key=KEY, size_limit=400, progress=False, **options)
+
+
+def test_only_the_shards_holding_a_removed_row_are_read_and_rewritten(tmp_path):
+    from deltalake import DeltaTable
+
+    table, out = _table(tmp_path, 200), str(tmp_path / "out")
+    first = _run(table, out)
+    assert first.shards >= 20
+    before = commit_log.read_snapshot(DatasetRoot(out)).shards
+    DeltaTable(table).delete("id = 57")
+    reads: list[str] = []
+    read_bytes = DatasetRoot.read_bytes
+
+    def recorded(self, relative, *args, **kwargs):
+        reads.append(relative)
+        return read_bytes(self, relative, *args, **kwargs)
+
+    with mock.patch.object(DatasetRoot, "read_bytes", recorded):
+        result = _run(table, out)
+    assert (result.removed, result.shards_rewritten, result.samples) == (1, 1, 0)
+    old_shards = {entry["zip_data"]["basename"] for entry in before}
+    read_shards = [path for path in reads if path in old_shards]
+    assert len(read_shards) == 1, read_shards
+    after = commit_log.read_snapshot(DatasetRoot(out)).shards
+    assert len(after) == len(before)
+    assert [e for e in after if e["zip_data"]["basename"] in old_shards] == [
+        e for e in before if e["zip_data"]["basename"] != read_shards[0]
+    ]
+    assert after[-1]["samples"] == next(e for e in before if e["zip_data"]["basename"] == read_shards[0])["samples"] - 1
+    assert result.bytes_read > 0 and result.bytes_written > 0
+    assert 57 not in {sample["id"] for sample in _samples(out)}
+
+
+def _samples(out: str) -> list[dict]:
+    from streaming import LocalDataset
+
+    return list(LocalDataset(out))
+
+
+def test_a_key_that_is_not_unique_is_refused_naming_duplicates(tmp_path):
+    from deltalake import write_deltalake
+
+    table, out = _table(tmp_path, 10), str(tmp_path / "out")
+    _run(table, out)
+    write_deltalake(table, pa.table({"id": pa.array([4, 77, 77], pa.int64()), "text": ["x", "y", "z"]}), mode="append")
+    with pytest.raises(ValueError, match=r"not unique in version 1 .*'id': 4.*'id': 77"):
+        _run(table, out)
+    assert commit_log.read_snapshot(DatasetRoot(out)).source_versions == {table: 0}
+
+
+def test_the_first_run_refuses_duplicate_keys(tmp_path):
+    from deltalake import write_deltalake
+
+    table = str(tmp_path / "table")
+    write_deltalake(table, pa.table({"id": pa.array([1, 1, 2], pa.int64()), "text": ["a", "b", "c"]}))
+    with pytest.raises(ValueError, match=r"not unique in version 0.*'id': 1"):
+        _run(table, str(tmp_path / "out"))
+
+
+def test_a_missing_key_says_the_table_has_no_row_ids(tmp_path):
+    table = _table(tmp_path, 3)
+    with pytest.raises(ValueError, match=r"needs key=\[\.\.\.\].*no Delta row tracking"):
+        incremental_to_mds(table, str(tmp_path / "out"), mode="mirror", progress=False)
+    with pytest.raises(ValueError, match=r"has no column\(s\) \['nope'\]"):
+        incremental_to_mds(table, str(tmp_path / "out"), mode="mirror", key=["nope"], progress=False)
+
+
+def test_modes_do_not_mix_on_one_dataset(tmp_path):
+    from deltalake import write_deltalake
+
+    table = _table(tmp_path, 3)
+    appended, mirrored_out = str(tmp_path / "appended"), str(tmp_path / "mirror")
+    incremental_to_mds(table, appended, progress=False)
+    _run(table, mirrored_out)
+    write_deltalake(table, pa.table({"id": pa.array([9], pa.int64()), "text": ["n"]}), mode="append")
+    with pytest.raises(ValueError, match="made in append mode"):
+        _run(table, appended)
+    with pytest.raises(ValueError, match="is a mirror of"):
+        incremental_to_mds(table, mirrored_out, progress=False)
+    with pytest.raises(ValueError, match=r"by key \['id'\], not \['text'\]"):
+        incremental_to_mds(table, mirrored_out, mode="mirror", key=["text"], progress=False)
+
+
+def test_vacuum_keeps_replaced_shards_within_its_retention_and_the_key_map(tmp_path):
+    from deltalake import DeltaTable
+
+    table, out = _table(tmp_path, 50), str(tmp_path / "out")
+    _run(table, out)
+    before = {entry["zip_data"]["basename"] for entry in commit_log.read_snapshot(DatasetRoot(out)).shards}
+    DeltaTable(table).delete("id < 5")
+    result = _run(table, out)
+    now = {entry["zip_data"]["basename"] for entry in commit_log.read_snapshot(DatasetRoot(out)).shards}
+    replaced = before - now
+    assert len(replaced) == result.shards_rewritten >= 1
+    record = commit_log.read_snapshot(DatasetRoot(out)).metadata["latest"]
+    within = commit_log.referenced_files(DatasetRoot(out), since=0.0)
+    assert replaced <= within, "a reader of the previous index would lose shards"
+    past = commit_log.referenced_files(DatasetRoot(out), since=float("inf"))
+    assert not past & replaced and set(record["files"]) <= past  # past the retention only the state's files stay
+    gone = vacuum(out, retention=0, retention_check=False)
+    assert replaced <= set(gone.deleted) and not set(gone.deleted) & set(record["files"])
+    assert Counter(s["id"] for s in _samples(out)) == Counter(range(5, 50))
+
+
+def test_the_audit_names_removed_and_replaced_keys_by_digest_and_inspect_shows_it(tmp_path, capsys):
+    from deltalake import DeltaTable
+
+    from streaming.cli import main
+    from streaming.convert.key_map import key_digests
+
+    table, out = _table(tmp_path, 20), str(tmp_path / "out")
+    _run(table, out)
+    DeltaTable(table).delete("id = 3")
+    DeltaTable(table).update(new_values={"text": "'changed'"}, predicate="id = 7")
+    _run(table, out)
+    digest = {
+        key: key_digests(pa.table({"id": pa.array([key], pa.int64())}), {"id": "int64"})[0].hex() for key in (3, 7)
+    }
+    body = json.loads((Path(out) / commit_log.commit_path(2)).read_text())
+    assert body["operation"] == "replace"
+    assert body["audit"] == {
+        "table": table,
+        "table_version": 2,
+        "key": ["id"],
+        "removed": [digest[3]],
+        "replaced": [digest[7]],
+    }
+    assert "changed" not in json.dumps(body["audit"]) and "row 3" not in json.dumps(body)
+    assert main(["inspect", out, "--json"]) == 0
+    shown = json.loads(capsys.readouterr().out)
+    assert shown["source_versions"] == {table: 2}
+    assert shown["audit"][-1]["removed"] == [digest[3]] and shown["audit"][-1]["replaced"] == [digest[7]]
+    assert main(["inspect", out]) == 0
+    text = capsys.readouterr().out
+    assert "table version 2" in text and digest[3] in text
+
+
+def test_commit_checks_refuse_an_audit_with_values_in_clear():
+    from streaming.format.commit_checks import check_commit
+
+    body = {"version": 1, "operation": "replace", "base_version": 0, "add": [], "remove": []}
+    check_commit({**body, "audit": {"table_version": 1, "key": ["id"], "removed": ["ab" * 16], "replaced": []}}, 1, "c")
+    with pytest.raises(ValueError, match="hex key digests"):
+        check_commit(
+            {**body, "audit": {"table_version": 1, "key": ["id"], "removed": ["alice"], "replaced": []}}, 1, "c"
+        )
+    with pytest.raises(ValueError, match="files"):
+        check_commit({**body, "record": {"run": "r", "files": ["../outside"]}}, 1, "c")
+
+
+@pytest.mark.reference
+def test_streaming_community_reads_a_mirrored_dataset_as_we_do(tmp_path):
+    from deltalake import DeltaTable, write_deltalake
+
+    from tests.differential import operations
+    from tests.differential.reference import ReferenceWorker, reference_python
+
+    worker = ReferenceWorker(reference_python())
+    try:
+        table, out = _table(tmp_path, 60), str(tmp_path / "out")
+        _run(table, out)
+        DeltaTable(table).delete("id % 7 = 0")
+        _run(table, out)
+        DeltaTable(table).update(new_values={"text": "'u'"}, predicate="id > 50")
+        write_deltalake(table, pa.table({"id": pa.array([100], pa.int64()), "text": ["new"]}), mode="append")
+        _run(table, out)
+        theirs, ours = worker.call("read", folder=out), operations.read(out)
+        assert "error" not in theirs, theirs
+        expected = DeltaTable(table).to_pyarrow_table().to_pylist()
+        # The reference shows the NULL masks as columns of their own (`streaming.convert.null_plan`): none is set.
+        masks = [value for sample in theirs["samples"] for name, value in sample[1] if name.endswith("__is_null")]
+        assert masks and set(masks) == {("numpy", "|u1", b"\x00")}
+        values = [
+            ("dict", [(n, v) for n, v in sample[1] if not n.endswith("__is_null")]) for sample in theirs["samples"]
+        ]
+        assert sorted(map(repr, values)) == sorted(map(repr, ours["samples"]))
+        assert Counter((s["id"], s["text"]) for s in _samples(out)) == Counter((r["id"], r["text"]) for r in expected)
+    finally:
+        worker.close()
+
+
+def test_the_keyed_histories_reach_crashes_races_and_replaces():
+    """The strategy must reach killed runs, races and the table's replacement, or the oracle proves little."""
+    from hypothesis import find
+
+    for kind in ("Crash", "Race", "ReplaceAsSelect", "Restore", "Merge", "Delete", "Update"):
+        assert find(
+            h.keyed_histories(),
+            lambda steps, kind=kind: any(type(step).__name__ == kind for step in steps),
+            settings=settings(database=None, max_examples=500),
+        )
