@@ -308,24 +308,34 @@ def _rewrite(
     entries: list[pa.Table] = []
     removed_files: list[str] = []
     read = written = 0
-    for shard in shards:
+    own = _entries_by_shard(live, located)
+    touched = [shard for shard in shards if key_map.shard_id(shard) in located]
+    for number, shard in enumerate(touched):
         name = key_map.shard_id(shard)
-        if name not in located:
-            continue
         removed_files += [info["basename"] for info in (shard.get(kind) for kind in FILE_KEYS) if info is not None]
-        basename = f"{folder}/rewritten/shard.{len(entries) + len(removed_files):05d}.mds"
-        copy = rewrite_without(destination, shard, located[name], basename)
+        copy = rewrite_without(destination, shard, located[name], f"{folder}/rewritten/shard.{number:05d}.mds")
         read, written = read + copy.bytes_read, written + copy.bytes_written
         if copy.entry is None:
             continue  # no sample left: the shard is only removed
-        own = live.filter(pc.equal(live["shard"], name))
-        samples = np.asarray(own["sample"], dtype=np.int64)
+        keys, samples = own[name]
         keep = np.isin(samples, copy.kept)
         renumbered = np.searchsorted(np.asarray(copy.kept, dtype=np.int64), samples[keep])
-        keys = own["key"].filter(pa.array(keep)).to_pylist()
-        entries.append(key_map.entries(keys, key_map.shard_id(copy.entry), renumbered))
+        kept_keys = [key for key, wanted in zip(keys, keep.tolist()) if wanted]
+        entries.append(key_map.entries(kept_keys, key_map.shard_id(copy.entry), renumbered))
         added.append(copy.entry)
     return _Rewrites(added, entries, removed_files, set(located), read, written)
+
+
+def _entries_by_shard(live: pa.Table, located: dict[str, list[int]]) -> dict[str, tuple[list[bytes], np.ndarray]]:
+    """The map entries (keys, samples) of each touched shard, in one pass over the map."""
+    touched = live.filter(pc.is_in(live["shard"], value_set=pa.array(sorted(located), pa.string())))
+    grouped: dict[str, tuple[list[bytes], list[int]]] = {}
+    columns = (touched[name].to_pylist() for name in ("key", "shard", "sample"))
+    for key, shard, sample in zip(*columns):
+        keys, samples = grouped.setdefault(shard, ([], []))
+        keys.append(key)
+        samples.append(sample)
+    return {shard: (keys, np.asarray(samples, np.int64)) for shard, (keys, samples) in grouped.items()}
 
 
 def _write_map(
