@@ -2,10 +2,10 @@
 
 A mirror run (`streaming.spark.mirror`) removes rows from the shards that hold them without touching any other
 shard. The kept samples are copied as their stored bytes (no decoding, no re-encoding), so the new shard has the
-old one's columns, encodings, NULL masks and compression, and every sample in it reads exactly as before; only
-the sample count, the offsets and the file's digests change. The new file gets a new name: a reader of the older
-index still finds the old file, which stays until ``vacuum``'s retention (the commit that replaces it names it
-in ``remove``).
+old one's columns, encodings, NULL masks, compression and header (the writer's settings, `docs/formats/mds.md`),
+and every sample in it reads exactly as before; only the sample count, the offsets and the file's digests change.
+The new file gets a new name: a reader of the older index still finds the old file, which stays until
+``vacuum``'s retention (the commit that replaces it names it in ``remove``).
 """
 
 from __future__ import annotations
@@ -65,12 +65,14 @@ def rewrite_without(
     if not kept:
         return Rewritten(None, [], len(data), 0)
     offsets = np.frombuffer(raw, "<u4", count + 1, 4).astype(np.int64)
-    header = 4 + 4 * (len(kept) + 1)
+    # Between the offsets and the first sample lies the writer's settings (JSON): kept as they are.
+    settings = raw[4 + 4 * (count + 1) : int(offsets[0])]
+    first = 4 + 4 * (len(kept) + 1) + len(settings)
     lengths = offsets[1:][kept] - offsets[:-1][kept]
-    new_offsets = header + np.concatenate([[0], np.cumsum(lengths)])
+    new_offsets = first + np.concatenate([[0], np.cumsum(lengths)])
     starts, stops = offsets[:-1].tolist(), offsets[1:].tolist()
     body = b"".join(raw[starts[index] : stops[index]] for index in kept)
-    new_raw = struct.pack("<I", len(kept)) + new_offsets.astype("<u4").tobytes() + body
+    new_raw = struct.pack("<I", len(kept)) + new_offsets.astype("<u4").tobytes() + settings + body
     entry = {**shard, "samples": len(kept)}
     entry[RAW_DATA] = _file(basename, new_raw, shard[RAW_DATA])
     written = new_raw

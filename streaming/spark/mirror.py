@@ -35,6 +35,7 @@ from __future__ import annotations
 import json
 import logging
 import time
+from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -283,8 +284,8 @@ def _check_unique(
         return
     assert added is not None
     digests = pa.array(keys, pa.binary())
-    seen: set[bytes] = set()
-    twice = [index for index, digest in enumerate(keys) if digest in seen or seen.add(digest)]  # type: ignore[func-returns-value]
+    counts = Counter(keys)
+    twice = [index for index, digest in enumerate(keys) if counts[digest] > 1]
     clash = np.flatnonzero(np.asarray(pc.is_in(digests, value_set=kept["key"]), dtype=bool)).tolist()
     bad = sorted(set(twice) | set(clash))
     if bad:

@@ -220,6 +220,31 @@ def test_only_the_shards_holding_a_removed_row_are_read_and_rewritten(tmp_path):
     assert 57 not in {sample["id"] for sample in _samples(out)}
 
 
+@pytest.mark.parametrize("compression", [None, "zstd"])
+def test_rewritten_shards_keep_their_format_and_pass_verify(compression, tmp_path, capsys):
+    """Copy on write keeps the shard's compression and digests: `verify` checks every file's hash and samples
+    (it lists every file the index does not name, as replaced shards kept for readers in flight are)."""
+    from deltalake import DeltaTable
+
+    from streaming.cli import main
+
+    table, out = _table(tmp_path, 60), str(tmp_path / "out")
+    _run(table, out, compression=compression, hashes=["sha1", "xxh64"])
+    DeltaTable(table).delete("id % 10 = 0")
+    DeltaTable(table).delete("id >= 40 AND id < 60")  # whole shards emptied: removed without a copy
+    result = _run(table, out, compression=compression, hashes=["sha1", "xxh64"])
+    assert result.removed == 24 and result.bytes_written > 0
+    shards = commit_log.read_snapshot(DatasetRoot(out)).shards
+    rewritten = [entry for entry in shards if "/rewritten/" in entry["raw_data"]["basename"]]
+    assert rewritten and all(bool(entry["zip_data"]) == bool(compression) for entry in rewritten)
+    assert all(set(entry["raw_data"]["hashes"]) == {"sha1", "xxh64"} for entry in rewritten)
+    main(["verify", out, "--json"])
+    report = json.loads(capsys.readouterr().out)
+    assert report["shards_checked"] == len(shards)
+    assert [p for p in report["problems"] if p["problem"] != "not referenced by the index"] == []
+    assert sorted(sample["id"] for sample in _samples(out)) == [i for i in range(40) if i % 10]
+
+
 def _samples(out: str) -> list[dict]:
     from streaming import LocalDataset
 
