@@ -245,6 +245,31 @@ def test_rewritten_shards_keep_their_format_and_pass_verify(compression, tmp_pat
     assert sorted(sample["id"] for sample in _samples(out)) == [i for i in range(40) if i % 10]
 
 
+def test_the_key_map_is_compacted_as_it_grows(tmp_path, monkeypatch):
+    """Each run adds one map file; past MAX_FILES the run writes the live map as one file, and runs go on right."""
+    from deltalake import DeltaTable, write_deltalake
+
+    from streaming.convert import key_map
+
+    monkeypatch.setattr(key_map, "MAX_FILES", 3)
+    table, out = _table(tmp_path, 30), str(tmp_path / "out")
+    _run(table, out)
+    seen = []
+    for step in range(6):
+        DeltaTable(table).delete(f"id = {step}")
+        write_deltalake(table, pa.table({"id": pa.array([100 + step], pa.int64()), "text": ["n"]}), mode="append")
+        _run(table, out)
+        seen.append(len(commit_log.read_snapshot(DatasetRoot(out)).metadata["latest"]["files"]))
+    assert max(seen) == 3 and 1 in seen[1:], seen
+    files = commit_log.read_snapshot(DatasetRoot(out)).metadata["latest"]["files"]
+    state = commit_log.read_snapshot(DatasetRoot(out))
+    live = key_map.load(DatasetRoot(out), files, state.shards)
+    assert live.num_rows == sum(shard["samples"] for shard in state.shards) == 30
+    DeltaTable(table).delete("id = 29 OR id = 105")
+    _run(table, out)
+    assert sorted(sample["id"] for sample in _samples(out)) == list(range(6, 29)) + list(range(100, 105))
+
+
 def _samples(out: str) -> list[dict]:
     from streaming import LocalDataset
 
