@@ -380,7 +380,8 @@ def _publish(
                 f"started from {held}); this run's changes were not applied (its files are left for vacuum)."
             )
 
-    still_held(commit_log.read_snapshot(destination))
+    # No re-read before the commit: a mirror always has a commit log, whose create-only commit finds any writer
+    # that moved the dataset since `base` (and `still_held` then names it).
     state = commit_log.commit(
         destination,
         commit_log.REPLACE,
