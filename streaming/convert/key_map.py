@@ -93,8 +93,13 @@ def entries(keys: Sequence[bytes], shard: str, samples: Sequence[int] | np.ndarr
 
 def stored_keys(destination: DatasetRoot, shard: dict[str, Any], key: Mapping[str, str]) -> list[bytes]:
     """The key identity of every sample of a shard, read from its stored file (a shard this run wrote)."""
+    return stored_identities(stored_data(destination, shard), shard, key)
+
+
+def stored_data(destination: DatasetRoot, shard: dict[str, Any]) -> bytes:
+    """A shard's raw (decompressed) bytes, read from its stored file."""
     stored = stored_file(shard)
     data = destination.read_bytes(stored["basename"], stored["bytes"])
     if shard.get("zip_data"):
         data = decompress(shard.get("compression"), data, max_size=shard[RAW_DATA]["bytes"])
-    return stored_identities(data, shard, key)
+    return data

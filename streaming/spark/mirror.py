@@ -26,8 +26,13 @@ those it replaced (`streaming.convert.key_map`: never a removed value, nor a key
 them. Commit files go with ``vacuum`` after its retention: keep ``inspect --json``'s output where a longer record
 is needed.
 
+**When history is gone** (the change can no longer be read: `IncrementalHistoryError`), ``resync=True`` compares
+the target version's rows with the rows the dataset stores (it reads every shard and the whole version once),
+removes the dataset's rows the version lacks and appends the version's rows the dataset lacks, through the same
+rewrite and commit.
+
 Limits of this version: the table is read with delta-rs (a Delta path; Spark's reader, and so a table name, is
-refused); Delta's row-tracking ids are not read, so ``key`` is required; ``resync`` is refused.
+refused); Delta's row-tracking ids are not read, so ``key`` is required.
 """
 
 from __future__ import annotations
@@ -46,7 +51,7 @@ import pyarrow.compute as pc
 
 from streaming.convert import key_map
 from streaming.convert.null_plan import WIDENING_POLICY
-from streaming.convert.row_identity import net_rows
+from streaming.convert.row_identity import net_rows, row_identities, stored_identities, subtract_identities
 from streaming.convert.runs import new_increment_folder, new_run_id
 from streaming.convert.shard_rewrite import rewrite_without
 from streaming.format import commit_log
@@ -97,11 +102,6 @@ def mirror_to_mds(
 ) -> IncrementResult:
     """One mirror run (the arguments are ``incremental_to_mds``'s; see the module docstring)."""
     destination = DatasetRoot(out)
-    if resync:
-        raise ValueError(
-            "resync=True is not available with mode='mirror': rebuild the mirror into a new `out` "
-            "(incremental_to_mds(table, new_out, mode='mirror', key=...))."
-        )
     if _reading_session(spark, table) is not None:
         raise ValueError(
             f"mode='mirror' reads the table with delta-rs, so it needs a Delta path, and Spark's Delta reader is "
@@ -130,8 +130,10 @@ def mirror_to_mds(
             f"The dataset at {destination.url} already holds version {held} of {table!r}; version {target} is "
             f"older. Choices: version >= {held}, or another `out`."
         )
-    if held == target:
+    if held == target and not resync:
         return IncrementResult(destination.url, table, held, target, "up_to_date", 0, 0, 0, mode=key_map.MIRROR)
+    if resync and held is None:
+        raise ValueError(f"resync=True needs an existing dataset at {destination.url}; the first run converts it.")
     names, ignored, encodings = _dataset_columns(source, base.shards, columns, table)
     absent = [name for name in names_key if name not in names]
     if absent:
@@ -140,11 +142,15 @@ def mirror_to_mds(
             f"rows by what it stores. Choices: include them in `columns`, or another key."
         )
     key_encodings = {name: encodings[name] for name in names_key}
+    taken_keys: list[bytes] = []
     if held is None:
-        added, taken, method = source.snapshot(), None, "snapshot"
+        added, method = source.snapshot(), "snapshot"
+    elif resync:
+        added, taken_keys = _resync(destination, source, base.shards, names, encodings, key_encodings)
+        method = "resync"
     else:
         added, taken, method = _change(source, table, held, names, encodings, change_data_feed, net=net_rows)
-    taken_keys = key_map.key_digests(taken, key_encodings) if isinstance(taken, pa.Table) else []
+        taken_keys = key_map.key_digests(taken, key_encodings) if isinstance(taken, pa.Table) else []
     added_keys = key_map.key_digests(added, key_encodings) if added is not None and added.num_rows else []
     files = list((record or {}).get("files") or [])
     live = key_map.load(destination, files, base.shards) if held is not None else key_map.SCHEMA.empty_table()
@@ -228,6 +234,32 @@ def mirror_to_mds(
         method,
     )
     return result
+
+
+def _resync(
+    destination: DatasetRoot,
+    source: DeltaLakeChanges,
+    shards: list[dict[str, Any]],
+    names: list[str],
+    encodings: Mapping[str, str],
+    key: Mapping[str, str],
+) -> tuple[pa.Table | None, list[bytes]]:
+    """The way out when the table's history no longer has the change: the target version's rows the dataset
+    lacks, and the keys of the dataset's rows the target lacks, compared by row identity with what the dataset
+    stores (reads every shard and the whole version once)."""
+    rows = source.delta.snapshot(None, names)
+    wanted = Counter(row_identities(rows, encodings))
+    held: Counter = Counter()
+    taken = []
+    for shard in shards:
+        data = key_map.stored_data(destination, shard)
+        for identity, digest in zip(stored_identities(data, shard, encodings), stored_identities(data, shard, key)):
+            held[identity] += 1
+            if wanted[identity]:
+                wanted[identity] -= 1
+            else:
+                taken.append(digest)
+    return subtract_identities(rows, held, encodings), taken
 
 
 def _key_columns(key: Sequence[str] | None, source: DeltaLakeChanges, table: str) -> list[str]:

@@ -390,14 +390,12 @@ FRESH_IDS = 1000
 def _unique_ids(steps: list[Op], crashes: list[bool]) -> list[Op]:
     """The history with ``id`` unique in every table version (a mirror's key): created rows get 0.., rows that
     appended, overwrote or replaced the table fresh ids; updates, deletes and merges keep theirs (a merge's source
-    is unique by id and updates the ids it matches). VACUUM is left out (mirror mode has no ``resync`` way out),
-    and each plain ``Run`` whose flag in ``crashes`` is set is preceded by a killed run."""
+    is unique by id and updates the ids it matches). Each plain ``Run`` whose flag in ``crashes`` is set is
+    preceded by a killed run."""
     fresh = iter(range(FRESH_IDS, 1 << 30))
     keyed: list[Op] = []
     flags = iter(crashes)
     for step in steps:
-        if isinstance(step, Vacuum):
-            continue
         if isinstance(step, Create):
             step.rows = [{**row, "id": number} for number, row in enumerate(step.rows)]
         elif isinstance(step, (Append, Overwrite, ReplaceAsSelect)):

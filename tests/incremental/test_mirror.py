@@ -1,18 +1,20 @@
 """Mirror mode (`streaming.spark.mirror`): the dataset equals the table, at the cost of the shards a change touches.
 
 The oracle: `tests.incremental.histories.keyed_histories` (the lifecycle oracle's generated histories with ``id``
-unique in every version, killed runs added, VACUUM left out) run in mirror mode on one dataset reading the feed
-and one reading the changed files; after every run each must hold exactly the rows of the version it reached
-(`tests.incremental.model.mirror`), read back through ``LocalDataset``. A killed run (its shards and key map
-written, its commit not made) must leave the dataset as it was, and the next run must land without duplicates or
-loss. Beside it: what a run reads and writes (only the touched shards), the refusals, the audit, vacuum's
-retention of replaced shards, and streaming-community 0.14.2 reading a mirrored dataset.
+unique in every version, killed runs added) run in mirror mode on one dataset reading the feed and one reading the
+changed files; after every run each must hold exactly the rows of the version it reached
+(`tests.incremental.model.mirror`), read back through ``LocalDataset``. A run may stop only after a VACUUM, with
+`IncrementalHistoryError`; the oracle then takes the way out (``resync=True``) and checks it too. A killed run
+(its shards and key map written, its commit not made) must leave the dataset as it was, and the next run must land
+without duplicates or loss. Beside it: what a run reads and writes (only the touched shards), the refusals, the
+audit, vacuum's retention of replaced shards, and streaming-community 0.14.2 reading a mirrored dataset.
 
 ``MDS_MIRROR_EXAMPLES`` sets the number of histories (default 15).
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -29,7 +31,7 @@ from hypothesis import HealthCheck, given, settings
 from streaming.format import commit_log
 from streaming.format.vacuum import vacuum
 from streaming.spark import mirror
-from streaming.spark.incremental import IncrementResult, incremental_to_mds
+from streaming.spark.incremental import IncrementalHistoryError, IncrementResult, incremental_to_mds
 from streaming.storage.dataset_root import DatasetRoot
 from tests.incremental import histories as h
 from tests.incremental.model import TableModel, dataset_rows
@@ -66,6 +68,20 @@ def _check(subject: Subject, model: TableModel) -> None:
     )
 
 
+def _run_or_resync(subject: Subject, table: Path, model: TableModel) -> None:
+    """One run; where the history is gone (only after a VACUUM), the documented way out."""
+    try:
+        result = _mirror(table, subject)
+    except IncrementalHistoryError as err:
+        assert model.vacuumed_after is not None and subject.held is not None
+        assert subject.held < model.vacuumed_after, f"history error without a vacuum after {subject.held}: {err}"
+        result = _mirror(table, subject, resync=True)
+        assert result.method == "resync"
+        _commit_run(subject, result, model, resync=True)
+        return
+    _commit_run(subject, result, model)
+
+
 def _crash(subject: Subject, table: Path, model: TableModel) -> None:
     """A run killed between writing its files and its commit leaves the dataset as it was."""
     before = commit_log.read_snapshot(DatasetRoot(subject.out)).version if subject.runs else 0
@@ -78,6 +94,9 @@ def _crash(subject: Subject, table: Path, model: TableModel) -> None:
             _mirror(table, subject)
         except Killed:
             pass
+        except IncrementalHistoryError:
+            with contextlib.suppress(Killed):  # the history is gone: the way out runs, and is killed too
+                _mirror(table, subject, resync=True)
     if subject.runs:
         assert commit_log.read_snapshot(DatasetRoot(subject.out)).version == before
 
@@ -109,6 +128,9 @@ def _race(subject: Subject, table: Path, model: TableModel) -> None:
             thread.join(120)
     committed = [out for out in outcomes if isinstance(out, IncrementResult) and out.method != "up_to_date"]
     errors = [out for out in outcomes if not isinstance(out, IncrementResult)]
+    if any(isinstance(error, IncrementalHistoryError) for error in errors):
+        _run_or_resync(subject, table, model)  # judged (and resynced) as a single run
+        return
     assert len(outcomes) == 2 and len(committed) <= 1, f"two mirror runs from one state both committed: {outcomes}"
     for error in errors:
         assert isinstance(error, RuntimeError) and "Another run updated" in str(error), repr(error)
@@ -131,7 +153,7 @@ def _play(steps: list[h.Op], work: Path) -> list[Subject]:
             elif isinstance(step, h.Race):
                 _race(subject, table, model)
             else:
-                _commit_run(subject, _mirror(table, subject), model)
+                _run_or_resync(subject, table, model)
             _check(subject, model)
     return subjects
 
@@ -174,6 +196,25 @@ def test_a_known_history_deletes_updates_merges_and_recovers_from_a_crash(feed, 
     ]
     subjects = _play(steps, tmp_path)
     assert all(len(subject.runs) >= 4 for subject in subjects)
+
+
+def test_after_a_vacuum_the_way_out_resyncs_the_mirror(tmp_path, monkeypatch):
+    """VACUUM took the files the change needs: the run stops, and resync=True brings the mirror to the table."""
+    resyncs = []
+    resync = mirror._resync
+    monkeypatch.setattr(mirror, "_resync", lambda *args: resyncs.append(1) or resync(*args))
+    steps = [
+        h.Create(_rows(range(30)), feed=False),
+        h.Run(),
+        h.Update([4, 5], "u"),
+        h.Delete([20]),
+        h.Merge(_rows([6, 700], grp="m")),
+        h.Vacuum(),
+        h.Crash(),
+        h.Run(),
+    ]
+    _play(steps, tmp_path)
+    assert resyncs, "the history was readable: this test no longer reaches resync"
 
 
 def _table(tmp_path: Path, count: int, **configuration: str) -> str:
@@ -418,13 +459,16 @@ def test_streaming_community_reads_a_mirrored_dataset_as_we_do(tmp_path):
         worker.close()
 
 
-def test_the_keyed_histories_reach_crashes_races_and_replaces():
-    """The strategy must reach killed runs, races and the table's replacement, or the oracle proves little."""
+def test_the_keyed_histories_reach_crashes_races_vacuums_and_replaces():
+    """The strategy must reach killed runs, races, VACUUM and the table's replacement, or the oracle proves little
+    (one search that collects every kind, as generating these histories is what costs)."""
     from hypothesis import find
 
-    for kind in ("Crash", "Race", "ReplaceAsSelect", "Restore", "Merge", "Delete", "Update"):
-        assert find(
-            h.keyed_histories(),
-            lambda steps, kind=kind: any(type(step).__name__ == kind for step in steps),
-            settings=settings(database=None, max_examples=500),
-        )
+    wanted = {"Crash", "Race", "ReplaceAsSelect", "Restore", "Merge", "Delete", "Update", "Vacuum"}
+    seen: set[str] = set()
+
+    def every_kind_seen(steps) -> bool:
+        seen.update(type(step).__name__ for step in steps)
+        return wanted <= seen
+
+    find(h.keyed_histories(), every_kind_seen, settings=settings(database=None, max_examples=300))
