@@ -58,6 +58,7 @@ from streaming.format import commit_log
 from streaming.format.index import FILE_KEYS, read_index, rebase
 from streaming.spark.incremental import (
     RECORD_BASENAME,
+    IncrementalHistoryError,
     IncrementResult,
     _change,
     _dataset_columns,
@@ -149,7 +150,14 @@ def mirror_to_mds(
         added, taken_keys = _resync(destination, source, base.shards, names, encodings, key_encodings)
         method = "resync"
     else:
-        added, taken, method = _change(source, table, held, names, encodings, change_data_feed, net=net_rows)
+        try:
+            added, taken, method = _change(source, table, held, names, encodings, change_data_feed, net=net_rows)
+        except IncrementalHistoryError as err:
+            raise IncrementalHistoryError(
+                f"{err} This dataset is a mirror: incremental_to_mds({table!r}, out, mode='mirror', "
+                f"key={names_key}, resync=True) also removes the rows the version no longer has.",
+                err.version,
+            ) from err
         taken_keys = key_map.key_digests(taken, key_encodings) if isinstance(taken, pa.Table) else []
     added_keys = key_map.key_digests(added, key_encodings) if added is not None and added.num_rows else []
     files = list((record or {}).get("files") or [])

@@ -75,6 +75,7 @@ def _run_or_resync(subject: Subject, table: Path, model: TableModel) -> None:
     except IncrementalHistoryError as err:
         assert model.vacuumed_after is not None and subject.held is not None
         assert subject.held < model.vacuumed_after, f"history error without a vacuum after {subject.held}: {err}"
+        assert "mode='mirror', key=['id'], resync=True" in str(err) and str(err.version) in str(err)
         result = _mirror(table, subject, resync=True)
         assert result.method == "resync"
         _commit_run(subject, result, model, resync=True)
