@@ -106,7 +106,8 @@ def shard_seeds() -> list[tuple[int, bytes]]:
 
 @functools.cache
 def commit_seeds() -> list[tuple[int, bytes]]:
-    """Commit files our commit writes (an append with a conversion record, then an overwrite), with versions."""
+    """Commit files our commit writes (an append with a conversion record, an overwrite, then a mirror run's
+    replace with its audit and key-map files), with versions."""
     from streaming.format import commit_log
     from streaming.storage.dataset_root import DatasetRoot
 
@@ -116,8 +117,14 @@ def commit_seeds() -> list[tuple[int, bytes]]:
     with tempfile.TemporaryDirectory(prefix="mds-fuzz-seed-") as out:
         root = DatasetRoot(out)
         state = commit_log.commit(root, commit_log.APPEND, shards[0], base=commit_log.Snapshot(0), record=record)
-        commit_log.commit(root, commit_log.OVERWRITE, shards[1], base=state, record=record)
-        for version in (1, 2):
+        state = commit_log.commit(root, commit_log.OVERWRITE, shards[1], base=state, record=record)
+        mirrored = {**record, "mode": "mirror", "key": ["id"], "files": ["_mds_keys/00000000000000000003-r.parquet"]}
+        audit = {"table": "t", "table_version": 3, "key": ["id"], "removed": ["ab" * 16], "replaced": ["cd" * 16]}
+        removed = [shards[1][0]["raw_data"]["basename"]]
+        commit_log.commit(
+            root, commit_log.REPLACE, shards[0], base=state, record=mirrored, removed=removed, audit=audit
+        )
+        for version in (1, 2, 3):
             with open(os.path.join(out, commit_log.commit_path(version)), "rb") as f:
                 seeds.append((version, f.read()))
     return seeds

@@ -128,7 +128,11 @@ def commit_file(version: int, data: bytes) -> None:
         return
     state = commit_log._apply(commit_log.Snapshot(0, logged=True), body)
     root = DatasetRoot(_SCRATCH)
-    named = [*body.get("remove", []), *commit_log.removed_files(state, commit_log.Snapshot(version + 1))]
+    named = [
+        *body.get("remove", []),
+        *commit_log.removed_files(state, commit_log.Snapshot(version + 1)),
+        *((body.get("record") or {}).get("files") or []),
+    ]
     for name in named:
         root.child(name)  # raises if the name could leave the dataset
     _republished(state.shards, "fuzz/republished.json")
