@@ -318,6 +318,29 @@ def _samples(out: str) -> list[dict]:
     return list(LocalDataset(out))
 
 
+def test_a_reader_in_flight_finishes_its_epoch_on_the_version_it_loaded(tmp_path):
+    """A training job that loaded the index keeps reading it while a mirror run replaces shards under it; a new
+    dataset sees the new version."""
+    from deltalake import DeltaTable
+
+    from streaming import StreamingDataset
+
+    table, out = _table(tmp_path, 120), str(tmp_path / "out")
+    _run(table, out)
+    reader = iter(StreamingDataset(local=out, batch_size=1, shuffle=True, shuffle_seed=7))
+    first = [next(reader)["id"] for _ in range(30)]
+    DeltaTable(table).delete("id % 3 = 0")
+    DeltaTable(table).update(new_values={"text": "changed"}, predicate="id % 3 = 1")
+    result = _run(table, out)
+    assert result.shards_rewritten >= 10
+    rest = [sample["id"] for sample in reader]
+    assert sorted(first + rest) == list(range(120))  # the old version, whole, once
+    again = StreamingDataset(local=out, batch_size=1)
+    seen = {sample["id"]: sample["text"] for sample in again}
+    assert sorted(seen) == [i for i in range(120) if i % 3]
+    assert {seen[i] for i in seen if i % 3 == 1} == {"changed"}
+
+
 def test_a_key_that_is_not_unique_is_refused_naming_duplicates(tmp_path):
     from deltalake import write_deltalake
 
@@ -392,7 +415,7 @@ def test_the_audit_names_removed_and_replaced_keys_by_digest_and_inspect_shows_i
     table, out = _table(tmp_path, 20), str(tmp_path / "out")
     _run(table, out)
     DeltaTable(table).delete("id = 3")
-    DeltaTable(table).update(new_values={"text": "'changed'"}, predicate="id = 7")
+    DeltaTable(table).update(new_values={"text": "changed"}, predicate="id = 7")
     _run(table, out)
     digest = {
         key: key_digests(pa.table({"id": pa.array([key], pa.int64())}), {"id": "int64"})[0].hex() for key in (3, 7)
@@ -442,7 +465,7 @@ def test_streaming_community_reads_a_mirrored_dataset_as_we_do(tmp_path):
         _run(table, out)
         DeltaTable(table).delete("id % 7 = 0")
         _run(table, out)
-        DeltaTable(table).update(new_values={"text": "'u'"}, predicate="id > 50")
+        DeltaTable(table).update(new_values={"text": "u"}, predicate="id > 50")
         write_deltalake(table, pa.table({"id": pa.array([100], pa.int64()), "text": ["new"]}), mode="append")
         _run(table, out)
         theirs, ours = worker.call("read", folder=out), operations.read(out)
