@@ -216,6 +216,8 @@ def incremental_to_mds(
             change_data_feed=change_data_feed,
             nulls=nulls,
             resync=resync,
+            progress=progress,
+            executor_env=executor_env,
         )
     if mode != "append":
         raise ValueError(f"mode must be 'append' or 'mirror', got {mode!r}.")

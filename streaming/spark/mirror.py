@@ -31,8 +31,10 @@ the target version's rows with the rows the dataset stores (it reads every shard
 removes the dataset's rows the version lacks and appends the version's rows the dataset lacks, through the same
 rewrite and commit.
 
-Limits of this version: the table is read with delta-rs (a Delta path; Spark's reader, and so a table name, is
-refused); Delta's row-tracking ids are not read, so ``key`` is required.
+Both readers serve: delta-rs (a Delta path; rows written on the driver) and Spark's Delta reader (a table name;
+the keys' digests are computed on the executors and only the key columns come to the driver, the new rows are
+written by a Spark job). ``resync`` reads with delta-rs only. Delta's row-tracking ids are not read, so ``key``
+is required.
 """
 
 from __future__ import annotations
@@ -41,7 +43,7 @@ import json
 import logging
 import time
 from collections import Counter
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -56,6 +58,7 @@ from streaming.convert.runs import new_increment_folder, new_run_id
 from streaming.convert.shard_rewrite import rewrite_without
 from streaming.format import commit_log
 from streaming.format.index import FILE_KEYS, read_index, rebase
+from streaming.spark.executor_access import check_executor_access
 from streaming.spark.incremental import (
     RECORD_BASENAME,
     IncrementalHistoryError,
@@ -66,7 +69,7 @@ from streaming.spark.incremental import (
     held_version,
     open_table,
 )
-from streaming.spark.table_changes import DeltaLakeChanges
+from streaming.spark.table_changes import IDENTITY, DeltaLakeChanges, SparkDeltaChanges, spark_net_rows, with_identity
 from streaming.storage.dataset_root import DatasetRoot
 
 logger = logging.getLogger(__name__)
@@ -100,17 +103,20 @@ def mirror_to_mds(
     change_data_feed: bool | None,
     nulls: str,
     resync: bool,
+    progress: bool,
+    executor_env: Mapping[str, str] | None,
 ) -> IncrementResult:
     """One mirror run (the arguments are ``incremental_to_mds``'s; see the module docstring)."""
     destination = DatasetRoot(out)
-    if _reading_session(spark, table) is not None:
-        raise ValueError(
-            f"mode='mirror' reads the table with delta-rs, so it needs a Delta path, and Spark's Delta reader is "
-            f"in use for {table!r}. Choices: the table's storage path (with no Delta-enabled SparkSession), or "
-            f"mode='append'."
-        )
-    source = open_table(None, table, version)
-    assert isinstance(source, DeltaLakeChanges)
+    session = _reading_session(spark, table)
+    if session is not None:
+        if resync:
+            raise ValueError(
+                f"resync=True with mode='mirror' reads {table!r} with delta-rs only: give the table's storage path "
+                f"(with no Delta-enabled SparkSession), or rebuild the mirror into a new `out`."
+            )
+        check_executor_access(destination.url, executor_env, session)  # Spark's tasks will write the shards
+    source = open_table(session, table, version)
     names_key = _key_columns(key, source, table)
     base = commit_log.read_snapshot(destination)
     held = held_version(destination, table, base)
@@ -147,24 +153,26 @@ def mirror_to_mds(
     if held is None:
         added, method = source.snapshot(), "snapshot"
     elif resync:
+        assert isinstance(source, DeltaLakeChanges)  # refused above for Spark's reader
         added, taken_keys = _resync(destination, source, base.shards, names, encodings, key_encodings)
         method = "resync"
     else:
         try:
-            added, taken, method = _change(source, table, held, names, encodings, change_data_feed, net=net_rows)
+            net = net_rows if isinstance(source, DeltaLakeChanges) else spark_net_rows
+            added, taken, method = _change(source, table, held, names, encodings, change_data_feed, net=net)
         except IncrementalHistoryError as err:
             raise IncrementalHistoryError(
                 f"{err} This dataset is a mirror: incremental_to_mds({table!r}, out, mode='mirror', "
                 f"key={names_key}, resync=True) also removes the rows the version no longer has.",
                 err.version,
             ) from err
-        taken_keys = key_map.key_digests(taken, key_encodings) if isinstance(taken, pa.Table) else []
-    added_keys = key_map.key_digests(added, key_encodings) if added is not None and added.num_rows else []
+        taken_keys = _digests(taken, key_encodings)[0] if taken is not None and not isinstance(taken, int) else []
+    added_keys, key_values = _digests(added, key_encodings) if added is not None else ([], _no_values)
     files = list((record or {}).get("files") or [])
     live = key_map.load(destination, files, base.shards) if held is not None else key_map.SCHEMA.empty_table()
     located = _locate(live, taken_keys, table, destination)
     kept = live.filter(pc.invert(pc.is_in(live["key"], value_set=pa.array(taken_keys, pa.binary()))))
-    _check_unique(added, added_keys, kept, names_key, table, target)
+    _check_unique(added_keys, key_values, kept, names_key, table, target)
 
     run = new_run_id()
     folder = new_increment_folder(target)
@@ -182,6 +190,8 @@ def mirror_to_mds(
             mode="overwrite",
             nulls=WIDENING_POLICY if nulls == "mask" else nulls,
             join_shards=base.shards,
+            progress=progress,
+            executor_env=executor_env,
         )
         samples = staged.samples
         new_shards = [rebase(shard, folder) for shard in read_index(DatasetRoot(destination.child(folder)))]
@@ -270,16 +280,18 @@ def _resync(
     return subtract_identities(rows, held, encodings), taken
 
 
-def _key_columns(key: Sequence[str] | None, source: DeltaLakeChanges, table: str) -> list[str]:
+def _key_columns(key: Sequence[str] | None, source: DeltaLakeChanges | SparkDeltaChanges, table: str) -> list[str]:
     """The key columns, checked; a missing key is refused, saying why the table's row ids cannot serve."""
     if key is None:
-        configuration = source.delta.table.metadata().configuration or {}
-        tracked = str(configuration.get("delta.enableRowTracking", "false")).lower() == "true"
-        why = (
-            "this table has Delta row tracking, but delta-rs cannot read its row ids"
-            if tracked
-            else "this table has no Delta row tracking (delta.enableRowTracking), so it has no row ids"
-        )
+        why = "this version does not read Delta's row-tracking ids"
+        if isinstance(source, DeltaLakeChanges):
+            configuration = source.delta.table.metadata().configuration or {}
+            tracked = str(configuration.get("delta.enableRowTracking", "false")).lower() == "true"
+            why = (
+                "this table has Delta row tracking, but delta-rs cannot read its row ids"
+                if tracked
+                else "this table has no Delta row tracking (delta.enableRowTracking), so it has no row ids"
+            )
         raise ValueError(
             f"mode='mirror' needs key=[...]: the columns that identify a row of {table!r} ({why}). "
             f"Example: incremental_to_mds({table!r}, out, mode='mirror', key=['id'])."
@@ -288,9 +300,10 @@ def _key_columns(key: Sequence[str] | None, source: DeltaLakeChanges, table: str
         raise ValueError(f"key must be a non-empty list of column names, got {key!r}.")
     if len(set(key)) != len(key):
         raise ValueError(f"key names a column twice: {list(key)}.")
-    missing = [name for name in key if name not in source.column_names()]
+    present = source.column_names()
+    missing = [name for name in key if name not in present]
     if missing:
-        raise ValueError(f"{table!r} has no column(s) {missing} for the key; it has {source.column_names()}.")
+        raise ValueError(f"{table!r} has no column(s) {missing} for the key; it has {present}.")
     return list(key)
 
 
@@ -311,9 +324,25 @@ def _locate(live: pa.Table, taken: list[bytes], table: str, destination: Dataset
     return located
 
 
+def _digests(rows: Any, key: Mapping[str, str]) -> tuple[list[bytes], Callable[[list[int]], list[dict]]]:
+    """Each row's key digest, and a way to the key values of chosen rows (to name duplicates). An Arrow table's
+    digests are computed here; a DataFrame's on the executors, and only the key columns come to the driver."""
+    names = list(key)
+    if isinstance(rows, pa.Table):
+        keys = rows.select(names)
+        return key_map.key_digests(keys, key), lambda chosen: keys.take(pa.array(chosen, pa.int64())).to_pylist()
+    collected = with_identity(rows.selectExpr(*[f"`{name}`" for name in names]), key).collect()
+    values = [{name: row[name] for name in names} for row in collected]
+    return [bytes(row[IDENTITY]) for row in collected], lambda chosen: [values[index] for index in chosen]
+
+
+def _no_values(chosen: list[int]) -> list[dict]:
+    return []
+
+
 def _check_unique(
-    added: pa.Table | None,
     keys: list[bytes],
+    values: Callable[[list[int]], list[dict]],
     kept: pa.Table,
     names: list[str],
     table: str,
@@ -322,18 +351,16 @@ def _check_unique(
     """Refuse a version where the key is not unique: a new row's key equals another new row's or a kept row's."""
     if not keys:
         return
-    assert added is not None
     digests = pa.array(keys, pa.binary())
     counts = Counter(keys)
     twice = [index for index, digest in enumerate(keys) if counts[digest] > 1]
     clash = np.flatnonzero(np.asarray(pc.is_in(digests, value_set=kept["key"]), dtype=bool)).tolist()
     bad = sorted(set(twice) | set(clash))
     if bad:
-        shown = added.select(names).take(pa.array(bad[:SHOWN_DUPLICATES], pa.int64())).to_pylist()
         raise ValueError(
             f"The key {names} is not unique in version {version} of {table!r}: {len(bad)} row(s) share their key "
-            f"with another row, e.g. {shown}. Nothing was written. Choices: a key that is unique (more columns), "
-            f"or mode='append'."
+            f"with another row, e.g. {values(bad[:SHOWN_DUPLICATES])}. Nothing was written. Choices: a key that "
+            f"is unique (more columns), or mode='append'."
         )
 
 

@@ -229,6 +229,13 @@ def with_identity(frame: Any, encodings: Mapping[str, str]) -> Any:
 def spark_net_change(plus: Any, minus: Any, encodings: Mapping[str, str]) -> tuple[Any, int]:
     """`streaming.convert.row_identity.net_change` on DataFrames: the rows of ``plus`` no row of ``minus``
     cancels, and how many rows of ``minus`` no row of ``plus`` cancels."""
+    added, removed = spark_net_rows(plus, minus, encodings)
+    return added, removed.count()
+
+
+def spark_net_rows(plus: Any, minus: Any, encodings: Mapping[str, str]) -> tuple[Any, Any]:
+    """`streaming.convert.row_identity.net_rows` on DataFrames: the rows of ``plus`` no row of ``minus`` cancels
+    and the rows of ``minus`` no row of ``plus`` cancels."""
     from pyspark.sql import Window
     from pyspark.sql import functions as F
 
@@ -237,9 +244,9 @@ def spark_net_change(plus: Any, minus: Any, encodings: Mapping[str, str]) -> tup
         return with_identity(frame, encodings).withColumn(_COPY, F.row_number().over(within))
 
     keys = [IDENTITY, _COPY]
-    new, old = numbered(plus), numbered(minus).select(*keys)
-    removed = old.join(new.select(*keys), keys, "left_anti").count()
-    return new.join(old, keys, "left_anti").drop(*keys), removed
+    new, old = numbered(plus), numbered(minus)
+    added = new.join(old.select(*keys), keys, "left_anti").drop(*keys)
+    return added, old.join(new.select(*keys), keys, "left_anti").drop(*keys)
 
 
 def spark_subtract(session: Any, rows: Any, held: Counter, encodings: Mapping[str, str]) -> Any:

@@ -341,6 +341,74 @@ def test_a_reader_in_flight_finishes_its_epoch_on_the_version_it_loaded(tmp_path
     assert {seen[i] for i in seen if i % 3 == 1} == {"changed"}
 
 
+class _SparkReaderOnDeltaLake:
+    """Spark's reader of the job (`SparkDeltaChanges`) as far as a mirror run uses it, with delta-rs in place of
+    Spark's Delta reader (no Delta jars here): every read is a DataFrame of delta-rs's rows, and the new rows are
+    written by SparkDeltaChanges.write, a Spark job."""
+
+    reader = "spark"
+
+    def __init__(self, session, table: str, version: int | None) -> None:
+        from streaming.spark.table_changes import DeltaLakeChanges, SparkDeltaChanges
+
+        self.arrow = DeltaLakeChanges(table, version)
+        self.spark = SparkDeltaChanges(session, table, self.arrow.version)
+        self.version = self.arrow.version
+
+    def frames(self, tables):
+        from streaming.spark.table_input import frame_from_arrow
+
+        return tuple(frame_from_arrow(self.spark.session, table) for table in tables)
+
+    def column_names(self):
+        return self.arrow.column_names()
+
+    def plan(self, chosen):
+        return self.arrow.plan(chosen)
+
+    def snapshot(self):
+        return self.frames([self.arrow.snapshot()])[0]
+
+    def window(self, start):
+        return self.arrow.window(start)
+
+    def feed(self, start, columns):
+        return self.frames(self.arrow.feed(start, columns))
+
+    def files(self, window, columns):
+        return self.frames(self.arrow.files(window, columns))
+
+    def full(self, start, columns):
+        return self.frames(self.arrow.full(start, columns))
+
+    def write(self, rows, out, **options):
+        return self.spark.write(rows, out, **options)
+
+
+def test_spark_s_reader_mirrors_through_dataframes(spark, tmp_path, monkeypatch):
+    """With Spark's reader the change's keys are digested on the executors and the new rows written by Spark."""
+    from deltalake import DeltaTable, write_deltalake
+
+    monkeypatch.setattr(mirror, "_reading_session", lambda session, table: spark)
+    monkeypatch.setattr(
+        mirror, "open_table", lambda session, table, version: _SparkReaderOnDeltaLake(session, table, version)
+    )
+    table, out = _table(tmp_path, 40), str(tmp_path / "out")
+    assert _run(table, out).samples == 40
+    DeltaTable(table).delete("id % 4 = 0")
+    DeltaTable(table).update(new_values={"text": "changed"}, predicate="id = 5")
+    write_deltalake(table, pa.table({"id": pa.array([900], pa.int64()), "text": ["new"]}), mode="append")
+    result = _run(table, out)
+    assert (result.removed, result.samples, result.method) == (11, 2, "change_data_feed")
+    expected = DeltaTable(table).to_pyarrow_table().to_pylist()
+    assert Counter((s["id"], s["text"]) for s in _samples(out)) == Counter((r["id"], r["text"]) for r in expected)
+    write_deltalake(table, pa.table({"id": pa.array([7, 7], pa.int64()), "text": ["a", "b"]}), mode="append")
+    with pytest.raises(ValueError, match=r"not unique in version 4 .*'id': 7"):
+        _run(table, out)
+    with pytest.raises(ValueError, match="resync=True with mode='mirror' reads .* with delta-rs only"):
+        _run(table, out, resync=True)
+
+
 def test_a_key_that_is_not_unique_is_refused_naming_duplicates(tmp_path):
     from deltalake import write_deltalake
 
