@@ -44,7 +44,7 @@ AUTH_HINT = (
 )
 DBFS_READ_LIMIT = 1 << 20
 #: Whole-upload attempts: the SDK's own part retries end with its retry window, which a busy executor uses up
-#: sooner; five (botocore's legacy mode) rode out one failed part in 23 with eight tasks on two loaded cores.
+#: sooner (three once lost an upload in CI: eight tasks on two loaded cores, one failed part in 23).
 UPLOAD_ATTEMPTS = 5
 
 
