@@ -84,7 +84,10 @@ def _read_index(
     if local and not is_remote(local) and os.path.lexists(local):
         where, data = local, _read_local(local, local_root)
     elif remote and not is_remote(remote):
-        where, data = remote, _read_local(remote, remote_root)
+        try:
+            where, data = remote, _read_local(remote, remote_root)
+        except FileNotFoundError as err:  # a local "remote" is fetched like any other: upstream's error
+            raise IndexNotFoundError(f"Failed to download index.json: {remote} does not exist ({err}).") from err
     elif remote:
         path = os.path.join(work_dir, f"{number}.json")
         try:

@@ -43,7 +43,9 @@ AUTH_HINT = (
     "~/.databrickscfg, or run inside a Databricks notebook or job"
 )
 DBFS_READ_LIMIT = 1 << 20
-UPLOAD_ATTEMPTS = 3
+#: Whole-upload attempts: the SDK's own part retries end with its retry window, which a busy executor uses up
+#: sooner (three once lost an upload in CI: eight tasks on two loaded cores, one failed part in 23).
+UPLOAD_ATTEMPTS = 5
 
 
 class _DatabricksStorage(Storage):

@@ -115,6 +115,14 @@ def test_entries_outside_the_root_use_their_folder_name(tmp_path):
     assert merged["shards"][0]["raw_data"]["basename"] == "attempt-7/shard.00000.json"
 
 
+def test_a_missing_local_index_is_upstreams_download_error(tmp_path):
+    """A local path in the list is fetched like a remote one: missing, it is upstream's RuntimeError, naming it."""
+    missing = str(tmp_path / "gone" / "index.json")
+    with pytest.raises(RuntimeError, match="Failed to download index.json") as raised:
+        merge_index([missing], str(tmp_path / "out"))
+    assert missing in str(raised.value) and isinstance(raised.value, FileNotFoundError)
+
+
 def test_invalid_arguments():
     with pytest.raises(ValueError, match="Invalid arguments to merge_index"):
         merge_index()
