@@ -12,11 +12,12 @@ files that make up the map in its ``files`` (so the map changes with the commit,
 them), and an entry counts only while its shard is in the dataset's state, so the entries of a rewritten shard
 need no rewriting of older files. Once a map has more than `MAX_FILES` files, the run writes the whole live map
 as one file instead (compaction), so a run reads at most `MAX_FILES` files. A run reads the whole map (about
-30 bytes a row in Parquet): small next to the shards, and it also proves every new key unique in the table.
+17 bytes a row in Parquet: digests do not compress): small next to the shards of any real dataset, and it also
+proves every new key unique in the table.
 
-The identity is a digest, not the key's value, so the map and the audit (`audit_entry`) name no key in clear.
-It is a pseudonym, not anonymity: whoever has a key's value (or can enumerate a small key space) can compute
-its digest, which is also how a user shows that a given key was removed (`key_digests`).
+The identity is a digest, not the key's value, so the map and the audit (a mirror commit's ``audit``) name no key
+in clear. It is a pseudonym, not anonymity: whoever has a key's value (or can enumerate a small key space) can
+compute its digest, which is also how a user shows that a given key was removed (`key_digests`).
 """
 
 from __future__ import annotations
