@@ -80,6 +80,8 @@ dbutils.widgets.text("version", "", "Table version (empty: latest)")
 dbutils.widgets.dropdown("change_data_feed", "auto", list(CDF_CHOICES), "Use the Change Data Feed")
 dbutils.widgets.text("compression", "zstd", "Shard compression (empty: none)")
 dbutils.widgets.dropdown("resync", "false", ["false", "true"], "Resync (after a vacuumed history)")
+dbutils.widgets.dropdown("mode", "append", ["append", "mirror"], "append: keep every row; mirror: the table's rows")
+dbutils.widgets.text("key", "", "Key columns, comma-separated (mode mirror)")
 
 table = dbutils.widgets.get("table").strip()
 out = dbutils.widgets.get("out").strip()
@@ -88,6 +90,8 @@ version = int(version_text) if version_text else None
 change_data_feed = CDF_CHOICES[dbutils.widgets.get("change_data_feed")]
 compression = dbutils.widgets.get("compression").strip() or None
 resync = dbutils.widgets.get("resync") == "true"
+mode = dbutils.widgets.get("mode")
+key = [name.strip() for name in dbutils.widgets.get("key").split(",") if name.strip()] or None
 
 # COMMAND ----------
 
@@ -130,7 +134,14 @@ if table == DEMO_TABLE:
 from streaming.spark import incremental_to_mds
 
 result = incremental_to_mds(
-    table, out, version=version, change_data_feed=change_data_feed, compression=compression, resync=resync
+    table,
+    out,
+    version=version,
+    change_data_feed=change_data_feed,
+    compression=compression,
+    resync=resync,
+    mode=mode,
+    key=key,
 )
 if result.method == "up_to_date":
     print(f"{result.path} already holds version {result.version} of {table}: nothing to do")
@@ -139,6 +150,8 @@ else:
         f"{table} v{result.previous_version} -> v{result.version} ({result.method}): appended {result.samples} rows "
         f"in {result.shards} shards to {result.path}"
     )
+if result.removed:
+    print(f"mirror: removed {result.removed} rows by rewriting {result.shards_rewritten} shards (see `inspect`)")
 if result.unapplied_changes:
     print(
         f"note: {result.unapplied_changes} rows of v{result.previous_version} are no longer in the table (deleted, "

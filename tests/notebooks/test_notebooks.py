@@ -93,6 +93,21 @@ def test_incremental_job_appends_each_version_once(runner, spark, volume, tmp_pa
     assert dataset_ids(volume.path("events"), tmp_path / "cache") == list(range(130))
 
 
+def test_incremental_job_mirrors_deletes_with_its_mode_widget(runner, spark, tmp_path):
+    """mode=mirror, key=id: a deleted row leaves the dataset at the next run (the semantics: tests/incremental)."""
+    from deltalake import DeltaTable
+
+    table = tmp_path / "events"
+    write_events(table, 0, 100, change_data_feed=True)
+    widgets = {"table": str(table), "out": str(tmp_path / "mirror"), "mode": "mirror", "key": "id"}
+    first = json.loads(runner.run_notebook(JOB, widgets, spark, quiet=True).exit_value)
+    assert (first["mode"], first["samples"]) == ("mirror", 100)
+    DeltaTable(str(table)).delete("id = 7 OR id = 70")
+    later = json.loads(runner.run_notebook(JOB, widgets, spark, quiet=True).exit_value)
+    assert (later["method"], later["removed"], later["shards_rewritten"]) == ("change_data_feed", 2, 1)
+    assert dataset_ids(str(tmp_path / "mirror"), tmp_path / "cache") == [i for i in range(100) if i not in (7, 70)]
+
+
 def test_incremental_job_creates_its_demo_table_when_it_is_missing(runner, spark, tmp_path):
     """Run as it comes (no `table` widget): the default demo table is created, converted, then up to date."""
     widgets = {"out": str(tmp_path / "events")}
