@@ -9,7 +9,7 @@ changed files; after every run each must hold exactly the rows of the version it
 without duplicates or loss. Beside it: what a run reads and writes (only the touched shards), the refusals, the
 audit, vacuum's retention of replaced shards, and streaming-community 0.14.2 reading a mirrored dataset.
 
-``MDS_MIRROR_EXAMPLES`` sets the number of histories (default 30).
+``MDS_MIRROR_EXAMPLES`` sets the number of histories (default 20).
 """
 
 from __future__ import annotations
@@ -38,7 +38,7 @@ from tests.incremental.model import TableModel, dataset_rows
 from tests.incremental.model import mirror as mirrored
 from tests.incremental.test_oracle import Subject, _commit_run
 
-EXAMPLES = int(os.environ.get("MDS_MIRROR_EXAMPLES", "30"))
+EXAMPLES = int(os.environ.get("MDS_MIRROR_EXAMPLES", "20"))
 KEY = ["id"]
 
 
