@@ -199,3 +199,45 @@ def test_a_missing_commit_between_the_checkpoint_and_the_newest_is_named(tmp_pat
     (tmp_path / commit_path(2)).unlink()
     with pytest.raises(commit_log.LogDamagedError, match=r"no commit _mds_log/0+2\.json"):
         read_snapshot(root)
+
+
+def test_a_replace_drops_the_shards_it_names_and_keeps_the_rest_of_the_state(tmp_path):
+    """A mirror run's commit: the named shards leave, the copies go to the end, runs and versions carry on; a
+    reader inside the retention keeps the removed files, the newest record's files are kept, and the audit is read
+    back from the commit files."""
+    root = DatasetRoot(str(tmp_path))
+    for number in range(3):
+        _append(root, number, record={"run": f"r{number}"}, source_versions={"t": number})
+    audit = {"table": "t", "table_version": 3, "key": ["id"], "removed": ["ab" * 16], "replaced": []}
+    record = {"run": "m", "mode": "mirror", "files": ["_mds_keys/m.parquet"]}
+    state = commit(
+        root,
+        commit_log.REPLACE,
+        [_shard("copy.mds")],
+        base=read_snapshot(root),
+        record=record,
+        source_versions={"t": 3},
+        removed=["s1.mds"],
+        audit=audit,
+    )
+    assert [shard["raw_data"]["basename"] for shard in state.shards] == ["s0.mds", "s2.mds", "copy.mds"]
+    assert [run["run"] for run in state.metadata["runs"]] == ["r0", "r1", "r2", "m"]
+    assert state.source_versions == {"t": 3}
+    assert read_snapshot(root).shards == state.shards
+    within = commit_log.referenced_files(root, since=0.0)
+    assert {"s1.mds", "_mds_keys/m.parquet"} <= within
+    past = commit_log.referenced_files(root, since=float("inf"))
+    assert "s1.mds" not in past and "_mds_keys/m.parquet" in past
+    assert [entry["table_version"] for entry in commit_log.recent_audits(root, 5)] == [3]
+    body = json.loads((tmp_path / commit_path(4)).read_text())
+    assert body["operation"] == "replace" and body["remove"] == ["s1.mds"] and "audit" not in body["record"]
+
+
+def test_a_replace_that_loses_the_race_is_not_put_on_top(tmp_path):
+    root = DatasetRoot(str(tmp_path))
+    base = _append(root, 0)
+    _append(root, 1)
+    seen = []
+    with pytest.raises(commit_log.ConcurrentCommitError, match="Another writer committed version 2"):
+        commit(root, commit_log.REPLACE, [], base=base, removed=["s0.mds"], check=seen.append)
+    assert [state.version for state in seen] == [2] and len(read_snapshot(root).shards) == 2

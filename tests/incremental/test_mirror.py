@@ -435,6 +435,9 @@ def test_a_missing_key_says_the_table_has_no_row_ids(tmp_path):
         incremental_to_mds(table, str(tmp_path / "out"), mode="mirror", progress=False)
     with pytest.raises(ValueError, match=r"has no column\(s\) \['nope'\]"):
         incremental_to_mds(table, str(tmp_path / "out"), mode="mirror", key=["nope"], progress=False)
+    with pytest.raises(ValueError, match=r"key column\(s\) \['id'\] are not among the dataset's columns"):
+        incremental_to_mds(table, str(tmp_path / "out"), mode="mirror", key=["id"], columns=["text"], progress=False)
+    assert not (tmp_path / "out").exists(), "a refused run writes nothing"
 
 
 def test_modes_do_not_mix_on_one_dataset(tmp_path):
