@@ -1,6 +1,7 @@
 """`incremental_to_mds`: bring an MDS dataset up to a newer version of a Delta table, safely re-runnable on a schedule.
 
-**What the dataset holds** (the one semantics, whatever the table's history and however the run reads it).
+**What the dataset holds** (the one semantics of the default ``mode="append"``, whatever the table's history and
+however the run reads it; ``mode="mirror"``, `streaming.spark.mirror`, holds exactly the table's rows instead).
 A run brings the dataset from the table version it holds, ``h``, to a version ``t``: it appends the rows of
 ``t`` that ``h`` did not have, ``rows(t) - rows(h)`` as multisets, and removes nothing. So the first run
 holds version ``t``'s rows; after runs at versions ``v1 < v2 < ... < vn`` the dataset holds
