@@ -1,6 +1,7 @@
 """The `mds-streaming` command line (also `python -m streaming`): one module per command.
 
-Commands: `convert`, `inspect`, `verify`, `rebuild-index`, `merge-index`, `cp`/`sync`, `vacuum`, `simulate`.
+Commands: `convert`, `incremental`, `inspect`, `verify`, `rebuild-index`, `merge-index`, `cp`/`sync`, `vacuum`,
+`simulate`.
 Each takes `--json` (a JSON document on stdout for scripts) and `--quiet` (no progress bars), and exits 0 when
 all is well, 1 when it found problems or could not finish (the message says what to do), 2 on a usage error.
 Only argparse and tqdm are imported to parse the arguments; each command imports what it needs when it runs.
@@ -16,11 +17,12 @@ from collections.abc import Sequence
 from streaming._version import DISTRIBUTION_VERSION
 from streaming.cli.console import PROBLEMS, USAGE, UsageError
 
-COMMANDS = ("convert", "inspect", "verify", "rebuild_index", "merge_index", "cp", "vacuum", "simulate")
+COMMANDS = ("convert", "incremental", "inspect", "verify", "rebuild_index", "merge_index", "cp", "vacuum", "simulate")
 
 EXAMPLES = """\
 examples:
   mds-streaming convert data.parquet s3://bucket/ds --compression zstd
+  mds-streaming incremental /data/users_delta s3://bucket/users --mode mirror --key id
   mds-streaming inspect s3://bucket/ds
   mds-streaming verify s3://bucket/ds --sample 20
   mds-streaming rebuild-index /data/ds

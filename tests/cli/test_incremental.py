@@ -1,0 +1,67 @@
+"""`mds-streaming incremental`: the scheduled job as a shell command, on real delta-rs tables.
+
+Judged by what the dataset holds afterwards (read back with `LocalDataset`) against the table's own rows at that
+version, by the commit log's audit, and by the exit codes of the command line's contract (2 for a usage error).
+"""
+
+from __future__ import annotations
+
+import pyarrow as pa
+import pytest
+from deltalake import DeltaTable, write_deltalake
+
+from streaming import LocalDataset
+from tests.cli.conftest import run_cli
+
+FEED = {"delta.enableChangeDataFeed": "true"}
+
+
+def _table(path: str, rows: int) -> None:
+    ids = pa.array(range(rows), pa.int64())
+    write_deltalake(path, pa.table({"id": ids, "name": [f"user {i}" for i in range(rows)]}), configuration=FEED)
+
+
+def test_mirror_runs_remove_deleted_rows_and_replace_updated_ones(tmp_path):
+    table, out = str(tmp_path / "users"), str(tmp_path / "users_mds")
+    _table(table, 200)
+    code, first, err = run_cli("incremental", table, out, "--mode", "mirror", "--key", "id", "--json")
+    assert code == 0, err
+    assert (first["mode"], first["version"], first["samples"]) == ("mirror", 0, 200)
+
+    DeltaTable(table).delete("id = 42")
+    DeltaTable(table).update(new_values={"name": "relabelled"}, predicate="id = 7")
+    code, second, err = run_cli("incremental", table, out, "--mode", "mirror", "--key", "id", "--json")
+    assert code == 0, err
+    assert (second["previous_version"], second["version"], second["removed"], second["samples"]) == (0, 2, 2, 1)
+    held = {sample["id"]: sample["name"] for sample in LocalDataset(out)}
+    assert sorted(held) == [i for i in range(200) if i != 42] and held[7] == "relabelled"
+
+    code, inspected, err = run_cli("inspect", out, "--json", "--samples", "0")
+    assert code == 0, err
+    assert list(inspected["source_versions"].values()) == [2], inspected
+    newest = inspected["audit"][-1]
+    assert (newest["table_version"], len(newest["removed"]), len(newest["replaced"])) == (2, 1, 1), newest
+
+
+def test_append_runs_append_what_is_new_and_say_what_stays(tmp_path):
+    table, out = str(tmp_path / "events"), str(tmp_path / "events_mds")
+    _table(table, 50)
+    assert run_cli("incremental", table, out, "--quiet")[0] == 0
+    DeltaTable(table).delete("id < 5")
+    write_deltalake(table, pa.table({"id": pa.array([100], pa.int64()), "name": ["new"]}), mode="append")
+    code, text, err = run_cli("incremental", table, out, "--quiet")
+    assert code == 0, err
+    assert "appended 1 row(s)" in text and "5 row(s) the table deleted or updated stay" in text, text
+    assert len(LocalDataset(out)) == 51
+
+
+@pytest.mark.parametrize(
+    ("arguments", "message"),
+    [
+        (["--mode", "mirror"], "--mode mirror needs --key"),
+        (["--key", "id"], "--key is for --mode mirror"),
+    ],
+)
+def test_a_key_without_mirror_or_a_mirror_without_key_is_a_usage_error(tmp_path, arguments, message):
+    code, _, err = run_cli("incremental", str(tmp_path / "t"), str(tmp_path / "o"), *arguments)
+    assert code == 2 and message in err, err
