@@ -121,22 +121,8 @@ def mirror_to_mds(
     base = commit_log.read_snapshot(destination)
     held = held_version(destination, table, base)
     record = key_map.mirror_record(base)
-    if held is not None and record is None:
-        raise ValueError(
-            f"{destination.url} was made in append mode (deleted rows stay in it), so it cannot be mirrored: it "
-            f"has no key map. Choices: mode='append', or mode='mirror' into a new `out`."
-        )
-    if record is not None and list(record.get("key") or []) != names_key:
-        raise ValueError(
-            f"{destination.url} mirrors {table!r} by key {record.get('key')}, not {names_key}. Choices: "
-            f"key={record.get('key')}, or another `out`."
-        )
     target = source.version
-    if held is not None and target < held:
-        raise ValueError(
-            f"The dataset at {destination.url} already holds version {held} of {table!r}; version {target} is "
-            f"older. Choices: version >= {held}, or another `out`."
-        )
+    _refuse_another_dataset(destination, table, held, record, names_key, target)
     if held == target and not resync:
         return IncrementResult(destination.url, table, held, target, "up_to_date", 0, 0, 0, mode=key_map.MIRROR)
     if resync and held is None:
@@ -149,24 +135,9 @@ def mirror_to_mds(
             f"rows by what it stores. Choices: include them in `columns`, or another key."
         )
     key_encodings = {name: encodings[name] for name in names_key}
-    taken_keys: list[bytes] = []
-    if held is None:
-        added, method = source.snapshot(), "snapshot"
-    elif resync:
-        assert isinstance(source, DeltaLakeChanges)  # refused above for Spark's reader
-        added, taken_keys = _resync(destination, source, base.shards, names, encodings, key_encodings)
-        method = "resync"
-    else:
-        try:
-            net = net_rows if isinstance(source, DeltaLakeChanges) else spark_net_rows
-            added, taken, method = _change(source, table, held, names, encodings, change_data_feed, net=net)
-        except IncrementalHistoryError as err:
-            raise IncrementalHistoryError(
-                f"{err} This dataset is a mirror: incremental_to_mds({table!r}, out, mode='mirror', "
-                f"key={names_key}, resync=True) also removes the rows the version no longer has.",
-                err.version,
-            ) from err
-        taken_keys = _digests(taken, key_encodings)[0] if taken is not None and not isinstance(taken, int) else []
+    added, taken_keys, method = _read_change(
+        destination, source, table, held, base.shards, names, encodings, key_encodings, change_data_feed, resync
+    )
     added_keys, key_values = _digests(added, key_encodings) if added is not None else ([], _no_values)
     files = list((record or {}).get("files") or [])
     live = key_map.load(destination, files, base.shards) if held is not None else key_map.SCHEMA.empty_table()
@@ -180,21 +151,11 @@ def mirror_to_mds(
     new_shards: list[dict[str, Any]] = []
     samples = 0
     if added_keys:
-        staged = source.write(
-            added,
-            destination.child(folder),
-            columns=columns if columns is not None or held is None else names,
-            compression=compression,
-            hashes=hashes,
-            size_limit=size_limit,
-            mode="overwrite",
-            nulls=WIDENING_POLICY if nulls == "mask" else nulls,
-            join_shards=base.shards,
-            progress=progress,
-            executor_env=executor_env,
+        settings = {"compression": compression, "hashes": hashes, "size_limit": size_limit, "progress": progress}
+        new_columns = columns if columns is not None or held is None else names
+        samples, new_shards = _write_added(
+            source, added, destination, folder, new_columns, nulls, base.shards, executor_env, settings
         )
-        samples = staged.samples
-        new_shards = [rebase(shard, folder) for shard in read_index(DatasetRoot(destination.child(folder)))]
     new_entries = [
         key_map.entries(
             key_map.stored_keys(destination, shard, key_encodings), key_map.shard_id(shard), range(shard["samples"])
@@ -222,23 +183,10 @@ def mirror_to_mds(
         bytes_read=rewrites.bytes_read,
         bytes_written=rewrites.bytes_written,
     )
-    run_record = {
-        **result.to_json(),
-        "run": run,
-        "key": names_key,
-        "files": files,
-        "source": {"kind": "delta", "name": table, "version": target, "reader": source.reader},
-        "written_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-    }
+    run_record = _run_record(result, run, names_key, files, source.reader)
     if new_shards:
         destination.write_text(f"{folder}/{RECORD_BASENAME}", json.dumps(run_record, indent=2, sort_keys=True))
-    audit = {
-        "table": table,
-        "table_version": target,
-        "key": names_key,
-        "removed": sorted(digest.hex() for digest in set(taken_keys) - set(added_keys)),
-        "replaced": [digest.hex() for digest in replaced],
-    }
+    audit = _audit(table, target, names_key, taken_keys, replaced, added_keys)
     added_shards = [*rewrites.added, *new_shards]
     _publish(destination, table, held, target, base, added_shards, rewrites.removed_files, run_record, audit)
     logger.info(
@@ -252,6 +200,116 @@ def mirror_to_mds(
         method,
     )
     return result
+
+
+def _write_added(
+    source: Any,
+    added: Any,
+    destination: DatasetRoot,
+    folder: str,
+    columns: Any,
+    nulls: str,
+    joined: list[dict[str, Any]],
+    executor_env: Mapping[str, str] | None,
+    settings: Mapping[str, Any],
+) -> tuple[int, list[dict[str, Any]]]:
+    """Write the rows to add as new shards in ``folder``, as append mode does; their count and index entries."""
+    staged = source.write(
+        added,
+        destination.child(folder),
+        columns=columns,
+        mode="overwrite",
+        nulls=WIDENING_POLICY if nulls == "mask" else nulls,
+        join_shards=joined,
+        executor_env=executor_env,
+        **settings,
+    )
+    return staged.samples, [rebase(shard, folder) for shard in read_index(DatasetRoot(destination.child(folder)))]
+
+
+def _run_record(
+    result: IncrementResult, run: str, names_key: list[str], files: list[str], reader: str
+) -> dict[str, Any]:
+    """The conversion record of this run: its result, the key, the key map's files and the table version."""
+    return {
+        **result.to_json(),
+        "run": run,
+        "key": names_key,
+        "files": files,
+        "source": {"kind": "delta", "name": result.table, "version": result.version, "reader": reader},
+        "written_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+    }
+
+
+def _refuse_another_dataset(
+    destination: DatasetRoot,
+    table: str,
+    held: int | None,
+    record: Mapping[str, Any] | None,
+    names_key: list[str],
+    target: int,
+) -> None:
+    """Refuse a dataset this run cannot mirror into: made in append mode, keyed otherwise, or newer than asked."""
+    if held is not None and record is None:
+        raise ValueError(
+            f"{destination.url} was made in append mode (deleted rows stay in it), so it cannot be mirrored: it "
+            f"has no key map. Choices: mode='append', or mode='mirror' into a new `out`."
+        )
+    if record is not None and list(record.get("key") or []) != names_key:
+        raise ValueError(
+            f"{destination.url} mirrors {table!r} by key {record.get('key')}, not {names_key}. Choices: "
+            f"key={record.get('key')}, or another `out`."
+        )
+    if held is not None and target < held:
+        raise ValueError(
+            f"The dataset at {destination.url} already holds version {held} of {table!r}; version {target} is "
+            f"older. Choices: version >= {held}, or another `out`."
+        )
+
+
+def _read_change(
+    destination: DatasetRoot,
+    source: Any,
+    table: str,
+    held: int | None,
+    shards: list[dict[str, Any]],
+    names: list[str],
+    encodings: Mapping[str, str],
+    key_encodings: Mapping[str, str],
+    change_data_feed: bool | None,
+    resync: bool,
+) -> tuple[Any, list[bytes], str]:
+    """The rows to add, the key digests of the rows to take away, and how they were read (`METHODS`)."""
+    if held is None:
+        return source.snapshot(), [], "snapshot"
+    if resync:
+        assert isinstance(source, DeltaLakeChanges)  # refused before for Spark's reader
+        added, taken_keys = _resync(destination, source, shards, names, encodings, key_encodings)
+        return added, taken_keys, "resync"
+    try:
+        net = net_rows if isinstance(source, DeltaLakeChanges) else spark_net_rows
+        added, taken, method = _change(source, table, held, names, encodings, change_data_feed, net=net)
+    except IncrementalHistoryError as err:
+        raise IncrementalHistoryError(
+            f"{err} This dataset is a mirror: incremental_to_mds({table!r}, out, mode='mirror', "
+            f"key={list(key_encodings)}, resync=True) also removes the rows the version no longer has.",
+            err.version,
+        ) from err
+    taken_keys = _digests(taken, key_encodings)[0] if taken is not None and not isinstance(taken, int) else []
+    return added, taken_keys, method
+
+
+def _audit(
+    table: str, target: int, names_key: list[str], taken_keys: list[bytes], replaced: list[bytes], added: list[bytes]
+) -> dict[str, Any]:
+    """What the commit records of this run: the keys it removed and replaced, as digests, never values."""
+    return {
+        "table": table,
+        "table_version": target,
+        "key": names_key,
+        "removed": sorted(digest.hex() for digest in set(taken_keys) - set(added)),
+        "replaced": [digest.hex() for digest in replaced],
+    }
 
 
 def _resync(
