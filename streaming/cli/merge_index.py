@@ -1,6 +1,6 @@
 """`merge-index ROOT [INDEX ...]`: combine sub-datasets' `index.json` files into one index at ROOT.
 
-Both forms of `streaming.storage.merge_index`: with no INDEX, every `index.json` below ROOT is merged; with
+Both forms of `streaming.format.merge.merge_index`: with no INDEX, every `index.json` below ROOT is merged; with
 INDEX arguments (index files or their folders, any URL), those are merged into ROOT. Shard paths are
 rewritten relative to ROOT, so the merged dataset reads its parts where they are.
 """

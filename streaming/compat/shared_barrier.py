@@ -1,6 +1,6 @@
 """`SharedBarrier`: upstream's inter-process barrier, a counter block plus a lock file, for user code.
 
-The counters (entered, exited, open flag) live in a named block of :mod:`named_memory`; the lock is a byte-range
+The counters (entered, exited, open flag) live in a named block of :mod:`shared_memory`; the lock is a byte-range
 lock of this package's lock files, which the kernel releases if its holder dies and which any process (not only
 the one that built the barrier) may take.
 """
