@@ -102,6 +102,8 @@ def check_checkpoint(body: Any, version: int, where: str) -> dict[str, Any]:
     """``body`` if it is a valid checkpoint of the state at ``version``, else ValueError naming ``where``."""
     if not isinstance(body, dict) or body.get("version") != version or type(body.get("version")) is not int:
         raise ValueError(f"Checkpoint {where} is not the state at version {version}.")
+    if "shards" not in body:
+        raise ValueError(f"Checkpoint {where} holds no shard list.")
     for number, shard in enumerate(_list(body, "shards", where)):
         check_shard_entry(shard, f"{where} (checkpoint)", number)
     if body.get("metadata") is not None:

@@ -140,3 +140,22 @@ def record_seeds() -> list[bytes]:
         state = commit_log._apply(state, json.loads(data))
         records.append(json.dumps(state.metadata).encode())
     return records
+
+
+@functools.cache
+def checkpoint_seeds() -> list[tuple[int, bytes]]:
+    """Checkpoint bodies (before gzip) of the states the commits above lead to, as `write_log_checkpoint` writes."""
+    from streaming.format import commit_log
+
+    state, seeds = commit_log.Snapshot(0, logged=True), []
+    for version, data in commit_seeds():
+        state = commit_log._apply(state, json.loads(data))
+        body = {
+            "log_format": commit_log.LOG_FORMAT,
+            "version": version,
+            "shards": state.shards,
+            "metadata": state.metadata,
+            "source_versions": {"t": 3},
+        }
+        seeds.append((version, json.dumps(body, sort_keys=True).encode()))
+    return seeds

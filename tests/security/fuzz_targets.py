@@ -1,7 +1,7 @@
 """The fuzzing targets: each takes untrusted bytes or text and must fail only with the documented errors.
 
 Targets: ``index.json`` (both parsers), every safe decoder, MDS shard headers, URLs, and (issue 24) the
-dataset's commit files, its conversion record and the sub-indexes ``merge_index`` reads.
+dataset's commit files, its checkpoints, its conversion record and the sub-indexes ``merge_index`` reads.
 
 Used by `test_fuzz` (a mutation fuzzer and hypothesis, at least 10,000 inputs per target) and by
 `test_fuzz_corpus` (the committed examples in ``fuzz_corpus.json``, replayed as plain tests). `RUNS` counts
@@ -11,6 +11,7 @@ the inputs each target ran in this process (the security conftest prints it in t
 from __future__ import annotations
 
 import functools
+import gzip
 import json
 import os
 import tempfile
@@ -143,6 +144,21 @@ def _extended(state: commit_log.Snapshot) -> commit_log.Snapshot:
     """``state`` after one more append carrying a run record (what the next writer does with it)."""
     change = {"version": state.version + 1, "operation": commit_log.APPEND, "record": {"run": "r", "source": {}}}
     return commit_log._apply(state, change)
+
+
+@_counted
+def checkpoint_file(version: int, data: bytes) -> None:
+    """A checkpoint (gzip of ``data``) is read as a state or passed over (None: the commits serve); an accepted
+    one names only files inside the dataset and republishes as a valid index."""
+    root = DatasetRoot(os.path.join(_SCRATCH, "checkpoint"))
+    root.write_bytes(commit_log.checkpoint_path(version), gzip.compress(data, mtime=0))
+    state = commit_log._read_checkpoint(root, version)
+    if state is None:
+        return
+    for name in commit_log.removed_files(state, commit_log.Snapshot(version + 1)):
+        root.child(name)  # raises if the name could leave the dataset
+    _republished(state.shards, "fuzz/republished.json")
+    json.dumps(_extended(state).metadata)
 
 
 @_counted

@@ -121,6 +121,16 @@ def test_commit_file_mutated():
     _fuzz("commit_file", inputs, fuzz_targets.commit_file)
 
 
+def test_checkpoint_file_mutated():
+    rng = _rng("checkpoint_file")
+    seeds = fuzz_seeds.checkpoint_seeds() + [(v, base64.b64decode(data)) for v, data in CORPUS["checkpoint_file"]]
+    texts = [data for _, data in seeds]
+    trees = [json.loads(data) for data in texts]
+    versions = [version for version, _ in seeds]
+    inputs = ((rng.choice(versions), data) for data in _json_inputs(rng, trees, texts))
+    _fuzz("checkpoint_file", inputs, fuzz_targets.checkpoint_file)
+
+
 def test_conversion_record_mutated():
     rng = _rng("conversion_record")
     seeds = fuzz_seeds.record_seeds() + [base64.b64decode(data) for data in CORPUS["conversion_record"]]

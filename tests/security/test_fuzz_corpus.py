@@ -43,6 +43,11 @@ def test_commit_file(version, data):
     fuzz_targets.commit_file(version, _unpack(data))
 
 
+@pytest.mark.parametrize(("version", "data"), CORPUS["checkpoint_file"])
+def test_checkpoint_file(version, data):
+    fuzz_targets.checkpoint_file(version, _unpack(data))
+
+
 @pytest.mark.parametrize("data", CORPUS["conversion_record"])
 def test_conversion_record(data):
     fuzz_targets.conversion_record(_unpack(data))
