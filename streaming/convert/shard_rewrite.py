@@ -11,7 +11,7 @@ The new file gets a new name: a reader of the older index still finds the old fi
 from __future__ import annotations
 
 import struct
-from collections.abc import Collection
+from collections.abc import Callable, Collection
 from dataclasses import dataclass
 from typing import Any
 
@@ -41,10 +41,15 @@ class Rewritten:
 
 
 def rewrite_without(
-    destination: DatasetRoot, shard: dict[str, Any], dropped: Collection[int], basename: str
+    destination: DatasetRoot,
+    shard: dict[str, Any],
+    dropped: Collection[int],
+    basename: str,
+    check: Callable[[bytes], None] | None = None,
 ) -> Rewritten:
     """Write ``shard`` without the samples ``dropped`` as ``basename`` (root-relative, its raw name; the stored
-    file adds the compression's extension) and return its new entry."""
+    file adds the compression's extension) and return its new entry. ``check`` sees the shard's decompressed bytes
+    before anything is written (to verify that ``dropped`` are the samples meant)."""
     if shard.get("format") != "mds":
         raise ValueError(
             f"Shard {stored_file(shard)['basename']} is a {shard.get('format')!r} shard; a mirror run rewrites "
@@ -60,6 +65,8 @@ def rewrite_without(
             f"Shard {stored['basename']} holds {count} samples but the index says {shard['samples']}; "
             f"it is not rewritten (run `streaming.cli verify` on the dataset)."
         )
+    if check is not None:
+        check(raw)
     drop = set(dropped)
     kept = [index for index in range(count) if index not in drop]
     if not kept:

@@ -147,7 +147,7 @@ def mirror_to_mds(
 
     run = new_run_id()
     folder = new_increment_folder(target)
-    rewrites = _rewrite(destination, base.shards, located, live, folder)
+    rewrites = _rewrite(destination, base.shards, located, live, folder, key_encodings)
     new_shards: list[dict[str, Any]] = []
     samples = 0
     if added_keys:
@@ -428,8 +428,10 @@ def _rewrite(
     located: dict[str, list[int]],
     live: pa.Table,
     folder: str,
+    key_encodings: Mapping[str, str],
 ) -> _Rewrites:
-    """Rewrite each shard that holds taken-away rows without them (copy on write), in index order."""
+    """Rewrite each shard that holds taken-away rows without them (copy on write), in index order; each dropped
+    sample's stored key is checked against the key map first, so a damaged map never drops another row."""
     added: list[dict[str, Any]] = []
     entries: list[pa.Table] = []
     removed_files: list[str] = []
@@ -439,7 +441,8 @@ def _rewrite(
     for number, shard in enumerate(touched):
         name = key_map.shard_id(shard)
         removed_files += [info["basename"] for info in (shard.get(kind) for kind in FILE_KEYS) if info is not None]
-        copy = rewrite_without(destination, shard, located[name], f"{folder}/rewritten/shard.{number:05d}.mds")
+        check = _dropping_only_mapped_keys(destination, shard, located[name], own[name], key_encodings)
+        copy = rewrite_without(destination, shard, located[name], f"{folder}/rewritten/shard.{number:05d}.mds", check)
         read, written = read + copy.bytes_read, written + copy.bytes_written
         if copy.entry is None:
             continue  # no sample left: the shard is only removed
@@ -450,6 +453,30 @@ def _rewrite(
         entries.append(key_map.entries(kept_keys, key_map.shard_id(copy.entry), renumbered))
         added.append(copy.entry)
     return _Rewrites(added, entries, removed_files, set(located), read, written)
+
+
+def _dropping_only_mapped_keys(
+    destination: DatasetRoot,
+    shard: dict[str, Any],
+    dropped: list[int],
+    mapped: tuple[list[bytes], np.ndarray],
+    key_encodings: Mapping[str, str],
+) -> Callable[[bytes], None]:
+    """A check of a shard's bytes: each sample to drop stores the key the map places there."""
+    keys, samples = mapped
+    claimed = dict(zip(samples.tolist(), keys))
+
+    def check(raw: bytes) -> None:
+        stored = stored_identities(raw, shard, key_encodings)
+        wrong = [sample for sample in dropped if not 0 <= sample < len(stored) or stored[sample] != claimed[sample]]
+        if wrong:
+            raise commit_log.LogDamagedError(
+                f"The key map of {destination.url} places removed rows at samples {wrong[:5]} of shard "
+                f"{key_map.shard_id(shard)}, which store other keys; nothing was rewritten. Rebuild the mirror: "
+                f"incremental_to_mds(table, new_out, mode='mirror', key=...)."
+            )
+
+    return check
 
 
 def _entries_by_shard(live: pa.Table, located: dict[str, list[int]]) -> dict[str, tuple[list[bytes], np.ndarray]]:

@@ -262,6 +262,36 @@ def test_only_the_shards_holding_a_removed_row_are_read_and_rewritten(tmp_path):
     assert 57 not in {sample["id"] for sample in _samples(out)}
 
 
+def test_a_key_map_pointing_at_another_row_drops_nothing(tmp_path):
+    """A key map damaged (or planted) to place a removed key at another row's sample: the run checks each dropped
+    sample's stored key first, refuses naming the shard and the samples, and the dataset stays as it was."""
+    import pyarrow.parquet as pq
+    from deltalake import DeltaTable
+
+    from streaming.convert import key_map
+
+    table, out = _table(tmp_path, 200), str(tmp_path / "out")
+    _run(table, out)
+    root = DatasetRoot(out)
+    state = commit_log.read_snapshot(root)
+    [name] = key_map.mirror_record(state)["files"]
+    entries = pq.read_table(os.path.join(out, name)).to_pylist()
+    assert entries[57]["key"] == key_map.key_digests(pa.table({"id": pa.array([57], pa.int64())}), {"id": "int64"})[0]
+    digest = {row["sample"]: row["key"] for row in entries if row["shard"] == entries[57]["shard"]}
+    victim = next(sample for sample in digest if sample != entries[57]["sample"])
+    entries[57]["sample"] = victim  # the key of id 57 now points at another row of its shard
+    key_map.write(root, name, pa.Table.from_pylist(entries, schema=key_map.SCHEMA))
+    with open(os.path.join(out, "index.json")) as file:
+        index_before = file.read()
+
+    DeltaTable(table).delete("id = 57")
+    with pytest.raises(commit_log.LogDamagedError, match=f"samples \\[{victim}\\] of shard"):
+        _run(table, out)
+    with open(os.path.join(out, "index.json")) as file:
+        assert file.read() == index_before
+    assert len(_samples(out)) == 200
+
+
 @pytest.mark.parametrize("compression", [None, "zstd"])
 def test_rewritten_shards_keep_their_format_and_pass_verify(compression, tmp_path, capsys):
     """Copy on write keeps the shard's compression and digests: `verify` checks every file's hash and samples
