@@ -22,6 +22,7 @@ from dataclasses import dataclass
 
 import pyarrow as pa
 
+from streaming._extras import install_hint
 from streaming.storage.dataset_root import DatasetRoot
 from streaming.storage.local_tree import LocalTree, open_regular
 from streaming.storage.out_argument import normalize_root
@@ -182,7 +183,7 @@ def _delta_source(root: str) -> ArrowInput:
         from deltalake import DeltaTable
     except ImportError as err:
         raise InputChoiceError(
-            "Reading a Delta table without Spark needs the `deltalake` package: pip install deltalake "
+            f"Reading a Delta table without Spark needs the `deltalake` package. {install_hint('delta')} "
             "(or pass --spark to read it with Spark)."
         ) from err
     table = DeltaTable(root)

@@ -17,6 +17,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.dataset as ds
 
+from streaming._extras import require
 from streaming.convert.delta_history import (
     CDF_PROPERTY,
     COLUMN_MAPPING_PROPERTY,
@@ -40,7 +41,7 @@ class DeltaLakeTable:
     """The Delta table at ``uri``, pinned to ``version`` (the latest when None)."""
 
     def __init__(self, uri: str, version: int | None = None) -> None:
-        from deltalake import DeltaTable
+        DeltaTable = require("deltalake", "delta", "Reading a Delta table without Spark").DeltaTable
 
         self.uri = uri
         self._open = DeltaTable

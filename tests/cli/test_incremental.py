@@ -6,6 +6,8 @@ version, by the commit log's audit, and by the exit codes of the command line's 
 
 from __future__ import annotations
 
+import sys
+
 import pyarrow as pa
 import pytest
 from deltalake import DeltaTable, write_deltalake
@@ -65,3 +67,9 @@ def test_append_runs_append_what_is_new_and_say_what_stays(tmp_path):
 def test_a_key_without_mirror_or_a_mirror_without_key_is_a_usage_error(tmp_path, arguments, message):
     code, _, err = run_cli("incremental", str(tmp_path / "t"), str(tmp_path / "o"), *arguments)
     assert code == 2 and message in err, err
+
+
+def test_without_deltalake_the_error_names_the_extra_to_install(tmp_path, monkeypatch):
+    monkeypatch.setitem(sys.modules, "deltalake", None)  # as if it were not installed
+    code, _, err = run_cli("incremental", str(tmp_path / "t"), str(tmp_path / "o"), "--quiet")
+    assert code == 1 and 'pip install "mds-streaming[delta]"' in err, err
