@@ -269,6 +269,22 @@ class FuseVolume:
         return self.root.split("/")[2]
 
 
+def _clear_dead_mounts(volumes: Path) -> None:
+    """Unmount and remove the mounts of earlier runs whose server is gone (a test process killed before its
+    teardown leaves its mount behind, answering ENOTCONN); live mounts of runs going on beside this one stay."""
+    names = os.listdir(volumes) if volumes.is_dir() else []
+    for mountpoint in (volumes / name / "default" / "vol" for name in names if name.startswith("mds_fuse_")):
+        try:
+            os.stat(mountpoint)
+            continue
+        except OSError as err:
+            if err.errno != errno.ENOTCONN:
+                continue
+        _unmount(str(mountpoint))
+        subprocess.run(["umount", "-l", str(mountpoint)], check=False, capture_output=True)
+        shutil.rmtree(mountpoint.parents[1], ignore_errors=True)
+
+
 def mounted_fuse_volume(workdir: Path) -> Iterator[FuseVolume]:
     """Mount a fresh backing folder at `/Volumes/<unique catalog>/default/vol` (a generator for a fixture)."""
     for volumes in mounted_fuse_volumes(workdir, mounts=1):
@@ -283,6 +299,7 @@ def mounted_fuse_volumes(workdir: Path, mounts: int = 2, upload_delay: float = 0
     backing = workdir / "backing"
     backing.mkdir()
     volumes = Path("/Volumes")
+    _clear_dead_mounts(volumes)
     created_volumes = not volumes.exists()
     started: list[tuple[Path, Path, subprocess.Popen, Any]] = []
     try:
