@@ -194,22 +194,24 @@ def order_function(function: str, args: list[Any]) -> dict[str, Any]:
 SHM_RACE_ATTEMPTS = 5
 
 
-def _new_dataset(dataset_class: Any, streams: list[Any], dataset_kwargs: dict[str, Any]) -> Any:
-    """A dataset over ``streams``, tried again when the reference loses the race for a /dev/shm prefix.
+def _new_dataset(dataset_class: Any, stream_class: Any, streams: list[dict[str, Any]], kwargs: dict[str, Any]) -> Any:
+    """A dataset over new ``streams``, tried again when the reference loses the race for a /dev/shm prefix.
 
     Upstream looks for a free prefix and then creates its blocks without O_EXCL retry, so a dataset built by another
     process in between (the core lane runs beside this one) makes it raise FileExistsError on a name like
-    ``/000451_locals``. That race is the host's, not the plan's; any other error is the result.
+    ``/000451_locals``. That race is the host's, not the plan's; any other error is the result. Each try builds its
+    own `Stream` objects: a dataset's constructor writes its derived weights into them (``choose`` beside
+    ``proportion``), which a second dataset would refuse.
     """
     for _ in range(SHM_RACE_ATTEMPTS - 1):
         try:
-            return dataset_class(streams=streams, **dataset_kwargs)
+            return dataset_class(streams=[stream_class(**stream) for stream in streams], **kwargs)
         except FileExistsError as err:
             name = str(err.filename or "")
             if not (is_reference() and name.startswith("/") and name.count("/") == 1):
                 raise
             gc.collect()
-    return dataset_class(streams=streams, **dataset_kwargs)
+    return dataset_class(streams=[stream_class(**stream) for stream in streams], **kwargs)
 
 
 def epoch_plan(
@@ -234,7 +236,7 @@ def epoch_plan(
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         try:
-            dataset = _new_dataset(StreamingDataset, [Stream(**stream) for stream in streams], dataset_kwargs)
+            dataset = _new_dataset(StreamingDataset, Stream, streams, dataset_kwargs)
             if is_reference():
                 # Upstream resolves num_canonical_nodes and shuffle_block_size defaults for the world at the
                 # start of an epoch, in _resume; no resumption state exists, so it only fills in defaults.
