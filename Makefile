@@ -99,10 +99,11 @@ test: lint $(VENV)/.installed $(SPARK35_VENV)/.installed $(NODE_DIR)/.installed 
 
 # The edit-test loop (under 3 minutes here): every test that needs no server, no Spark, no reference venv and no
 # FUSE mount, chosen by the markers tests/conftest.py derives from the fixtures a test uses (`services`, `spark`)
-# and by `reference` (tests that run streaming-community 0.14.2 itself). These run again in the core lane.
+# and by `reference` (tests that run streaming-community 0.14.2 itself) and `slow` (long searches). These run again
+# in the core lane.
 UNIT_IGNORES := tests/differential tests/spark tests/notebooks tests/upstream_suite tests/volumes tests/clients
 unit: $(VENV)/.installed
-	SPARK_LOCAL_IP=127.0.0.1 $(PY) -m pytest -q --durations=10 -m "not services and not spark and not reference" \
+	SPARK_LOCAL_IP=127.0.0.1 $(PY) -m pytest -q --durations=10 -m "not services and not spark and not reference and not slow" \
 		tests $(addprefix --ignore ,$(UNIT_IGNORES))
 
 test-lane-core: $(VENV)/.installed

@@ -179,6 +179,7 @@ def test_the_job_holds_what_the_semantics_say_after_every_generated_history(step
                 _check(subject, model)
 
 
+@pytest.mark.slow  # hypothesis searches for each kind of history: about a minute
 def test_the_oracle_reads_the_feed_and_the_files_in_the_histories_it_generates():
     """The strategy must reach both reading paths and the maintenance-only path, or the oracle proves little."""
     from hypothesis import find
