@@ -247,6 +247,7 @@ def run_loader(local: str, columnar: bool, options: dict[str, Any], stop_after: 
         os.environ.pop("STREAMING_BATCH_READS", None)
 
 
+@pytest.mark.slow  # DataLoader workers start for each generated case: about 40 s
 @settings(SETTINGS, max_examples=int(os.environ.get("BATCH_READS_LOADER_EXAMPLES", "12")))
 @given(
     case=datasets(max_samples=60).filter(lambda case: "json" not in case["columns"].values()),

@@ -25,11 +25,16 @@ import random
 from collections.abc import Callable, Iterator
 from typing import Any
 
+import pytest
 from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 
 from tests.security import fuzz_seeds, fuzz_targets, mutator
 from tests.security.test_fuzz_corpus import CORPUS
+
+# 10,000 inputs per target: about a minute in all, so the core lane runs them and `make unit` leaves them out
+# (the kept corpus, `test_fuzz_corpus.py`, stays in it).
+pytestmark = pytest.mark.slow
 
 INPUTS = int(os.environ.get("MDS_FUZZ_INPUTS", "10000"))
 SEED = int(os.environ.get("MDS_FUZZ_SEED", str(random.SystemRandom().randrange(2**32))))
