@@ -16,16 +16,21 @@ import pytest
 OTHER_UID = 65534
 
 
+def require_root() -> None:
+    """Fail under CI (``CI`` set), else skip saying why, when no second local user can be simulated (not root)."""
+    if os.getuid() != 0:
+        if os.environ.get("CI"):
+            pytest.fail("CI must run as root: the second-local-user tests need os.setuid")
+        pytest.skip("simulating a second local user needs root (os.setuid in a forked child); CI runs as root")
+
+
 def as_other_user(action: Callable[[], None]) -> None:
     """Run ``action`` in a forked child as another local user (``os.setuid``); needs root.
 
     Without root no second user can be simulated: the test is skipped, saying why (CI runs as root, so
     there it always runs).
     """
-    if os.getuid() != 0:
-        if os.environ.get("CI"):
-            pytest.fail("CI must run as root: the second-local-user tests need os.setuid")
-        pytest.skip("simulating a second local user needs root (os.setuid in a forked child); CI runs as root")
+    require_root()
     pid = os.fork()
     if pid == 0:
         code = 1

@@ -23,7 +23,7 @@ from streaming.dataset.coordination import root as state_module
 from streaming.dataset.coordination.shard_locks import dir_key
 from streaming.storage.url import UnsafePathError
 from tests.cli.conftest import run_cli
-from tests.security.conftest import OTHER_UID, as_other_user, in_child, share_tree, shared_dir
+from tests.security.conftest import OTHER_UID, as_other_user, in_child, require_root, share_tree, shared_dir
 
 
 def _write(path: str, samples: list[dict], columns: dict | None = None, **kwargs) -> dict:
@@ -144,8 +144,7 @@ def other_user_process() -> Iterator:
         with os.fdopen(read, "rb") as pipe:
             assert pipe.read(5) == b"ready", "the other user's process failed"
 
-    if os.getuid() != 0:
-        pytest.skip("simulating a second local user needs root (os.setuid in a forked child); CI runs as root")
+    require_root()
     yield start
     for pid in children:
         os.kill(pid, signal.SIGKILL)
