@@ -152,6 +152,28 @@ def _workdir() -> Iterator[Path]:
         shutil.rmtree(folder, ignore_errors=True)
 
 
+def _replay(steps: list, work: Path) -> list[Subject]:
+    """Apply ``steps`` to a table in ``work`` and the model, running the job between them on a dataset reading the
+    feed where it can and one reading the changed files; after every run each must hold what the model says."""
+    table = work / "table"
+    model = TableModel()
+    subjects = [Subject(str(work / "auto"), None), Subject(str(work / "files"), False)]
+    for step in steps:
+        if isinstance(step, Race):
+            for subject in subjects:
+                _race(subject, table, model)
+        elif isinstance(step, Run):
+            for subject in subjects:
+                _run(subject, table, model)
+        else:
+            step.apply(table, model)
+            check_table(table, model)
+            continue
+        for subject in subjects:
+            _check(subject, model)
+    return subjects
+
+
 @settings(
     max_examples=EXAMPLES,
     deadline=None,
@@ -161,22 +183,7 @@ def _workdir() -> Iterator[Path]:
 @given(histories())
 def test_the_job_holds_what_the_semantics_say_after_every_generated_history(steps):
     with _workdir() as work:
-        table = work / "table"
-        model = TableModel()
-        subjects = [Subject(str(work / "auto"), None), Subject(str(work / "files"), False)]
-        for step in steps:
-            if isinstance(step, Race):
-                for subject in subjects:
-                    _race(subject, table, model)
-            elif isinstance(step, Run):
-                for subject in subjects:
-                    _run(subject, table, model)
-            else:
-                step.apply(table, model)
-                check_table(table, model)
-                continue
-            for subject in subjects:
-                _check(subject, model)
+        _replay(steps, work)
 
 
 @pytest.mark.slow  # hypothesis searches for each kind of history: about a minute
@@ -216,20 +223,5 @@ def test_a_known_history_exercises_every_path(seed_history, tmp_path):
         h.Overwrite([{"id": 5, "grp": "c", "val": float("nan")}], same_rows=False),
         Run(),
     ]
-    table = tmp_path / "table"
-    model = TableModel()
-    subjects = [Subject(str(tmp_path / "auto"), None), Subject(str(tmp_path / "files"), False)]
-    for step in steps:
-        if isinstance(step, Race):
-            for subject in subjects:
-                _race(subject, table, model)
-        elif isinstance(step, Run):
-            for subject in subjects:
-                _run(subject, table, model)
-        else:
-            step.apply(table, model)
-            check_table(table, model)
-            continue
-        for subject in subjects:
-            _check(subject, model)
+    subjects = _replay(steps, tmp_path)
     assert (subjects[0].feed_runs > 0) == (seed_history == "feed")
