@@ -1,6 +1,6 @@
 """`inspect URL`: what a dataset holds: columns and encodings, shards, samples, sizes, and a few samples; for a
-dataset an incremental job keeps, the table version it holds and its mirror runs' audit (keys removed or
-replaced, as digests)."""
+dataset an incremental job keeps, the table version it holds, the version its checkpoints name, and its mirror
+runs' audit (keys removed or replaced, as digests)."""
 
 from __future__ import annotations
 
@@ -11,7 +11,9 @@ from typing import Any
 
 from streaming.cli.console import OK, emit, human_bytes, table
 from streaming.format import commit_log
-from streaming.format.index import RAW_DATA, RAW_META, read_index, shard_files, stored_files
+from streaming.format.dataset_version import dataset_version
+from streaming.format.index import RAW_DATA, RAW_META, dumps_index, read_index, shard_files, stored_files
+from streaming.format.table import ShardTable
 from streaming.storage.dataset_root import DatasetRoot
 
 EXAMPLES = """\
@@ -113,6 +115,8 @@ def run(args: argparse.Namespace) -> int:
     samples = decoded_samples(location, shards, args.samples, args.allow_unsafe_types) if args.samples else []
     summary["sample_preview"] = [{name: _short(value) for name, value in sample.items()} for sample in samples]
     summary["source_versions"] = commit_log.read_snapshot(location).source_versions
+    # What a checkpoint's `dataset_version` names, to compare with one (None: a dataset no incremental job keeps).
+    summary["dataset_version"] = dataset_version([ShardTable.from_bytes(dumps_index(shards).encode(), location.url)])
     summary["audit"] = commit_log.recent_audits(location, args.audit) if args.audit > 0 else []
     columns = summary["columns"]
     lines = [
@@ -136,6 +140,8 @@ def run(args: argparse.Namespace) -> int:
         lines += ["shard sizes", table(rows, ["per shard", "min", "median", "max", "mean"]), ""]
     for name, version in sorted(summary["source_versions"].items()):
         lines.append(f"source   {name}   table version {version}")
+    if summary["dataset_version"]:
+        lines.append(f"version  {summary['dataset_version']}   (what checkpoints name as dataset_version)")
     if summary["audit"]:
         lines += ["", f"audit (newest {len(summary['audit'])} mirror runs; keys as digests)"]
         for entry in summary["audit"]:
@@ -145,7 +151,7 @@ def run(args: argparse.Namespace) -> int:
             )
             lines += [f"    removed  {digest}" for digest in entry["removed"][:20]]
             lines += [f"    replaced {digest}" for digest in entry["replaced"][:20]]
-    if summary["source_versions"] or summary["audit"]:
+    if summary["source_versions"] or summary["audit"] or summary["dataset_version"]:
         lines.append("")
     for number, sample in enumerate(summary["sample_preview"]):
         lines.append(f"sample {number}")

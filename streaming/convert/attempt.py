@@ -1,6 +1,6 @@
 """What one conversion task attempt does: write its share of the rows as MDS shards into its own folder.
 
-The folder is ``<out>/<run>/part-<partition>-attempt-<attempt>/`` (`streaming.convert.runs`); the engine gives
+The folder is ``<out>/<run>/part-<partition>-attempt-<attempt>/`` (`streaming.format.runs`); the engine gives
 every attempt an id unique within the job (Spark's task attempt id), so retries and speculative copies never
 share a folder. On a local filesystem (including mounted volumes) the writer writes there directly; anywhere
 else it stages each shard in a temporary folder and `UploadingSink` uploads and deletes it as soon as it is
@@ -22,10 +22,10 @@ from typing import Any
 import pyarrow as pa
 
 from streaming.convert.arrow_encoder import BatchEncoder
-from streaming.convert.runs import attempt_folder, partition_folder
 from streaming.convert.upload_sink import UploadingSink
 from streaming.format.index import stored_file
 from streaming.format.mds.writer import MDSWriter
+from streaming.format.runs import attempt_folder, partition_folder
 from streaming.storage.local import local_path
 from streaming.storage.local_tree import LocalTree
 from streaming.storage.registry import storage_for

@@ -9,7 +9,7 @@ files (failed attempts, lost speculative copies) are deleted, and an overwrite d
 dataset it replaced, never files it does not know (a concurrent append's shards in flight).
 
 Attempt folders are nested in the run's folder (``<run>/part-...``), or flat: upstream's one folder per
-partition directly below the root (``<run>-part-...``, `streaming.convert.runs`), each a dataset of its own.
+partition directly below the root (``<run>-part-...``, `streaming.format.runs`), each a dataset of its own.
 Without a merged index (``merge_index=False``, `publish_folders`) nothing is committed: the successful attempts'
 folders are the dataset, as upstream leaves it, and ``mode="overwrite"`` also removes everything else.
 """
@@ -21,10 +21,10 @@ from typing import Any
 
 from streaming.convert.attempt import Attempt
 from streaming.convert.null_plan import widens
-from streaming.convert.runs import attempt_folder_of, in_run_folder, written_by_run
 from streaming.format import commit_log
 from streaming.format.commit_log import Snapshot
 from streaming.format.index import INDEX_BASENAME, rebase
+from streaming.format.runs import attempt_folder_of, in_run_folder, written_by_run
 from streaming.storage.dataset_root import DatasetRoot
 
 MODES = ("error", "overwrite", "append")

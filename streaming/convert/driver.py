@@ -26,9 +26,9 @@ from streaming._version import DISTRIBUTION_VERSION
 from streaming.convert import commit
 from streaming.convert.attempt import Attempt, TaskConfig
 from streaming.convert.null_plan import WIDENING_POLICY, NullPlan, check_policy, dataset_columns, null_columns
-from streaming.convert.runs import new_run_id
 from streaming.convert.source import Source
 from streaming.convert.type_rules import expand_sparse
+from streaming.format.runs import new_run_id
 from streaming.storage.dataset_root import DatasetRoot
 
 logger = logging.getLogger(__name__)

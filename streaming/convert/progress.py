@@ -17,8 +17,8 @@ from typing import Any
 
 from tqdm.auto import tqdm
 
-from streaming.convert.runs import written_by_run
 from streaming.format.index import INDEX_BASENAME, stored_file
+from streaming.format.runs import written_by_run
 from streaming.storage.dataset_root import DatasetRoot
 
 
@@ -38,7 +38,7 @@ class Progress:
         run: the run id.
         total: number of tasks, if known.
         enabled: False to show nothing.
-        flat: the run's attempt folders lie directly below the root (`streaming.convert.runs`).
+        flat: the run's attempt folders lie directly below the root (`streaming.format.runs`).
     """
 
     def __init__(

@@ -31,6 +31,7 @@ from torch.utils.data import IterableDataset, get_worker_info
 
 from streaming.dataset.array import Array
 from streaming.dataset.batching import PlanInputs, batching_methods, default_predownload, generate_work
+from streaming.dataset.checkpoint_version import checked_resume, version_entry
 from streaming.dataset.coordination import InstanceState
 from streaming.dataset.coordination.local_claims import LocalDirClaims
 from streaming.dataset.errors import UnknownAlgorithmError
@@ -42,6 +43,7 @@ from streaming.dataset.stream import Stream, StreamDefaults
 from streaming.dataset.weighting import SAMPLING_METHODS, resolve_weights
 from streaming.dataset.world import World
 from streaming.format.columns import Columns, columns_of
+from streaming.format.dataset_version import dataset_version
 from streaming.format.errors import ShardCorruptError
 from streaming.format.index import dumps_index
 from streaming.format.mds.gather import BatchRead, Segment
@@ -277,6 +279,8 @@ class StreamingDataset(Array, IterableDataset):
                 raise RuntimeError(f"Stream contains no samples: {index}.")
         self._shard_starts = array("q", self.sample_offset_per_shard.tolist())
         self.readers = ReaderPool([(s.local, s.split) for s in self.streams], tables)
+        self._shard_tables = tables
+        self._version_seen: str | None | bool = False  # the dataset's version, False until first asked
         self.readers.validate(allow_unsafe_types)
 
         weights = resolve_weights(
@@ -361,8 +365,17 @@ class StreamingDataset(Array, IterableDataset):
 
     # ------------------------------------------------------------------ checkpoints
 
+    def _dataset_version(self) -> str | None:
+        """The fingerprint of a dataset kept by incremental runs, None for any other (computed once)."""
+        if self._version_seen is False:
+            self._version_seen = dataset_version(self._shard_tables)
+        return cast("str | None", self._version_seen)
+
     def state_dict(self, num_samples: int, from_beginning: bool) -> dict[str, Any]:
         """Checkpoint of the position in the current epoch, with upstream's keys.
+
+        A dataset that ``incremental_to_mds`` keeps adds one, ``dataset_version``
+        (`streaming.dataset.checkpoint_version`), so a resume on another version of it is never silently shifted.
 
         Args:
             num_samples: samples consumed, across all ranks.
@@ -383,6 +396,7 @@ class StreamingDataset(Array, IterableDataset):
             "num_canonical_nodes": ncn,
             "shuffle_seed": self.shuffle_seed,
             "initial_physical_nodes": self.initial_physical_nodes or self._parallel_world.num_nodes,
+            **version_entry(self._dataset_version(), self.epoch_size),
         }
 
     def load_state_dict(self, obj: dict[str, Any]) -> None:
@@ -390,6 +404,8 @@ class StreamingDataset(Array, IterableDataset):
 
         A state for an epoch this dataset has already started iterating cannot be honoured mid-way: then it
         warns (upstream ignores it silently) and takes effect from the next epoch boundary as upstream does.
+        A checkpoint taken mid-epoch on another version of a dataset that ``incremental_to_mds`` keeps is refused
+        with a ValueError saying how to resume (`streaming.dataset.checkpoint_version`).
         """
         if obj.get("epoch", -1) < self.next_epoch and self.next_epoch > 0:
             warnings.warn(
@@ -398,7 +414,7 @@ class StreamingDataset(Array, IterableDataset):
                 f"and will be ignored; load checkpoints into a freshly constructed dataset.",
                 stacklevel=2,
             )
-        self._state.write_resume(dict(obj))
+        self._state.write_resume(dict(checked_resume(obj, self._dataset_version(), self.epoch_size)))
 
     def _begin_epoch(self, world: World) -> tuple[int, int, int]:
         """Count this worker's iterations; return that count, and the epoch and position this one starts at."""

@@ -42,7 +42,7 @@ appends the rows of version ``t`` the dataset does not already hold, compared wi
 rows (it reads the whole dataset and table once; nothing is appended twice).
 
 **The commit.** Each run that finds rows converts them into its own folder ``increments/v<version>-<run>/``
-(`streaming.convert.runs`), then makes one commit to the dataset's commit log (`streaming.format.commit_log`)
+(`streaming.format.runs`), then makes one commit to the dataset's commit log (`streaming.format.commit_log`)
 that adds those shards and records the table version (``source_versions``), even when no row was added, so
 a later run starts from there. A run that dies before the commit changes nothing and the next redoes the
 work (the dead run's folder is a leftover for ``vacuum``). Two runs from the same version cannot both commit:
@@ -66,9 +66,9 @@ from streaming.convert.delta_table import FilesNotReadable
 from streaming.convert.key_map import MIRROR, mirror_record
 from streaming.convert.null_plan import WIDENING_POLICY, dataset_columns
 from streaming.convert.row_identity import dataset_identities, value_columns
-from streaming.convert.runs import increment_version, new_increment_folder, new_run_id
 from streaming.format import commit_log
 from streaming.format.index import read_index, rebase, stored_file
+from streaming.format.runs import increment_version, new_increment_folder, new_run_id
 from streaming.spark.executor_access import check_executor_access
 from streaming.spark.table_changes import DeltaLakeChanges, SparkDeltaChanges
 from streaming.spark.table_input import (

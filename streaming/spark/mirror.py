@@ -54,10 +54,10 @@ import pyarrow.compute as pc
 from streaming.convert import key_map
 from streaming.convert.null_plan import WIDENING_POLICY
 from streaming.convert.row_identity import net_rows, row_identities, stored_identities, subtract_identities
-from streaming.convert.runs import new_increment_folder, new_run_id
 from streaming.convert.shard_rewrite import rewrite_without
 from streaming.format import commit_log
 from streaming.format.index import FILE_KEYS, read_index, rebase
+from streaming.format.runs import new_increment_folder, new_run_id
 from streaming.spark.executor_access import check_executor_access
 from streaming.spark.incremental import (
     RECORD_BASENAME,

@@ -57,6 +57,25 @@ def test_append_runs_append_what_is_new_and_say_what_stays(tmp_path):
     assert len(LocalDataset(out)) == 51
 
 
+def test_a_checkpoint_taken_before_an_append_run_is_refused_mid_epoch(tmp_path):
+    """Appends change the epoch's order too: a mid-epoch checkpoint of the version before is refused."""
+    from streaming import StreamingDataset
+
+    table, out = str(tmp_path / "events"), str(tmp_path / "events_mds")
+    _table(table, 50)
+    assert run_cli("incremental", table, out, "--quiet")[0] == 0
+    before = StreamingDataset(local=out, batch_size=1, shuffle=True)
+    iterator = iter(before)
+    for _ in range(10):
+        next(iterator)
+    state = before.state_dict(10, True)
+    del iterator, before
+    write_deltalake(table, pa.table({"id": pa.array([100], pa.int64()), "name": ["new"]}), mode="append")
+    assert run_cli("incremental", table, out, "--quiet")[0] == 0
+    with pytest.raises(ValueError, match="sample 10 of epoch 0 on dataset version"):
+        StreamingDataset(local=out, batch_size=1, shuffle=True).load_state_dict(state)
+
+
 @pytest.mark.parametrize(
     ("arguments", "message"),
     [

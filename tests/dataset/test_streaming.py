@@ -202,6 +202,8 @@ def test_dataloader_checkpoint_resumes_exactly(tmp_path, remote):
             state = loader.state_dict()
             break
     assert state["sample_in_epoch"] == 40 and state["epoch"] == 0
+    # A dataset no incremental run keeps checkpoints with exactly upstream's keys.
+    assert set(state) == {"epoch", "sample_in_epoch", "num_canonical_nodes", "shuffle_seed", "initial_physical_nodes"}
     resumed_loader = StreamingDataLoader(make(), batch_size=4, num_workers=2)
     resumed_loader.load_state_dict(json.loads(json.dumps(state)))
     tail = [int(i) for batch in resumed_loader for i in batch["id"]]

@@ -257,10 +257,30 @@ def epoch_plan(
     return {"work": np.asarray(work).tolist()}
 
 
+def resumed_ids(local: str, dataset_kwargs: dict[str, Any], state: dict[str, Any]) -> dict[str, Any]:
+    """The sample ids a StreamingDataset over the dataset at ``local`` yields after loading checkpoint ``state``."""
+    from streaming import Stream, StreamingDataset
+
+    dataset = None
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        try:
+            dataset = _new_dataset(StreamingDataset, Stream, [{"local": local}], dataset_kwargs)
+            dataset.load_state_dict(state)
+            return {"ids": [int(sample["id"]) for sample in dataset]}
+        except Exception as err:
+            return error_result(err)
+        finally:
+            del dataset
+            if is_reference():
+                gc.collect(1)
+
+
 OPERATIONS = {
     "write": write,
     "read": read,
     "decode_value": decode_value,
     "order_function": order_function,
     "epoch_plan": epoch_plan,
+    "resumed_ids": resumed_ids,
 }

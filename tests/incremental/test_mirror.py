@@ -33,6 +33,7 @@ from streaming.format.vacuum import vacuum
 from streaming.spark import mirror
 from streaming.spark.incremental import IncrementalHistoryError, IncrementResult, incremental_to_mds
 from streaming.storage.dataset_root import DatasetRoot
+from tests.cli.conftest import run_cli
 from tests.incremental import histories as h
 from tests.incremental.model import TableModel, dataset_rows
 from tests.incremental.model import mirror as mirrored
@@ -369,6 +370,86 @@ def test_a_reader_in_flight_finishes_its_epoch_on_the_version_it_loaded(tmp_path
     seen = {sample["id"]: sample["text"] for sample in again}
     assert sorted(seen) == [i for i in range(120) if i % 3]
     assert {seen[i] for i in seen if i % 3 == 1} == {"changed"}
+
+
+def _ids(dataset) -> list[int]:
+    return [int(sample["id"]) for sample in dataset]
+
+
+def _checkpoint_after(dataset, samples: int) -> dict:
+    """The checkpoint of ``dataset`` after it yielded ``samples`` samples of its first epoch."""
+    iterator = iter(dataset)
+    for _ in range(samples):
+        next(iterator)
+    return dataset.state_dict(samples, True)
+
+
+def test_a_checkpoint_names_the_version_it_was_taken_on_and_resumes_exactly_on_it(tmp_path):
+    from streaming import StreamingDataset
+
+    table, out = _table(tmp_path, 120), str(tmp_path / "out")
+    _run(table, out)
+
+    def dataset():
+        return StreamingDataset(local=out, batch_size=1, shuffle=True, shuffle_seed=7)
+
+    whole = _ids(dataset())
+    state = _checkpoint_after(dataset(), 30)
+    assert state["epoch"] == 0
+    version = state["dataset_version"]
+    assert set(version) == {"fingerprint", "epoch_size"} and version["epoch_size"] == 120
+    code, inspected, err = run_cli("inspect", out, "--json", "--samples", "0")
+    assert code == 0 and inspected["dataset_version"] == version["fingerprint"], err
+    resumed = dataset()
+    resumed.load_state_dict(json.loads(json.dumps(state)))
+    assert _ids(resumed) == whole[30:]
+
+
+def test_a_checkpoint_of_an_older_version_is_refused_mid_epoch_and_remapped_at_an_epoch_boundary(tmp_path):
+    """Item 3 of the mirror issue: a checkpoint taken before a mirror run replaced shards is never silently
+    shifted: refused mid-epoch (naming both versions and the way out), taken as is at an epoch's start, and
+    remapped to the epoch's end when the checkpoint had finished it."""
+    from deltalake import DeltaTable
+
+    from streaming import StreamingDataset
+
+    table, out = _table(tmp_path, 120), str(tmp_path / "out")
+    _run(table, out)
+
+    def dataset():
+        return StreamingDataset(local=out, batch_size=1, shuffle=True, shuffle_seed=7)
+
+    mid, finished = _checkpoint_after(dataset(), 30), _checkpoint_after(dataset(), 120)
+    DeltaTable(table).delete("id = 5")
+    assert _run(table, out).shards_rewritten == 1
+    kept = [i for i in range(120) if i != 5]
+
+    with pytest.raises(ValueError, match="sample 30 of epoch 0 on dataset version") as refused:
+        dataset().load_state_dict(mid)
+    assert mid["dataset_version"]["fingerprint"] in str(refused.value)
+    assert "'sample_in_epoch' set to 0" in str(refused.value)
+
+    restarted = dataset()
+    restarted.load_state_dict({**mid, "sample_in_epoch": 0})
+    assert sorted(_ids(restarted)) == kept
+
+    remapped = dataset()
+    with pytest.warns(UserWarning, match="finished epoch 0"):
+        remapped.load_state_dict(finished)
+    assert _ids(remapped) == []  # the finished epoch yields nothing more, as on the old version
+    assert sorted(_ids(remapped)) == kept  # the next epoch reads the new version
+
+
+def test_a_checkpoint_without_a_version_on_a_kept_dataset_warns_that_nothing_checked_it(tmp_path):
+    from streaming import StreamingDataset
+
+    table, out = _table(tmp_path, 40), str(tmp_path / "out")
+    _run(table, out)
+    dataset = StreamingDataset(local=out, batch_size=1)
+    upstream_keys = {"epoch": 0, "sample_in_epoch": 10, "num_canonical_nodes": 1, "shuffle_seed": 9176}
+    with pytest.warns(UserWarning, match="names no dataset version"):
+        dataset.load_state_dict(upstream_keys)
+    assert len(_ids(dataset)) == 30
 
 
 class _SparkReaderOnDeltaLake:

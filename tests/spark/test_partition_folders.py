@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from streaming.convert.attempt import Attempt
 from streaming.convert.commit import discard_run, publish_folders
-from streaming.convert.runs import partition_folder
+from streaming.format.runs import partition_folder
 from streaming.storage.dataset_root import DatasetRoot
 from tests.spark.helpers import files_under
 from tests.spark.test_commit import shard, touch, write_attempt_files

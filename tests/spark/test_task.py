@@ -16,9 +16,9 @@ import pyarrow as pa
 import pytest
 
 from streaming.convert.attempt import TaskConfig, write_attempt
-from streaming.convert.runs import attempt_folder
 from streaming.dataset.local import LocalDataset
 from streaming.format.index import INDEX_BASENAME
+from streaming.format.runs import attempt_folder
 from streaming.storage.errors import StorageError
 
 ROWS = 40

@@ -1,7 +1,8 @@
 """The names of a conversion's folders: run ids, attempt and partition folders, incremental runs' folders.
 
 Every writer names its folders here and every reader of a destination (the commit's leftover cleanup,
-`mode="error"`'s emptiness check, the incremental job's version lookup) parses them here, so a name and its
+`mode="error"`'s emptiness check, the incremental job's version lookup, a training job telling whether a
+checkpoint's dataset can change under it: `streaming.format.dataset_version`) parses them here, so a name and its
 parser cannot drift apart. Layout below a dataset root::
 
     <run>/part-<partition:05>-attempt-<attempt>/...        a task attempt of a run (nested)
