@@ -213,6 +213,39 @@ def write(work: Path, side: Path) -> None:
 
     for name, run in zip(grid.WRITTEN, [tokens, text, prompt_response, vectors]):
         record(side, f"write-{name}", lambda run=run: run() or {"ok": True})
+    record(side, "write-kept", lambda: keep_incrementally(data) or {"ok": True})
+
+
+def keep_incrementally(data: Path) -> None:
+    """``kept``: the ``vectors`` shards laid out as ``incremental_to_mds`` lays out its first run (every shard in
+    an ``increments/`` folder, the root index naming them there), the shape of dataset whose checkpoints name
+    their version. Plain file copies, so each side's is the same bytes whichever package wrote ``vectors``."""
+    import shutil
+
+    folder = grid.KEPT_FOLDERS[0]
+    (data / "kept" / folder).mkdir(parents=True)
+    index = json.loads((data / "vectors" / "index.json").read_text())
+    for shard in index["shards"]:
+        name = shard["raw_data"]["basename"]
+        shutil.copyfile(data / "vectors" / name, data / "kept" / folder / name)
+        shard["raw_data"]["basename"] = f"{folder}/{name}"
+    (data / "kept" / "index.json").write_text(json.dumps(index, sort_keys=True))
+
+
+def mirror_kept(data: Path) -> None:
+    """What a mirror run that deleted every row of the last shard publishes: an index without that shard (its file
+    stays until vacuum, for readers of the version before) and one shard rewritten copy-on-write under the new
+    run's folder."""
+    import shutil
+
+    index = json.loads((data / "kept" / "index.json").read_text())
+    index["shards"].pop()
+    first = index["shards"][0]["raw_data"]
+    old, new = first["basename"], f"{grid.KEPT_FOLDERS[1]}/rewritten/shard.00000.mds"
+    (data / "kept" / new).parent.mkdir(parents=True)
+    shutil.copyfile(data / "kept" / old, data / "kept" / new)
+    first["basename"] = new
+    (data / "kept" / "index.json").write_text(json.dumps(index, sort_keys=True))
 
 
 def location(side: Path, name: str) -> tuple[str, str | None]:
@@ -431,7 +464,9 @@ def resumed(work: Path, side: Path) -> None:
 # --------------------------------------------------------------------------------------------------- the Trainer
 
 
-def trainer_run(side: Path, cache: str, max_batches: int, save_folder: Path | None, load_path: str | None):
+def trainer_run(
+    side: Path, cache: str, max_batches: int, save_folder: Path | None, load_path: str | None, data: str = "vectors"
+):
     import numpy as np
     import torch
     from composer import Callback, Trainer
@@ -452,7 +487,7 @@ def trainer_run(side: Path, cache: str, max_batches: int, save_folder: Path | No
 
     torch.manual_seed(5)
     dataset = StreamingDataset(
-        remote=str(side / "data" / "vectors"),
+        remote=str(side / "data" / data),
         local=str(side / "cache" / cache),
         batch_size=grid.TRAINER["batch_size"],
         shuffle=True,
@@ -489,6 +524,13 @@ def trainer_first_half(side: Path) -> None:
         "trainer-first-half",
         lambda: trainer_run(side, "trainer-first", grid.TRAINER["checkpoint_at"], side / "checkpoint", None),
     )
+    record(
+        side,
+        "trainer-kept-first-half",
+        lambda: trainer_run(
+            side, "kept-first", grid.TRAINER["checkpoint_at"], side / "kept-checkpoint", None, data="kept"
+        ),
+    )
 
 
 def trainer_second_half(work: Path, side: Path) -> None:
@@ -501,6 +543,20 @@ def trainer_second_half(work: Path, side: Path) -> None:
                 side, f"trainer-{producer}", grid.TRAINER["resume_to"], None, str(checkpoint)
             ),
         )
+    # A dataset the incremental job keeps: resumed on the version the checkpoint was taken on, then after a mirror
+    # run changed it (each side changes its own copy once its own resumes on the old version are done).
+    for stage in ("same", "changed"):
+        if stage == "changed":
+            mirror_kept(side / "data")
+        for producer in grid.SIDES:
+            checkpoint = work / producer / "kept-checkpoint" / "checkpoint.pt"
+            record(
+                side,
+                f"trainer-kept-{stage}-from-{producer}",
+                lambda producer=producer, checkpoint=checkpoint, stage=stage: trainer_run(
+                    side, f"kept-{stage}-{producer}", grid.TRAINER["resume_to"], None, str(checkpoint), data="kept"
+                ),
+            )
 
 
 # ---------------------------------------------------------------------------------------------------- plumbing

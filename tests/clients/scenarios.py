@@ -147,6 +147,9 @@ RESUMPTION: dict[str, dict[str, Any]] = {
 #: (past the end of the first epoch: the dataset has 80 samples, 10 batches).
 TRAINER = {"batch_size": 8, "checkpoint_at": 5, "resume_to": 14}
 
+#: The ``increments/`` folders of the kept dataset's first run and of the mirror run that changes it.
+KEPT_FOLDERS = ("increments/v00000001-0a1b2c3d", "increments/v00000002-4e5f6a7b")
+
 TEXT_BATCH = 8
 FINETUNING_BATCH = 4
 MAX_SEQ_LEN = 32

@@ -163,6 +163,29 @@ def test_composer_trainer_resumes_from_either_packages_checkpoint(work):
                 assert difference is None, f"{consumer} from {producer}'s checkpoint: {difference}"
 
 
+def test_composer_resumes_a_kept_dataset_on_its_version_and_refuses_a_changed_one(work):
+    """A dataset the incremental job keeps: our checkpoints name its version (a key the reference's composer
+    resumes from all the same); after a mirror run changed it, our package refuses the mid-epoch checkpoint
+    through composer's Trainer, where the reference resumes it silently on the new order."""
+    first = {side: load(work, side, "trainer-kept-first-half") for side in grid.SIDES}
+    assert_same_outcome(first["ref"], first["ours"], ("batches", "weights"))
+    expected = load(work, "ref", "trainer-kept-same-from-ref")
+    assert "error" not in expected, expected.get("traceback")
+    for consumer in grid.SIDES:
+        for producer in grid.SIDES:
+            resumed = load(work, consumer, f"trainer-kept-same-from-{producer}")
+            assert "error" not in resumed, f"{consumer} from {producer}'s checkpoint: {resumed.get('traceback')}"
+            for key in ("batches", "weights"):
+                difference = first_difference(expected[key], resumed[key], key)
+                assert difference is None, f"{consumer} from {producer}'s checkpoint: {difference}"
+    refused = load(work, "ours", "trainer-kept-changed-from-ours")
+    assert "ValueError" in refused.get("error_types", []), refused
+    assert "on dataset version" in refused["error"] and "'sample_in_epoch' set to 0" in refused["error"], refused
+    for consumer, producer in (("ref", "ours"), ("ref", "ref"), ("ours", "ref")):
+        resumed = load(work, consumer, f"trainer-kept-changed-from-{producer}")
+        assert "error" not in resumed, f"{consumer} from {producer}'s checkpoint: {resumed.get('traceback')}"
+
+
 @pytest.mark.parametrize("side", grid.SIDES)
 def test_llm_foundrys_shipped_tests(work, side):
     """The test modules llm-foundry's PyPI sdist ships (registry, smoke test, config utilities; its data tests are
