@@ -7,6 +7,11 @@ entry rebuilt with sizes and hashes recomputed from the bytes. When a header's s
 `--columns name:encoding,...` supplies the MDS columns (the offsets still give the sample count). Shards are
 ordered by folder, then by shard number. Truncated or unreadable shards are left out and listed (exit 1).
 An existing valid index is only replaced with `--force`; a replaced index is kept as `index.json.bak`.
+
+A dataset with a commit log (`_mds_log/`: written by `dataframe_to_mds` or kept by `incremental_to_mds`) gets its
+index from the log's newest state instead: the shard files hold every version's shards, including those a mirror
+run replaced (they stay until `vacuum`'s retention for readers of older versions), so a scan would bring removed
+rows back. Every file the state names must be present; `--ignore-log` scans the files as for any other dataset.
 """
 
 from __future__ import annotations
@@ -21,16 +26,19 @@ from dataclasses import dataclass
 from typing import Any
 
 from streaming.cli.console import OK, PROBLEMS, UsageError, emit, progress, table
+from streaming.format import commit_log
 from streaming.format.compression import OutputTooLargeError
 from streaming.format.errors import ShardCorruptError
 from streaming.format.hashing import get_hash
 from streaming.format.index import (
+    INDEX_BASENAME,
     MAX_SHARD_FILE_BYTES,
     METADATA_BASENAME,
     RAW_DATA,
     RAW_META,
     ZIP_DATA,
     ZIP_META,
+    stored_files,
 )
 from streaming.storage.dataset_root import DatasetRoot
 
@@ -59,6 +67,11 @@ def add_parser(commands: Any, common: argparse.ArgumentParser) -> None:
     parser.add_argument("--force", action="store_true", help="replace an existing, valid index.json")
     parser.add_argument("--dry-run", action="store_true", help="print the rebuilt index summary, write nothing")
     parser.add_argument("--jobs", type=int, default=8, help="shards read in parallel (default 8)")
+    parser.add_argument(
+        "--ignore-log",
+        action="store_true",
+        help="scan the shard files even when a commit log names the dataset's shards (brings back replaced shards)",
+    )
     parser.set_defaults(run=run)
 
 
@@ -261,6 +274,8 @@ def run(args: argparse.Namespace) -> int:
                 f"{location.child(index_name)} exists and is valid; check it with `mds-streaming verify "
                 f"{location.url}`, or pass --force to replace it (the old one is kept as {index_name}.bak)."
             )
+    if not args.ignore_log and any(name.startswith(f"{commit_log.LOG_FOLDER}/") for name in listing):
+        return _from_log(args, location, set(listing), previous)
     found = find_shards(listing)
     if not found:
         raise FileNotFoundError(f"No shard files (*.mds, *.mds.<compression>, *.json + .meta, ...) in {location.url}.")
@@ -302,6 +317,39 @@ def run(args: argparse.Namespace) -> int:
         lines += [f"{len(problems)} shard(s) left out:", table([[p] for p in problems], ["problem"])]
     emit(args, document, "\n".join(lines))
     return PROBLEMS if problems or not entries else OK
+
+
+def _from_log(args: argparse.Namespace, location: DatasetRoot, listing: set[str], previous: bytes | None) -> int:
+    """Publish the index of the commit log's newest state, if every file it names is there."""
+    state = commit_log.read_snapshot(location)
+    missing = [info["basename"] for shard in state.shards for info in stored_files(shard)]
+    missing = [name for name in missing if name not in listing]
+    written = not args.dry_run and not missing
+    if written:
+        if previous is not None:
+            location.write_bytes(INDEX_BASENAME + ".bak", previous)
+        commit_log.publish_checkpoint(location, state)
+    samples = sum(int(shard["samples"]) for shard in state.shards)
+    document = {
+        "root": location.url,
+        "written": written,
+        "source": f"commit log version {state.version}",
+        "shards": len(state.shards),
+        "samples": samples,
+        "missing": missing,
+    }
+    verb = "would write" if args.dry_run or missing else "wrote"
+    lines = [
+        f"{verb} {location.child(INDEX_BASENAME)} from the commit log (version {state.version}): "
+        f"{len(state.shards)} shards, {samples} samples"
+    ]
+    if missing:
+        lines += [
+            f"{len(missing)} file(s) the log's newest state names are missing, so nothing was written:",
+            *(f"  {name}" for name in missing[:20]),
+        ]
+    emit(args, document, "\n".join(lines))
+    return PROBLEMS if missing else OK
 
 
 def _duplicate_attempts(basenames: list[str]) -> list[str]:

@@ -76,6 +76,40 @@ def test_a_checkpoint_taken_before_an_append_run_is_refused_mid_epoch(tmp_path):
         StreamingDataset(local=out, batch_size=1, shuffle=True).load_state_dict(state)
 
 
+def test_rebuild_index_of_a_mirror_comes_from_its_log_not_from_the_replaced_shards(tmp_path):
+    """A mirror's folder still holds the shards its runs replaced (for readers of older versions): rebuilding its
+    index from the files would bring deleted rows back, so it comes from the commit log; a missing file stops it."""
+    import os
+
+    table, out = str(tmp_path / "users"), str(tmp_path / "users_mds")
+    _table(table, 200)
+    assert run_cli("incremental", table, out, "--mode", "mirror", "--key", "id", "--quiet")[0] == 0
+    DeltaTable(table).delete("id = 42")
+    assert run_cli("incremental", table, out, "--mode", "mirror", "--key", "id", "--quiet")[0] == 0
+    published = open(os.path.join(out, "index.json"), "rb").read()
+    os.remove(os.path.join(out, "index.json"))
+
+    code, rebuilt, err = run_cli("rebuild-index", out, "--json")
+    assert code == 0 and rebuilt["source"].startswith("commit log version"), err
+    assert open(os.path.join(out, "index.json"), "rb").read() == published
+    assert 42 not in {sample["id"] for sample in LocalDataset(out)}
+
+    code, scanned, err = run_cli("rebuild-index", out, "--json", "--dry-run", "--ignore-log")
+    assert code == 0 and scanned["samples"] > 199, err  # what a scan would publish: the replaced shard too
+
+    newest = [name for name in os.listdir(os.path.join(out, "increments")) if name.startswith("v00000001")]
+    shard = next(
+        os.path.join(root, name)
+        for root, _, names in os.walk(os.path.join(out, "increments", newest[0]))
+        for name in names
+        if name.endswith(".mds.zstd")  # the stored file (reading the dataset left its decompressed copy beside it)
+    )
+    os.remove(shard)
+    code, refused, err = run_cli("rebuild-index", out, "--json", "--force")
+    assert code == 1 and not refused["written"] and len(refused["missing"]) == 1, refused
+    assert open(os.path.join(out, "index.json"), "rb").read() == published
+
+
 @pytest.mark.parametrize(
     ("arguments", "message"),
     [
