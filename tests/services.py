@@ -1,7 +1,8 @@
 """Session-scoped pytest fixtures that start real storage servers on free loopback ports.
 
 Each server starts the first time a test asks for it and is stopped (by its own PID: SIGTERM, then
-SIGKILL) at the end of the session. A server that does not come up fails the test with its log; it is
+SIGKILL) at the end of the session, or, when the test process is killed before it can stop them, by the kernel
+(each server is started with a parent-death signal). A server that does not come up fails the test with its log; it is
 never skipped. Servers: SeaweedFS (S3), Azurite (Azure Blob), fake-gcs-server (GCS), and the project's own
 fakes of the Databricks Files/DBFS APIs and the OCI Object Storage API (`tests/servers/`).
 
@@ -101,6 +102,21 @@ def _http_answers(url: str) -> bool:
     return True
 
 
+def _dies_with(parent: int) -> Callable[[], None]:
+    """A ``preexec_fn`` asking the kernel to SIGKILL the child when its parent dies (Linux's PR_SET_PDEATHSIG), so a
+    test run killed by a signal leaves no server behind; a child whose parent is already gone exits at once."""
+
+    def arrange() -> None:
+        import ctypes
+
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+        if os.getppid() != parent:
+            os._exit(1)
+
+    return arrange
+
+
 def start_service(
     name: str,
     argv: list[str],
@@ -120,6 +136,7 @@ def start_service(
             cwd=workdir,
             env={**os.environ, **(env or {})},
             start_new_session=True,
+            preexec_fn=_dies_with(os.getpid()),
         )
     service = Service(name, process, port, log)
     deadline = time.monotonic() + timeout
