@@ -203,21 +203,30 @@ class TableWindow:
 
     def changed_files(self) -> tuple[list[tuple[FileAction, int]], list[tuple[FileAction, int]]]:
         """The ``dataChange=true`` files the window added and removed, each with the version that added or
-        removed it, after cancelling every file that was both added and removed inside the window."""
-        added: dict[tuple[str, str | None], tuple[FileAction, int]] = {}
+        removed it, after cancelling every file that was both added and removed inside the window.
+
+        Counted as multisets: a file can be added twice with no data-changing remove between (OPTIMIZE moves its
+        rows into a compacted file with ``dataChange=false``, then a RESTORE adds it back and removes the
+        compacted one), and both adds carry rows the window's removes take away. A remove cancels the file's
+        latest add still open.
+        """
+        adds: list[tuple[FileAction, int] | None] = []
+        open_adds: dict[tuple[str, str | None], list[int]] = {}  # positions in `adds` of a file's uncancelled adds
         removed: list[tuple[FileAction, int]] = []
         for commit in self.commits:
             for action in commit.removes:
                 if not action.data_change:
                     continue
-                if action.key in added:
-                    del added[action.key]  # added and removed inside the window: its rows never counted
+                positions = open_adds.get(action.key)
+                if positions:
+                    adds[positions.pop()] = None  # added and removed inside the window: its rows never counted
                 else:
                     removed.append((action, commit.version))
             for action in commit.adds:
                 if action.data_change:
-                    added[action.key] = (action, commit.version)
-        return list(added.values()), removed
+                    open_adds.setdefault(action.key, []).append(len(adds))
+                    adds.append((action, commit.version))
+        return [add for add in adds if add is not None], removed
 
 
 _UNCHANGED = object()

@@ -64,30 +64,75 @@ def row_identities(rows: pa.Table | pa.RecordBatch, columns: Mapping[str, str]) 
 
 def stored_identities(data: bytes | memoryview, shard: Mapping[str, Any], columns: Mapping[str, str]) -> list[bytes]:
     """The identity of every sample of one decompressed MDS shard file (``data``), described by its index entry
-    ``shard``, under the dataset's value ``columns``: equal to `row_identities` of the rows it was written from."""
+    ``shard``, under the dataset's value ``columns``: equal to `row_identities` of the rows it was written from.
+
+    Where each needed column lies in every sample is computed for all samples at once (numpy over the offsets
+    and the samples' length headers); only the pieces and their digests are made sample by sample.
+    """
     names = list(shard["column_names"])
     encodings = dict(zip(names, shard["column_encodings"]))
-    sizes = dict(zip(names, shard["column_sizes"]))
     masks = masked_columns(names, list(encodings.values()))
     values = value_columns(columns)
     absent = [name for name in values if name not in encodings]
     if absent:
         raise ValueError(f"A shard of the dataset lacks its column(s) {absent} (it has {names}).")
-    buffer = memoryview(data)
-    count = int.from_bytes(buffer[:4], "little")
-    offsets = np.frombuffer(buffer, "<u4", count + 1, 4)
-    identities = []
-    for begin, end in zip(offsets[:-1].tolist(), offsets[1:].tolist()):
-        stored = _split_sample(buffer[begin:end], names, [sizes[name] for name in names])
-        parts = []
-        for name, encoding in values.items():
-            mask = masks.get(name)
-            if mask is not None and stored[mask][0]:
-                parts.append(_NULL)
-            else:
-                parts.append(_stored_piece(stored[name], encodings[name], encoding))
-        identities.append(_digest(parts))
-    return identities
+    blob = bytes(data)
+    count = int.from_bytes(blob[:4], "little")
+    if count == 0:
+        return []
+    where = _column_bounds(blob, count, names, list(shard["column_sizes"]))
+    per_column = []
+    for name, encoding in values.items():
+        begins, ends = where[name]
+        stored_encoding = encodings[name]
+        variable = get_mds_coder(stored_encoding).size is None
+        if "json" in (stored_encoding, encoding) and stored_encoding != encoding:
+            pieces = [_stored_piece(blob[b:e], stored_encoding, encoding) for b, e in zip(begins, ends)]
+        elif variable:
+            pieces = [_VALUE + _U32.pack(e - b) + blob[b:e] for b, e in zip(begins, ends)]
+        else:
+            pieces = [_VALUE + blob[b:e] for b, e in zip(begins, ends)]
+        mask = masks.get(name)
+        if mask is not None:
+            # Under a `json` dataset encoding (a column a later shard widened) NULL is the text `null`, as the
+            # table's rows are identified (`json_payloads`); elsewhere its flag.
+            null = _VALUE + _with_length(b"null") if encoding == "json" else _NULL
+            flags = [blob[b] for b in where[mask][0]]
+            pieces = [null if flag else piece for flag, piece in zip(flags, pieces)]
+        per_column.append(pieces)
+    return [_digest(parts) for parts in zip(*per_column)]
+
+
+def _column_bounds(
+    blob: bytes, count: int, names: list[str], sizes: list[int | None]
+) -> dict[str, tuple[list[int], list[int]]]:
+    """``{column: (begins, ends)}`` of every sample of an MDS shard: each sample is the uint32 lengths of its
+    variable-size columns, then every column in order. A sample whose columns do not add up to its length (a
+    shard other than its index says) is an error rather than a wrong identity."""
+    raw = np.frombuffer(blob, np.uint8)
+    offsets = np.frombuffer(blob, "<u4", count + 1, 4).astype(np.int64)
+    starts, stops = offsets[:-1], offsets[1:]
+    variable = [index for index, size in enumerate(sizes) if size is None]
+    if int(stops.max(initial=0)) > len(blob) or np.any(starts + 4 * len(variable) > stops):
+        raise ValueError(f"An MDS shard's sample offsets run past its {len(blob)} bytes or its samples' headers.")
+    lengths = {}
+    for slot, index in enumerate(variable):
+        at = starts + 4 * slot
+        lengths[index] = (
+            raw[at].astype(np.int64)
+            | raw[at + 1].astype(np.int64) << 8
+            | raw[at + 2].astype(np.int64) << 16
+            | raw[at + 3].astype(np.int64) << 24
+        )
+    position = starts + 4 * len(variable)
+    bounds = {}
+    for index, (name, size) in enumerate(zip(names, sizes)):
+        end = position + (lengths[index] if size is None else size)
+        bounds[name] = (position.tolist(), end.tolist())
+        position = end
+    if not np.array_equal(position, stops):
+        raise ValueError("An MDS shard's samples do not hold the columns its index lists (column sizes differ).")
+    return bounds
 
 
 def net_change(plus: pa.Table, minus: pa.Table, columns: Mapping[str, str]) -> tuple[pa.Table, int]:
@@ -179,22 +224,9 @@ def _with_length(payload: bytes) -> bytes:
     return _U32.pack(len(payload)) + payload
 
 
-def _split_sample(sample: memoryview, names: list[str], sizes: list[int | None]) -> dict[str, bytes]:
-    """One stored sample's columns: the uint32 lengths of the variable-size ones, then every column in order."""
-    variable = sum(size is None for size in sizes)
-    lengths = iter(struct.unpack_from(f"<{variable}I", sample, 0))
-    position = 4 * variable
-    columns = {}
-    for name, size in zip(names, sizes):
-        stop = position + (size if size is not None else next(lengths))
-        columns[name] = bytes(sample[position:stop])
-        position = stop
-    return columns
-
-
 def _stored_piece(value: bytes, stored_encoding: str, encoding: str) -> bytes:
     """The identity piece of a stored value that is not NULL (see `_column_pieces` for the table side)."""
-    variable = get_mds_coder(stored_encoding).size is None
+    coder = get_mds_coder(stored_encoding)
     if stored_encoding == "json":
         if encoding == "json":
             return _VALUE + _with_length(value)
@@ -203,7 +235,11 @@ def _stored_piece(value: bytes, stored_encoding: str, encoding: str) -> bytes:
         if items is not None and any(item is None for item in items):
             return _NULL_ELEMENTS + _with_length(value)
         return _VALUE + _rebuilt_ndarray(items, encoding)
-    return _VALUE + (_with_length(value) if variable else value)
+    if encoding == "json" and stored_encoding.startswith("ndarray"):
+        # A shard written before a later one widened the column to JSON: the table's rows are identified by
+        # their JSON text now (`json_payloads`), so this array is too.
+        return _VALUE + _with_length(json.dumps(coder.decode(value).tolist()).encode("utf-8"))
+    return _VALUE + (_with_length(value) if coder.size is None else value)
 
 
 def _rebuilt_ndarray(items: list[Any], encoding: str) -> bytes:

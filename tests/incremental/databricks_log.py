@@ -62,7 +62,10 @@ def _current(path: Path) -> tuple[int, list[dict[str, Any]], dict[str, Any]]:
 def _metadata_at(path: Path, version: int) -> dict[str, Any]:
     """The ``metaData`` action in force at ``version`` (read from the commit files, newest first)."""
     for candidate in range(version, -1, -1):
-        for line in (path / "_delta_log" / f"{candidate:020d}.json").read_text().splitlines():
+        # One action per "\n"-ended line: splitlines() would also split at a U+0085 or U+2028 inside a value.
+        for line in (path / "_delta_log" / f"{candidate:020d}.json").read_text().split("\n"):
+            if not line:
+                continue
             action = json.loads(line)
             if "metaData" in action:
                 return action["metaData"]

@@ -18,6 +18,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from streaming.convert.null_plan import dataset_columns
 from streaming.convert.row_identity import dataset_identities, net_change, row_identities, value_columns
 from streaming.convert.source import Source
 from streaming.convert.table_engine import convert_table
@@ -103,7 +104,7 @@ def test_identities_from_stored_shards_equal_those_of_the_rows_written(tmp_path)
     rows = [
         BASE,
         {**BASE, "value": float("nan"), "count": None, "ts": None},
-        {**BASE, "nested": None, "blob": None, "amount": None},
+        {**BASE, "nested": None, "blob": None, "amount": None, "nums": None},
     ]
     out = str(tmp_path / "ds")
     source = Source("dataframe")
@@ -125,6 +126,12 @@ def test_identities_from_stored_shards_equal_those_of_the_rows_written(tmp_path)
     stored = dataset_identities(DatasetRoot(out), state.shards, encodings)
     assert stored == Counter(row_identities(_table(rows + later), encodings))
     assert value_columns(dict(zip(state.shards[0]["column_names"], state.shards[0]["column_encodings"]))) == encodings
+    # What resync identifies rows by: the dataset's columns at their widest (nums: json, as the later shards store
+    # it), under which the earlier ndarray shards' arrays and masked NULLs are their JSON text (`[1, 2]`, `null`).
+    widest = value_columns(dataset_columns(state.shards))
+    assert widest["nums"] == "json"
+    stored = dataset_identities(DatasetRoot(out), state.shards, widest)
+    assert stored == Counter(row_identities(_table(rows + later), widest))
 
 
 def test_net_change_is_a_multiset_difference():

@@ -225,3 +225,61 @@ def test_a_known_history_exercises_every_path(seed_history, tmp_path):
     ]
     subjects = _replay(steps, tmp_path)
     assert (subjects[0].feed_runs > 0) == (seed_history == "feed")
+
+
+def test_a_resync_after_a_column_was_widened_to_json_appends_nothing_the_dataset_holds(tmp_path):
+    """A history the generated search found (shrunk by hand): ``nums`` is widened to JSON by a later append of an
+    array with a NULL element, then a restore with a vacuumed history makes the job resync. The rows of the first
+    run, stored as ``ndarray`` (one of them a masked NULL), must be identified as the table's rows are under the
+    widened encoding, or resync appends them a second time."""
+    import datetime
+    from decimal import Decimal
+
+    from tests.incremental import histories as h
+
+    def at(micros: int) -> datetime.datetime:
+        return datetime.datetime(1970, 1, 1, 0, 0, 0, micros, tzinfo=datetime.timezone.utc)
+
+    first = [
+        {"id": 26, "grp": "a", "val": 0.0, "ts": at(105), "blob": b"", "meta": {"k": "", "n": 0}, "nums": [-306, 1]},
+        {"id": 0, "grp": "a", "val": 0.0, "ts": at(808), "blob": b"]B", "meta": {"k": "k", "n": -2}, "nums": None},
+        {"id": 11, "grp": "a", "val": 0.0, "ts": None, "blob": None, "meta": None, "nums": None},
+    ]
+    steps = [
+        h.Create(rows=first, feed=True),
+        Run(),
+        h.Append([{"id": 18, "grp": None, "val": 0.0, "amount": Decimal("-0.233"), "nums": [None, 0], "extra": 1}]),
+        h.Vacuum(),
+        Run(),
+        h.Update([0], "u"),
+        h.Optimize(False),
+        h.Vacuum(),
+        Run(),
+        h.Restore(0, False),
+        Run(),
+    ]
+    subjects = _replay(steps, tmp_path)
+    assert any(run.resync for subject in subjects for run in subject.runs), [s.runs for s in subjects]
+
+
+def test_a_restore_that_adds_back_a_file_optimize_had_compacted_appends_its_rows(tmp_path):
+    """Another history the search found: a file appended after the last run is compacted by OPTIMIZE (its remove
+    carries no data change), then RESTORE adds it back and removes the compacted file. The changed files are a
+    multiset: the file's two adds both count against the compacted file's remove, so its row is appended once."""
+    import datetime
+    from decimal import Decimal
+
+    from tests.incremental import histories as h
+
+    first = {"id": 0, "grp": "a", "val": 0.0, "ts": datetime.datetime(1970, 1, 1, tzinfo=datetime.timezone.utc)}
+    first.update({"amount": None, "blob": b"", "meta": None, "nums": []})
+    steps = [
+        h.Create(rows=[first], feed=False),
+        h.Append([{**first, "amount": Decimal("0.000"), "meta": {"k": "", "n": 0}}]),
+        Run(),
+        h.Append([{**first, "meta": {"k": "", "n": 0}}]),
+        h.Optimize(False),
+        h.Restore(0, False),
+        Run(),
+    ]
+    _replay(steps, tmp_path)
