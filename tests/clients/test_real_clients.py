@@ -146,6 +146,18 @@ def test_resumption_crossed_between_packages(work, case):
         assert first_difference(full[stop:], load(work, side, f"resumed-{case}-from-{side}")["batches"]) is None
 
 
+def _each_side_resumes_each_checkpoint_as(work: Path, expected: dict, prefix: str) -> None:
+    """Every side's run ``<prefix>-<producer>`` from either package's checkpoint trained as ``expected``: the same
+    batches and the same final weights."""
+    for consumer in grid.SIDES:
+        for producer in grid.SIDES:
+            resumed = load(work, consumer, f"{prefix}-{producer}")
+            assert "error" not in resumed, f"{consumer} from {producer}'s checkpoint: {resumed.get('traceback')}"
+            for key in ("batches", "weights"):
+                difference = first_difference(expected[key], resumed[key], key)
+                assert difference is None, f"{consumer} from {producer}'s checkpoint: {difference}"
+
+
 def test_composer_trainer_resumes_from_either_packages_checkpoint(work):
     """composer's Trainer over a StreamingDataset: stopped at a checkpoint, resumed past the epoch's end."""
     first = {side: load(work, side, "trainer-first-half") for side in grid.SIDES}
@@ -154,13 +166,7 @@ def test_composer_trainer_resumes_from_either_packages_checkpoint(work):
     expected = load(work, "ref", "trainer-resumed-from-ref")
     assert "error" not in expected, expected.get("traceback")
     assert len(expected["batches"]) == grid.TRAINER["resume_to"] - grid.TRAINER["checkpoint_at"]
-    for consumer in grid.SIDES:
-        for producer in grid.SIDES:
-            resumed = load(work, consumer, f"trainer-resumed-from-{producer}")
-            assert "error" not in resumed, f"{consumer} from {producer}'s checkpoint: {resumed.get('traceback')}"
-            for key in ("batches", "weights"):
-                difference = first_difference(expected[key], resumed[key], key)
-                assert difference is None, f"{consumer} from {producer}'s checkpoint: {difference}"
+    _each_side_resumes_each_checkpoint_as(work, expected, "trainer-resumed-from")
 
 
 def test_composer_resumes_a_kept_dataset_on_its_version_and_refuses_a_changed_one(work):
@@ -171,13 +177,7 @@ def test_composer_resumes_a_kept_dataset_on_its_version_and_refuses_a_changed_on
     assert_same_outcome(first["ref"], first["ours"], ("batches", "weights"))
     expected = load(work, "ref", "trainer-kept-same-from-ref")
     assert "error" not in expected, expected.get("traceback")
-    for consumer in grid.SIDES:
-        for producer in grid.SIDES:
-            resumed = load(work, consumer, f"trainer-kept-same-from-{producer}")
-            assert "error" not in resumed, f"{consumer} from {producer}'s checkpoint: {resumed.get('traceback')}"
-            for key in ("batches", "weights"):
-                difference = first_difference(expected[key], resumed[key], key)
-                assert difference is None, f"{consumer} from {producer}'s checkpoint: {difference}"
+    _each_side_resumes_each_checkpoint_as(work, expected, "trainer-kept-same-from")
     refused = load(work, "ours", "trainer-kept-changed-from-ours")
     assert "ValueError" in refused.get("error_types", []), refused
     assert "on dataset version" in refused["error"] and "'sample_in_epoch' set to 0" in refused["error"], refused
