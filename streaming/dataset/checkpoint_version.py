@@ -16,6 +16,7 @@ exactly upstream's keys. ``load_state_dict`` then compares the checkpoint's vers
 
 from __future__ import annotations
 
+import numbers
 import warnings
 from typing import Any
 
@@ -35,7 +36,7 @@ def checked_resume(obj: dict[str, Any], fingerprint: str | None, epoch_size: int
     epoch = obj.get("epoch")
     position = obj.get("sample_in_epoch", 0)
     recorded = obj.get(VERSION_KEY)
-    if not isinstance(position, int) or position <= 0:
+    if not isinstance(position, numbers.Integral) or position <= 0:  # numpy integers too
         return obj
     if recorded is None:
         if fingerprint is not None:
@@ -49,14 +50,14 @@ def checked_resume(obj: dict[str, Any], fingerprint: str | None, epoch_size: int
         return obj
     old = recorded.get("fingerprint") if isinstance(recorded, dict) else None
     old_size = recorded.get("epoch_size") if isinstance(recorded, dict) else None
-    if not isinstance(old, str) or not isinstance(old_size, int):
+    if not isinstance(old, str) or not isinstance(old_size, numbers.Integral):
         raise ValueError(
             f"load_state_dict: the checkpoint's {VERSION_KEY!r} must be {{'fingerprint': str, 'epoch_size': int}}, "
             f"got {recorded!r}."
         )
     if old == fingerprint:
         return obj
-    following = epoch + 1 if isinstance(epoch, int) else "that epoch + 1"
+    following = epoch + 1 if isinstance(epoch, numbers.Integral) else "that epoch + 1"
     now = "a dataset no incremental run keeps" if fingerprint is None else f"version {fingerprint}"
     if position >= old_size:
         warnings.warn(
