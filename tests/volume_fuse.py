@@ -269,19 +269,34 @@ class FuseVolume:
         return self.root.split("/")[2]
 
 
+def _detach(mountpoint: Path) -> None:
+    """Unmount, and if the mount is still there (busy, or its server already gone) detach it lazily."""
+    _unmount(str(mountpoint))
+    try:
+        still = os.path.ismount(mountpoint)
+    except OSError:
+        still = True
+    if still or _dead(mountpoint):
+        subprocess.run(["umount", "-l", str(mountpoint)], check=False, capture_output=True)
+
+
+def _dead(mountpoint: Path) -> bool:
+    """Whether ``mountpoint`` is a mount whose server is gone (it answers ENOTCONN)."""
+    try:
+        os.stat(mountpoint)
+    except OSError as err:
+        return err.errno == errno.ENOTCONN
+    return False
+
+
 def _clear_dead_mounts(volumes: Path) -> None:
     """Unmount and remove the mounts of earlier runs whose server is gone (a test process killed before its
     teardown leaves its mount behind, answering ENOTCONN); live mounts of runs going on beside this one stay."""
     names = os.listdir(volumes) if volumes.is_dir() else []
     for mountpoint in (volumes / name / "default" / "vol" for name in names if name.startswith("mds_fuse_")):
-        try:
-            os.stat(mountpoint)
+        if not _dead(mountpoint):
             continue
-        except OSError as err:
-            if err.errno != errno.ENOTCONN:
-                continue
-        _unmount(str(mountpoint))
-        subprocess.run(["umount", "-l", str(mountpoint)], check=False, capture_output=True)
+        _detach(mountpoint)
         shutil.rmtree(mountpoint.parents[1], ignore_errors=True)
 
 
@@ -331,6 +346,7 @@ def mounted_fuse_volumes(workdir: Path, mounts: int = 2, upload_delay: float = 0
             except subprocess.TimeoutExpired:
                 server.kill()
                 server.wait()
+            _detach(mountpoint)  # a mount fusermount could not take (busy) is left dead once its server is gone
             log.close()
             shutil.rmtree(catalog, ignore_errors=True)
         if created_volumes:
