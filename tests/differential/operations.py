@@ -214,6 +214,28 @@ def _new_dataset(dataset_class: Any, stream_class: Any, streams: list[dict[str, 
     return dataset_class(streams=[stream_class(**stream) for stream in streams], **kwargs)
 
 
+def _on_dataset(streams: list[dict[str, Any]], kwargs: dict[str, Any], use: Any) -> dict[str, Any]:
+    """``use(dataset)`` on a new StreamingDataset over ``streams`` (warnings silenced), or the error as data.
+
+    Upstream refuses two live datasets on one local directory, so the dataset is released on the way out (its
+    reference cycles are young: a collection of the two younger generations frees it, in milliseconds).
+    """
+    from streaming import Stream, StreamingDataset
+
+    dataset = None
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        try:
+            dataset = _new_dataset(StreamingDataset, Stream, streams, kwargs)
+            return use(dataset)
+        except Exception as err:
+            return error_result(err)
+        finally:
+            del dataset
+            if is_reference():
+                gc.collect(1)
+
+
 def epoch_plan(
     streams: list[dict[str, Any]],
     dataset_kwargs: dict[str, Any],
@@ -227,53 +249,34 @@ def epoch_plan(
     workers per rank). Returns ``{"work": nested list}`` (nodes, ranks, workers, batches, batch; -1 padding),
     with the epoch size, or the error.
     """
-    from streaming import Stream, StreamingDataset
     from streaming.base.batching import generate_work
     from streaming.base.world import World
 
     simulated = World(*world, 0)
-    dataset = None
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        try:
-            dataset = _new_dataset(StreamingDataset, Stream, streams, dataset_kwargs)
-            if is_reference():
-                # Upstream resolves num_canonical_nodes and shuffle_block_size defaults for the world at the
-                # start of an epoch, in _resume; no resumption state exists, so it only fills in defaults.
-                dataset._resume(simulated, epoch)
-                plan: Any = dataset
-            else:
-                dataset._parallel_world = simulated
-                plan = dataset._plan_inputs()
-            work = generate_work(dataset.batching_method, plan, simulated, epoch, sample_in_epoch)
-        except Exception as err:
-            return error_result(err)
-        finally:
-            # Upstream refuses two live datasets on one local directory: release this one now (its reference
-            # cycles are young, so a collection of the two younger generations frees it, in milliseconds).
-            del dataset
-            if is_reference():
-                gc.collect(1)
-    return {"work": np.asarray(work).tolist()}
+
+    def plan_of(dataset: Any) -> dict[str, Any]:
+        if is_reference():
+            # Upstream resolves num_canonical_nodes and shuffle_block_size defaults for the world at the
+            # start of an epoch, in _resume; no resumption state exists, so it only fills in defaults.
+            dataset._resume(simulated, epoch)
+            plan: Any = dataset
+        else:
+            dataset._parallel_world = simulated
+            plan = dataset._plan_inputs()
+        work = generate_work(dataset.batching_method, plan, simulated, epoch, sample_in_epoch)
+        return {"work": np.asarray(work).tolist()}
+
+    return _on_dataset(streams, dataset_kwargs, plan_of)
 
 
 def resumed_ids(local: str, dataset_kwargs: dict[str, Any], state: dict[str, Any]) -> dict[str, Any]:
     """The sample ids a StreamingDataset over the dataset at ``local`` yields after loading checkpoint ``state``."""
-    from streaming import Stream, StreamingDataset
 
-    dataset = None
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        try:
-            dataset = _new_dataset(StreamingDataset, Stream, [{"local": local}], dataset_kwargs)
-            dataset.load_state_dict(state)
-            return {"ids": [int(sample["id"]) for sample in dataset]}
-        except Exception as err:
-            return error_result(err)
-        finally:
-            del dataset
-            if is_reference():
-                gc.collect(1)
+    def resume(dataset: Any) -> dict[str, Any]:
+        dataset.load_state_dict(state)
+        return {"ids": [int(sample["id"]) for sample in dataset]}
+
+    return _on_dataset([{"local": local}], dataset_kwargs, resume)
 
 
 OPERATIONS = {
