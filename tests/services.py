@@ -152,7 +152,13 @@ def start_service(
 
 @pytest.fixture(scope="session")
 def seaweedfs(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Service]:
-    """SeaweedFS `weed mini`: an S3 server enforcing the keys `S3_KEY`/`S3_SECRET`."""
+    """SeaweedFS `weed server` (master, volume, filer, S3): an S3 server enforcing the keys `S3_KEY`/`S3_SECRET`.
+
+    Not `weed mini`: mini cannot lower the volume server's free-space floor (1 % of the disk), below which every
+    volume turns read-only and each PutObject answers `InternalError`. A CI machine whose disk was 99 % full failed
+    a dozen S3 tests that way. The floor here is a fixed 32 MiB and the volume count is fixed, so the server no
+    longer depends on how full the host's disk is.
+    """
     workdir = tmp_path_factory.mktemp("seaweedfs")
     weed = Path(sys.executable).parent / "weed"
     if not weed.exists():
@@ -160,27 +166,31 @@ def seaweedfs(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Service]:
     # Every weed service also opens its port + 10000 for gRPC: both must be free and distinct.
     ports: dict[str, int] = {}
     taken: set[int] = set()
-    for role in ("s3", "master", "volume", "filer", "admin"):
+    for role in ("s3", "master", "volume", "filer"):
         ports[role] = free_port(lambda p: [p, p + 10000] if not taken & {p, p + 10000} else [0])
         taken.update((ports[role], ports[role] + 10000))
     (workdir / "logs").mkdir()
     argv = [
         str(weed),
         f"-logdir={workdir / 'logs'}",
-        "mini",
+        "server",
         f"-dir={workdir / 'data'}",
         "-ip=127.0.0.1",
         "-ip.bind=127.0.0.1",
         "-master.telemetry=false",
-        "-admin.ui=false",
-        "-webdav=false",
+        "-s3",
+        "-filer",
+        # Volumes are not preallocated, so a high count costs no disk; 0 would size it from the free space.
+        "-volume.max=200",
+        "-master.volumeSizeLimitMB=64",
+        "-volume.minFreeSpace=32MiB",
+        "-volume.preStopSeconds=0",
         f"-s3.port={ports['s3']}",
         "-s3.port.iceberg=0",
         "-s3.port.lance=0",
         f"-master.port={ports['master']}",
         f"-volume.port={ports['volume']}",
         f"-filer.port={ports['filer']}",
-        f"-admin.port={ports['admin']}",
         f"-filer.localSocket={workdir / 'filer.sock'}",
         f"-s3.localSocket={workdir / 's3.sock'}",
     ]

@@ -10,10 +10,12 @@ the inputs each target ran in this process (the security conftest prints it in t
 
 from __future__ import annotations
 
+import atexit
 import functools
 import gzip
 import json
 import os
+import shutil
 import tempfile
 from collections import Counter
 from collections.abc import Callable
@@ -32,6 +34,7 @@ from streaming.storage.url import check_segments, scrub, split_url, without_pass
 #: Every safe MDS encoding (``pkl`` runs code by design and is refused before decoding).
 SAFE_ENCODINGS = sorted(name for name in get_mds_encodings() if is_mds_encoding_safe(name))
 _SCRATCH = tempfile.mkdtemp(prefix="mds-fuzz-")
+atexit.register(shutil.rmtree, _SCRATCH, ignore_errors=True)
 #: Inputs run per target, by target name.
 RUNS: Counter[str] = Counter()
 
