@@ -4,7 +4,8 @@ The command line face of `streaming.spark.incremental_to_mds`, for a scheduled j
 a Databricks job's Python wheel or shell task): a Delta path is read with delta-rs and written here, without Spark;
 a table name (``catalog.schema.table``) needs a running Spark session and is better run from a notebook.
 ``--mode mirror --key COLUMNS`` keeps the dataset equal to the table (deleted rows removed, updated rows replaced),
-rewriting only the shards a change touches (`streaming.spark.mirror`).
+rewriting only the shards a change touches (`streaming.spark.mirror`); without ``--key``, a table with Delta row
+tracking is keyed by its row ids.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ examples:
   mds-streaming incremental /data/events_delta s3://bucket/events_mds                # append what is new
   mds-streaming incremental /data/users_delta /data/users_mds --mode mirror --key id  # deletes reach the data
   mds-streaming incremental /data/users_delta /data/users_mds --mode mirror --key id --resync
+  mds-streaming incremental /data/tracked_delta /data/tracked_mds --mode mirror  # keyed by Delta row ids
 """
 
 FEED_CHOICES = {"auto": None, "on": True, "off": False}
@@ -37,7 +39,11 @@ def add_parser(commands: Any, common: argparse.ArgumentParser) -> None:
     parser.add_argument("table", help="a Delta table path (read with delta-rs) or a table name (needs Spark)")
     parser.add_argument("out", help="dataset root, any URL; created by the first run")
     parser.add_argument("--mode", choices=("append", "mirror"), default="append", help="default: append")
-    parser.add_argument("--key", help="with --mode mirror: the comma-separated columns that identify a row")
+    parser.add_argument(
+        "--key",
+        help="with --mode mirror: the comma-separated columns that identify a row (without it, a table's Delta row "
+        "tracking ids)",
+    )
     parser.add_argument("--version", type=int, help="the table version to reach (default: the newest)")
     parser.add_argument(
         "--change-data-feed", choices=tuple(FEED_CHOICES), default="auto", help="read the table's feed: auto (default)"
@@ -53,8 +59,6 @@ def run(args: argparse.Namespace) -> int:
     from streaming.spark import incremental_to_mds
 
     key = [name.strip() for name in args.key.split(",") if name.strip()] if args.key else None
-    if args.mode == "mirror" and not key:
-        raise UsageError("--mode mirror needs --key: the columns that identify a row, e.g. --key id")
     if args.mode == "append" and key:
         raise UsageError("--key is for --mode mirror; an append-only dataset has no key")
     result = incremental_to_mds(

@@ -89,12 +89,14 @@ class FileAction:
         data_change: the action's ``dataChange`` flag.
         partition_values: partition column → its value as text (None for NULL), when the action says.
         deletion_vector: an identifier of the action's deletion vector, or None without one.
+        base_row_id: the row id of the file's first row where the table tracks rows (``baseRowId``), else None.
     """
 
     path: str
     data_change: bool
     partition_values: Mapping[str, str | None] | None = None
     deletion_vector: str | None = None
+    base_row_id: int | None = None
 
     @property
     def key(self) -> tuple[str, str | None]:
@@ -290,9 +292,9 @@ def parse_commit(version: int, lines: Iterable[str], where: str) -> TableCommit:
             operation = str(info.get("operation") or "")
             parameters = dict(info.get("operationParameters") or {})
         elif "add" in action:
-            adds.append(_file_action(action["add"]))
+            adds.append(file_action(action["add"]))
         elif "remove" in action:
-            removes.append(_file_action(action["remove"]))
+            removes.append(file_action(action["remove"]))
         elif "metaData" in action:
             metadata = action["metaData"] or {}
             configuration = dict(metadata.get("configuration") or {})
@@ -340,7 +342,8 @@ def history_commit(version: int, operation: str, parameters: Mapping[str, Any] |
     return TableCommit(int(version), str(operation or ""), dict(parameters or {}), files_known=False)
 
 
-def _file_action(raw: Mapping[str, Any]) -> FileAction:
+def file_action(raw: Mapping[str, Any]) -> FileAction:
+    """A `FileAction` from an ``add`` or ``remove`` action as the log (or a checkpoint's row) holds it."""
     vector = raw.get("deletionVector")
     vector_id = None
     if isinstance(vector, dict):
@@ -351,7 +354,17 @@ def _file_action(raw: Mapping[str, Any]) -> FileAction:
         data_change=bool(raw.get("dataChange", True)),
         partition_values=dict(values) if isinstance(values, dict) else None,
         deletion_vector=vector_id,
+        base_row_id=_row_id_field(raw.get("baseRowId")),
     )
+
+
+def _row_id_field(value: Any) -> int | None:
+    """``baseRowId`` as an int, None when absent; a value of another kind is a damaged log, not an id."""
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise ValueError(f"A file action's baseRowId is {value!r}, not a row id; the table's log is damaged.")
+    return value
 
 
 def _merges_schema(commit: TableCommit) -> bool:

@@ -27,6 +27,14 @@ from streaming.convert.delta_history import (
     normal_schema,
     read_log_window,
 )
+from streaming.convert.delta_row_ids import (
+    ROW_ID,
+    RowIdsUnavailable,
+    RowTracking,
+    live_files,
+    row_tracking,
+    stable_row_ids,
+)
 
 #: Change Data Feed row kinds that add a row to the table, and those that take one away.
 FEED_PLUS = ("insert", "update_postimage")
@@ -95,9 +103,15 @@ class DeltaLakeTable:
         minus = changes.filter(pc.is_in(kinds, pa.array(FEED_MINUS)))
         return self._conform(plus, columns), self._conform(minus, columns)
 
-    def files(self, actions: Sequence[tuple[FileAction, int]], columns: Sequence[str]) -> pa.Table:
+    def row_tracking(self) -> RowTracking | None:
+        """The table's row tracking at the pinned version (`streaming.convert.delta_row_ids`), None without."""
+        return row_tracking(self.table.metadata().configuration or {}, self.table.protocol().writer_features)
+
+    def files(
+        self, actions: Sequence[tuple[FileAction, int]], columns: Sequence[str], tracking: RowTracking | None = None
+    ) -> pa.Table:
         """The rows of the data files ``actions`` name (each with the version that added or removed it), with
-        ``columns``.
+        ``columns``; with ``tracking``, also each row's stable row id (column `ROW_ID`), file by file.
 
         Raises `FilesNotReadable` when a file cannot be read on its own here, and `HistoryUnavailableError`
         naming that version when a file is gone (removed by VACUUM).
@@ -118,8 +132,14 @@ class DeltaLakeTable:
             fragments.append(
                 fileformat.make_fragment(unquote(action.path), filesystem=self._fs(), partition_expression=expression)
             )
-        dataset = ds.FileSystemDataset(fragments, schema=schema, format=fileformat, filesystem=self._fs())
         try:
+            if tracking is not None:
+                parts = [
+                    self._tracked_rows(fragment, action, columns, tracking)
+                    for fragment, (action, _) in zip(fragments, actions)
+                ]
+                return pa.concat_tables(parts) if parts else self._tracked_empty(columns)
+            dataset = ds.FileSystemDataset(fragments, schema=schema, format=fileformat, filesystem=self._fs())
             rows = dataset.to_table(columns=list(columns))
         except FileNotFoundError as err:
             version = _version_of_missing(err, actions)
@@ -130,7 +150,38 @@ class DeltaLakeTable:
             ) from None
         return self._conform(_plain(rows), columns)
 
+    def tracked_snapshot(self, version: int | None, columns: Sequence[str], tracking: RowTracking) -> pa.Table:
+        """Every row of ``version`` (the pinned one by default) with ``columns`` and its stable row id (`ROW_ID`),
+        read file by file from the log's own list of files (delta-rs gives no ``baseRowId``)."""
+        number = self.version if version is None else version
+        actions = live_files(self._fs(), self._read_text, number, self.uri)
+        try:
+            return self.files([(action, number) for action in actions], columns, tracking)
+        except FilesNotReadable as err:
+            raise RowIdsUnavailable(f"the row ids of version {number} of {self.uri} cannot be read: {err}") from None
+
     # -- helpers ---------------------------------------------------------------------------------------
+    def _tracked_rows(
+        self, fragment: Any, action: FileAction, columns: Sequence[str], tracking: RowTracking
+    ) -> pa.Table:
+        """One file's rows with ``columns`` (as the table's types) and their stable row ids, in file order."""
+        schema = self.schema
+        rows = ds.FileSystemDataset([fragment], schema=schema, format=fragment.format, filesystem=self._fs())
+        values = self._conform(_plain(rows.to_table(columns=list(columns))), columns)
+        hidden = tracking.materialized
+        stored = None
+        if hidden is not None and hidden in fragment.physical_schema.names:
+            stored = fragment.to_table(columns=[hidden]).column(hidden)
+        try:
+            ids = stable_row_ids(values.num_rows, action, stored)
+        except RowIdsUnavailable:
+            raise RowIdsUnavailable(f"{self.uri}: the log gives no baseRowId for {action.path}") from None
+        return values.append_column(pa.field(ROW_ID, pa.int64(), nullable=False), ids)
+
+    def _tracked_empty(self, columns: Sequence[str]) -> pa.Table:
+        empty = self.schema.empty_table().select(list(columns))
+        return empty.append_column(pa.field(ROW_ID, pa.int64(), nullable=False), pa.array([], pa.int64()))
+
     def _at(self, version: int) -> Any:
         return self._open(self.uri, version=version)
 

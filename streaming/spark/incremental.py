@@ -192,7 +192,8 @@ def incremental_to_mds(
         mode: ``"append"`` (default): the append-only semantics above; ``"mirror"``: after each run the dataset
             holds exactly the table's rows, deleted rows removed and updated rows replaced, rewriting only the
             shards that held them (`streaming.spark.mirror`). A dataset keeps the mode of its first run.
-        key: with ``mode="mirror"``, the columns that identify a row (unique in every table version).
+        key: with ``mode="mirror"``, the columns that identify a row (unique in every table version); None for a
+            Delta path with row tracking keys the mirror by its stable row ids, stored in the column ``_row_id``.
 
     Returns:
         An :class:`IncrementResult`.

@@ -33,8 +33,12 @@ rewrite and commit.
 
 Both readers serve: delta-rs (a Delta path; rows written on the driver) and Spark's Delta reader (a table name;
 the keys' digests are computed on the executors and only the key columns come to the driver, the new rows are
-written by a Spark job). ``resync`` reads with delta-rs only. Delta's row-tracking ids are not read, so ``key``
-is required.
+written by a Spark job). ``resync`` reads with delta-rs only.
+
+**Without ``key``**, a table with Delta row tracking read with delta-rs is keyed by its stable row ids
+(`streaming.convert.delta_row_ids`), which ``UPDATE``, ``MERGE``, ``OPTIMIZE`` and ``RESTORE`` keep: each
+sample stores its row's id in the column `ROW_ID` (``_row_id``), and the change is read from the changed files
+(the Change Data Feed carries no row ids). Any other table, and Spark's reader, need ``key``.
 """
 
 from __future__ import annotations
@@ -52,6 +56,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from streaming.convert import key_map
+from streaming.convert.delta_row_ids import ROW_ID
 from streaming.convert.null_plan import WIDENING_POLICY
 from streaming.convert.row_identity import net_rows, row_identities, stored_identities, subtract_identities
 from streaming.convert.shard_rewrite import rewrite_without
@@ -69,7 +74,14 @@ from streaming.spark.incremental import (
     held_version,
     open_table,
 )
-from streaming.spark.table_changes import IDENTITY, DeltaLakeChanges, SparkDeltaChanges, spark_net_rows, with_identity
+from streaming.spark.table_changes import (
+    IDENTITY,
+    DeltaLakeChanges,
+    RowTrackedChanges,
+    SparkDeltaChanges,
+    spark_net_rows,
+    with_identity,
+)
 from streaming.storage.dataset_root import DatasetRoot
 
 logger = logging.getLogger(__name__)
@@ -116,8 +128,16 @@ def mirror_to_mds(
                 f"(with no Delta-enabled SparkSession), or rebuild the mirror into a new `out`."
             )
         check_executor_access(destination.url, executor_env, session)  # Spark's tasks will write the shards
-    source = open_table(session, table, version)
+    source = _keyed_reader(open_table(session, table, version), key, table)
     names_key = _key_columns(key, source, table)
+    if isinstance(source, RowTrackedChanges):
+        if change_data_feed:
+            raise ValueError(
+                f"change_data_feed=True but this mirror of {table!r} is keyed by Delta row ids, which the Change "
+                f"Data Feed does not carry. Choices: change_data_feed=None (the changed files are read), or "
+                f"key=[...]."
+            )
+        change_data_feed = False
     base = commit_log.read_snapshot(destination)
     held = held_version(destination, table, base)
     record = key_map.mirror_record(base)
@@ -323,7 +343,7 @@ def _resync(
     """The way out when the table's history no longer has the change: the target version's rows the dataset
     lacks, and the keys of the dataset's rows the target lacks, compared by row identity with what the dataset
     stores (reads every shard and the whole version once)."""
-    rows = source.delta.snapshot(None, names)
+    rows = source.rows(names)
     wanted = Counter(row_identities(rows, encodings))
     held: Counter = Counter()
     taken = []
@@ -338,18 +358,28 @@ def _resync(
     return subtract_identities(rows, held, encodings), taken
 
 
+def _keyed_reader(
+    source: DeltaLakeChanges | SparkDeltaChanges, key: Sequence[str] | None, table: str
+) -> DeltaLakeChanges | SparkDeltaChanges:
+    """The reader to mirror with: without ``key`` (or with ``key=["_row_id"]``), a table with row tracking read
+    with its row ids."""
+    if not (key is None or list(key) == [ROW_ID]) or not isinstance(source, DeltaLakeChanges):
+        return source
+    tracking = source.delta.row_tracking()
+    return source if tracking is None else RowTrackedChanges(table, source.version, tracking)
+
+
 def _key_columns(key: Sequence[str] | None, source: DeltaLakeChanges | SparkDeltaChanges, table: str) -> list[str]:
-    """The key columns, checked; a missing key is refused, saying why the table's row ids cannot serve."""
+    """The key columns, checked: `ROW_ID` for a table read with its row ids; a missing key is otherwise refused,
+    saying why the table's row ids cannot serve."""
+    if isinstance(source, RowTrackedChanges):
+        return [ROW_ID]
     if key is None:
-        why = "this version does not read Delta's row-tracking ids"
-        if isinstance(source, DeltaLakeChanges):
-            configuration = source.delta.table.metadata().configuration or {}
-            tracked = str(configuration.get("delta.enableRowTracking", "false")).lower() == "true"
-            why = (
-                "this table has Delta row tracking, but delta-rs cannot read its row ids"
-                if tracked
-                else "this table has no Delta row tracking (delta.enableRowTracking), so it has no row ids"
-            )
+        why = (
+            "Spark's reader does not give Delta row ids here; give the table's storage path to read them"
+            if isinstance(source, SparkDeltaChanges)
+            else "this table has no Delta row tracking (delta.enableRowTracking), so it has no row ids"
+        )
         raise ValueError(
             f"mode='mirror' needs key=[...]: the columns that identify a row of {table!r} ({why}). "
             f"Example: incremental_to_mds({table!r}, out, mode='mirror', key=['id'])."

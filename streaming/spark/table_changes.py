@@ -34,7 +34,8 @@ from streaming.convert.delta_history import (
     history_commit,
     touches_feed,
 )
-from streaming.convert.delta_table import DeltaLakeTable
+from streaming.convert.delta_row_ids import ROW_ID, RowTracking
+from streaming.convert.delta_table import DeltaLakeTable, FilesNotReadable
 from streaming.convert.driver import ConversionResult
 from streaming.convert.row_identity import net_change, row_identities, subtract_identities
 from streaming.convert.source import Source
@@ -83,9 +84,13 @@ class DeltaLakeChanges:
         minus = self.delta.files(removed, columns) if removed else empty
         return plus, minus
 
+    def rows(self, columns: Sequence[str], version: int | None = None) -> pa.Table:
+        """Every row of ``version`` (the pinned one by default) with ``columns``."""
+        return self.delta.snapshot(version, columns)
+
     def full(self, start: int, columns: Sequence[str]) -> tuple[pa.Table, pa.Table]:
         try:
-            return self.delta.snapshot(None, columns), self.delta.snapshot(start, columns)
+            return self.rows(columns), self.rows(columns, start)
         except FileNotFoundError as err:
             raise HistoryUnavailableError(
                 f"version {start} of {self.table} cannot be read whole any more ({str(err).splitlines()[0]})", start
@@ -96,7 +101,7 @@ class DeltaLakeChanges:
         return (added if added.num_rows else None), removed
 
     def subtract(self, held: Counter, columns: Sequence[str], encodings: Mapping[str, str]) -> pa.Table | None:
-        rows = subtract_identities(self.delta.snapshot(None, columns), held, encodings)
+        rows = subtract_identities(self.rows(columns), held, encodings)
         return rows if rows.num_rows else None
 
     def write(self, rows: pa.Table, out: str, **options: Any) -> ConversionResult:
@@ -105,6 +110,52 @@ class DeltaLakeChanges:
             options.pop(unused, None)
         source = Source("delta", self.table, self.version, self.reader)
         return convert_table(rows, out, source=source, caller="incremental_to_mds", **options)
+
+
+class RowTrackedChanges(DeltaLakeChanges):
+    """A Delta path with row tracking, read with delta-rs, whose rows carry their stable row id as one more
+    column (`ROW_ID`, from `streaming.convert.delta_row_ids`): what a mirror keyed by row ids reads.
+
+    Its reads are the snapshot, the changed files and both versions whole; the Change Data Feed has no row ids
+    (the Delta protocol's readers cannot take them from change data files), so `feed` refuses."""
+
+    def __init__(self, table: str, version: int | None, tracking: RowTracking) -> None:
+        super().__init__(table, version)
+        self.tracking = tracking
+        if ROW_ID in self.delta.schema.names:
+            raise ValueError(
+                f"{table!r} has a column named {ROW_ID!r}, where a mirror keyed by row ids stores each row's id. "
+                f"Choices: key=[...] (columns that identify a row), or rename that column."
+            )
+
+    def column_names(self) -> list[str]:
+        return [*self.delta.schema.names, ROW_ID]
+
+    def plan(self, chosen: Mapping[str, str] | Sequence[str] | None) -> dict[str, str]:
+        """The columns' encodings (every column when None), always with `ROW_ID`: the key is stored."""
+        if isinstance(chosen, Mapping):
+            chosen = {name: encoding for name, encoding in chosen.items() if name != ROW_ID}
+        elif chosen is not None:
+            chosen = [name for name in chosen if name != ROW_ID]
+        return {**super().plan(chosen), ROW_ID: "int64"}
+
+    def snapshot(self) -> pa.Table:
+        return self.rows(self.column_names())
+
+    def feed(self, start: int, columns: Sequence[str]) -> tuple[pa.Table, pa.Table]:
+        raise FilesNotReadable("the Change Data Feed has no row ids")
+
+    def files(self, window: TableWindow, columns: Sequence[str]) -> tuple[pa.Table, pa.Table]:
+        added, removed = window.changed_files()
+        values = [name for name in columns if name != ROW_ID]
+        return (
+            self.delta.files(added, values, self.tracking).select(list(columns)),
+            self.delta.files(removed, values, self.tracking).select(list(columns)),
+        )
+
+    def rows(self, columns: Sequence[str], version: int | None = None) -> pa.Table:
+        values = [name for name in columns if name != ROW_ID]
+        return self.delta.tracked_snapshot(version, values, self.tracking).select(list(columns))
 
 
 class SparkDeltaChanges:

@@ -1,0 +1,186 @@
+"""A mirror keyed by Delta row ids (`streaming.convert.delta_row_ids`): ``mode="mirror"`` without ``key``.
+
+The tables are written by `tests.incremental.row_tracked_table.TrackedTable` as the Delta protocol's writers
+must (delta-rs cannot create them), and every version is read back with delta-rs. The oracle is the writer's
+own bookkeeping: after every run the dataset must hold exactly the live rows, each under the stable id the
+writer gave it (``_row_id``), through inserts, deletes, updates that keep ids, an ``OPTIMIZE``, and a log
+cleaned up behind a checkpoint. The table's ``id`` column is plain data here, so duplicates in it are fine:
+the row id is the key.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import tempfile
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from streaming import LocalDataset
+from streaming.convert.delta_row_ids import ROW_ID
+from streaming.spark.incremental import IncrementalHistoryError, incremental_to_mds
+from tests.cli.conftest import run_cli
+from tests.incremental.row_tracked_table import TrackedTable
+
+EXAMPLES = int(os.environ.get("MDS_MIRROR_EXAMPLES", "20"))
+#: One step of a generated history: a table operation, or a mirror run (then, maybe, a checkpoint that drops the
+#: commit files the run no longer needs, as Delta's log cleanup does).
+STEPS = st.one_of(
+    st.tuples(st.just("insert"), st.integers(1, 12)),
+    st.tuples(st.just("delete"), st.integers(0, 6)),
+    st.tuples(st.just("update"), st.integers(0, 6)),
+    st.tuples(st.just("optimize"), st.none()),
+    st.tuples(st.just("run"), st.booleans()),
+)
+
+
+def _rows(count: int, start: int = 0, name: str = "user") -> list[dict]:
+    return [{"id": i % 7, "name": f"{name} {i}"} for i in range(start, start + count)]  # `id` repeats: not a key
+
+
+def _mirror(table: TrackedTable, out: Path, **options):
+    return incremental_to_mds(str(table.path), str(out), mode="mirror", size_limit=200, progress=False, **options)
+
+
+def _held(out: Path) -> dict[int, dict]:
+    samples = list(LocalDataset(str(out)))
+    held = {int(sample[ROW_ID]): {"id": int(sample["id"]), "name": sample["name"]} for sample in samples}
+    assert len(held) == len(samples), "a row id is stored twice"
+    return held
+
+
+def test_a_mirror_without_key_follows_row_ids_through_deletes_updates_optimize_and_a_cleaned_log(tmp_path):
+    table = TrackedTable(tmp_path / "events", _rows(40))
+    out = tmp_path / "events_mds"
+    first = _mirror(table, out)
+    assert (first.version, first.samples, first.method) == (0, 40, "snapshot")
+    assert _held(out) == table.rows
+
+    table.delete({3})  # every row with id 3: rows of several shards
+    table.update({5}, "relabelled")
+    table.insert(_rows(10, start=40, name="late"))
+    second = _mirror(table, out)
+    assert second.method == "snapshot_diff"
+    updated = sum(row["name"] == "relabelled" for row in table.rows.values())
+    assert second.removed == 6 + updated and second.samples == 10 + updated
+    assert _held(out) == table.rows
+
+    shards = {shard["raw_data"]["basename"] for shard in json.loads((out / "index.json").read_text())["shards"]}
+    table.optimize()  # dataChange=false: the ids are materialized, nothing changes for the mirror
+    assert _mirror(table, out).method == "no_data_change"
+    table.update({1}, "again")  # removes the compacted file: its rows' ids are read from the materialized column
+    third = _mirror(table, out)
+    assert third.method == "snapshot_diff" and _held(out) == table.rows
+    assert shards != {shard["raw_data"]["basename"] for shard in json.loads((out / "index.json").read_text())["shards"]}
+
+    table.delete({4})
+    table.checkpoint(drop_commits=True)  # the log now starts at a checkpoint: this change can no longer be read
+    with pytest.raises(IncrementalHistoryError, match=r"mode='mirror', key=\['_row_id'\], resync=True"):
+        _mirror(table, out)
+    deleted = sum(row["id"] == 4 for row in _held(out).values())
+    resynced = _mirror(table, out, key=[ROW_ID], resync=True)  # the way out the error names, ids replayed
+    assert (resynced.method, resynced.removed, resynced.samples) == ("resync", deleted, 0)
+    assert _held(out) == table.rows
+
+    fresh = tmp_path / "fresh_mds"  # a first run on a table whose log starts at a checkpoint
+    assert _mirror(table, fresh).samples == len(table.rows)
+    assert _held(fresh) == table.rows
+
+
+@pytest.mark.slow
+@settings(
+    max_examples=EXAMPLES,
+    deadline=None,
+    database=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture],
+)
+@given(st.integers(0, 20), st.lists(STEPS, min_size=1, max_size=12))
+def test_a_row_id_mirror_holds_every_row_under_its_id_after_every_generated_history(first, steps):
+    work = Path(tempfile.mkdtemp(prefix="mds-row-ids-"))
+    try:
+        table = TrackedTable(work / "t", _rows(first))
+        out = work / "t_mds"
+        counter = first
+        for kind, argument in [*steps, ("run", False)]:
+            if kind == "insert":
+                table.insert(_rows(argument, start=counter, name="new"))
+                counter += argument
+            elif kind == "delete":
+                table.delete({argument})
+            elif kind == "update":
+                table.update({argument}, f"updated {table.version}")
+            elif kind == "optimize" and table.files:
+                table.optimize()
+            elif kind == "run":
+                _mirror(table, out)
+                assert _held(out) == table.rows, f"after {steps}"
+                if argument:
+                    table.checkpoint(drop_commits=True)
+        fresh = work / "fresh_mds"
+        _mirror(table, fresh)
+        assert _held(fresh) == table.rows
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+def test_the_audit_names_row_ids_and_inspect_shows_the_key(tmp_path):
+    table = TrackedTable(tmp_path / "t", _rows(12))
+    out = tmp_path / "t_mds"
+    code, first, err = run_cli("incremental", str(table.path), str(out), "--mode", "mirror", "--json")
+    assert code == 0 and first["samples"] == 12, err
+    table.delete({2})
+    code, second, err = run_cli("incremental", str(table.path), str(out), "--mode", "mirror", "--json")
+    assert code == 0 and second["removed"] == 2, err
+    code, report, err = run_cli("inspect", str(out), "--json")
+    assert code == 0, err
+    audit = json.dumps(report)
+    assert '"_row_id"' in audit and _held(out) == table.rows
+    code, _, err = run_cli("incremental", str(table.path), str(out), "--mode", "mirror", "--key", "id")
+    assert code == 1 and "by key ['_row_id']" in err, err
+
+
+def test_what_cannot_give_row_ids_is_refused_before_anything_is_written(tmp_path):
+    clash = TrackedTable(tmp_path / "clash", [{"id": 1, "name": "a", ROW_ID: 9}], extra_column=ROW_ID)
+    with pytest.raises(ValueError, match="has a column named '_row_id'"):
+        _mirror(clash, tmp_path / "clash_mds")
+    assert not (tmp_path / "clash_mds").exists()
+
+    table = TrackedTable(tmp_path / "t", _rows(5))
+    with pytest.raises(ValueError, match="keyed by Delta row ids, which the Change Data Feed does not carry"):
+        _mirror(table, tmp_path / "feed_mds", change_data_feed=True)
+
+    add = json.loads((table.path / "_delta_log" / f"{0:020d}.json").read_text().splitlines()[-1])
+    assert "add" in add
+    log = table.path / "_delta_log" / f"{0:020d}.json"
+    log.write_text(log.read_text().replace(', "baseRowId": 0', ""))  # a writer that broke the protocol
+    with pytest.raises(ValueError, match="gives no baseRowId for part-"):
+        _mirror(table, tmp_path / "broken_mds")
+    assert not (tmp_path / "broken_mds").exists()
+
+
+def test_a_file_with_a_deletion_vector_is_refused_with_the_way_out(tmp_path):
+    table = TrackedTable(tmp_path / "t", _rows(6))
+    out = tmp_path / "t_mds"
+    _mirror(table, out)
+    published = (out / "index.json").read_bytes()
+    ((path, action),) = table.files.items()
+    vector = {
+        "storageType": "i",
+        "pathOrInlineDv": "wi5b=000010000siXQKl0rr91000f20000",
+        "sizeInBytes": 36,
+        "cardinality": 1,
+    }
+    commit = [
+        {"commitInfo": {"operation": "DELETE", "operationParameters": {}, "readVersion": 0}},
+        {"remove": {"path": path, "dataChange": True, "baseRowId": action["baseRowId"], "size": action["size"]}},
+        {"add": {**action, "deletionVector": vector}},
+    ]  # a DELETE with deletion vectors: the file stays, its first row marked deleted
+    (table.path / "_delta_log" / f"{1:020d}.json").write_text("\n".join(map(json.dumps, commit)) + "\n")
+    with pytest.raises(ValueError, match="has a deletion vector. A mirror of this table then needs key=") as err:
+        _mirror(table, out)
+    assert str(table.path) in str(err.value)
+    assert (out / "index.json").read_bytes() == published
