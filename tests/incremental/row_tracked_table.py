@@ -111,9 +111,10 @@ class TrackedTable:
         add = self._new_file([self.rows[sid] for sid in stable], stable, data_change=False)
         self._commit("OPTIMIZE", [add], [self._remove(path, data_change=False) for path in live])
 
-    def checkpoint(self, *, drop_commits: bool) -> None:
-        """A classic checkpoint of the current version; with ``drop_commits``, the commit files up to it go
-        (as ``delta.logRetentionDuration`` cleanup removes them), so a reader must start from the checkpoint."""
+    def checkpoint(self, *, drop_commits: bool, parts: int = 1) -> None:
+        """A classic checkpoint of the current version, in ``parts`` files (multi-part when more than one); with
+        ``drop_commits``, the commit files up to it go (as ``delta.logRetentionDuration`` cleanup removes them),
+        so a reader must start from the checkpoint."""
         adds = [
             {**action, "partitionValues": list(action["partitionValues"].items()), "stats": None}
             for action in self.files.values()
@@ -132,8 +133,14 @@ class TrackedTable:
             }
         )
         log = self.path / "_delta_log"
-        pq.write_table(table, log / f"{self.version:020d}.checkpoint.parquet")
-        (log / "_last_checkpoint").write_text(json.dumps({"version": self.version, "size": table.num_rows}))
+        if parts == 1:
+            pq.write_table(table, log / f"{self.version:020d}.checkpoint.parquet")
+        else:  # the protocol's multi-part naming; each action in exactly one part
+            for part in range(parts):
+                rows = table.take(list(range(part, table.num_rows, parts)))
+                pq.write_table(rows, log / f"{self.version:020d}.checkpoint.{part + 1:010d}.{parts:010d}.parquet")
+        last = {"version": self.version, "size": table.num_rows, **({"parts": parts} if parts > 1 else {})}
+        (log / "_last_checkpoint").write_text(json.dumps(last))
         if drop_commits:
             for number in range(self.version + 1):
                 (log / f"{number:020d}.json").unlink(missing_ok=True)

@@ -21,7 +21,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from streaming import LocalDataset
-from streaming.convert.delta_row_ids import ROW_ID
+from streaming.convert.delta_row_ids import ROW_ID, RowIdsUnavailable, live_files
 from streaming.spark.incremental import IncrementalHistoryError, incremental_to_mds
 from tests.cli.conftest import run_cli
 from tests.incremental.row_tracked_table import TrackedTable
@@ -34,7 +34,7 @@ STEPS = st.one_of(
     st.tuples(st.just("delete"), st.integers(0, 6)),
     st.tuples(st.just("update"), st.integers(0, 6)),
     st.tuples(st.just("optimize"), st.none()),
-    st.tuples(st.just("run"), st.booleans()),
+    st.tuples(st.just("run"), st.sampled_from([0, 0, 1, 3])),  # then a checkpoint in that many parts (0: none)
 )
 
 
@@ -105,7 +105,7 @@ def test_a_row_id_mirror_holds_every_row_under_its_id_after_every_generated_hist
         table = TrackedTable(work / "t", _rows(first))
         out = work / "t_mds"
         counter = first
-        for kind, argument in [*steps, ("run", False)]:
+        for kind, argument in [*steps, ("run", 0)]:
             if kind == "insert":
                 table.insert(_rows(argument, start=counter, name="new"))
                 counter += argument
@@ -119,7 +119,7 @@ def test_a_row_id_mirror_holds_every_row_under_its_id_after_every_generated_hist
                 _mirror(table, out)
                 assert _held(out) == table.rows, f"after {steps}"
                 if argument:
-                    table.checkpoint(drop_commits=True)
+                    table.checkpoint(drop_commits=True, parts=argument)
         fresh = work / "fresh_mds"
         _mirror(table, fresh)
         assert _held(fresh) == table.rows
@@ -184,3 +184,19 @@ def test_a_file_with_a_deletion_vector_is_refused_with_the_way_out(tmp_path):
         _mirror(table, out)
     assert str(table.path) in str(err.value)
     assert (out / "index.json").read_bytes() == published
+
+
+def test_a_log_that_starts_at_a_v2_checkpoint_is_refused_not_misread(tmp_path):
+    from pyarrow.fs import LocalFileSystem, SubTreeFileSystem
+
+    log = tmp_path / "_delta_log"
+    log.mkdir()
+    (log / f"{7:020d}.checkpoint.3a0d65cd-4056-49b8-937b-95f9e3ee90e5.json").write_text("{}")
+    (log / f"{8:020d}.json").write_text("")
+    filesystem = SubTreeFileSystem(str(tmp_path), LocalFileSystem())
+
+    def read_text(name: str) -> str | None:
+        return (tmp_path / name).read_text() if (tmp_path / name).exists() else None
+
+    with pytest.raises(RowIdsUnavailable, match="V2 checkpoints"):
+        live_files(filesystem, read_text, 8, "t")
