@@ -90,6 +90,7 @@ class FileAction:
         partition_values: partition column → its value as text (None for NULL), when the action says.
         deletion_vector: an identifier of the action's deletion vector, or None without one.
         base_row_id: the row id of the file's first row where the table tracks rows (``baseRowId``), else None.
+        vector: the action's deletion vector descriptor as the log gives it, or None without one.
     """
 
     path: str
@@ -97,6 +98,7 @@ class FileAction:
     partition_values: Mapping[str, str | None] | None = None
     deletion_vector: str | None = None
     base_row_id: int | None = None
+    vector: Mapping[str, Any] | None = field(default=None, compare=False)
 
     @property
     def key(self) -> tuple[str, str | None]:
@@ -355,6 +357,7 @@ def file_action(raw: Mapping[str, Any]) -> FileAction:
         partition_values=dict(values) if isinstance(values, dict) else None,
         deletion_vector=vector_id,
         base_row_id=_row_id_field(raw.get("baseRowId")),
+        vector=dict(vector) if isinstance(vector, dict) else None,
     )
 
 

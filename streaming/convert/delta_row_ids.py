@@ -12,8 +12,9 @@ the file. delta-rs reads such tables but gives neither, so this module reads the
   newest classic checkpoint (single or multi-part parquet) at or before that version;
 * `stable_row_ids`: the ids of one file's rows.
 
-What cannot give ids here is refused, never guessed: a file with a deletion vector (its positions are those of
-the file before the deletion), a V2 checkpoint with sidecar files, a file action without ``baseRowId``.
+A file with a deletion vector is read whole, its ids counted over every row it was written with, and the rows
+the vector marks dropped after (`streaming.convert.delta_deletion_vectors`). What cannot give ids here is
+refused, never guessed: a V2 checkpoint with sidecar files, a file action without ``baseRowId``.
 """
 
 from __future__ import annotations

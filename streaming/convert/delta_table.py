@@ -13,11 +13,13 @@ from collections.abc import Sequence
 from typing import Any
 from urllib.parse import unquote
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.dataset as ds
 
 from streaming._extras import require
+from streaming.convert.delta_deletion_vectors import deleted_positions
 from streaming.convert.delta_history import (
     CDF_PROPERTY,
     COLUMN_MAPPING_PROPERTY,
@@ -124,7 +126,7 @@ class DeltaLakeTable:
         fileformat = ds.ParquetFileFormat()
         fragments = []
         for action, _ in actions:
-            if action.deletion_vector is not None:
+            if action.deletion_vector is not None and tracking is None:
                 raise FilesNotReadable(f"{action.path} has a deletion vector")
             if "://" in action.path or action.path.startswith("/"):
                 raise FilesNotReadable(f"{action.path} lies outside the table's folder (a shallow clone)")
@@ -176,7 +178,13 @@ class DeltaLakeTable:
             ids = stable_row_ids(values.num_rows, action, stored)
         except RowIdsUnavailable:
             raise RowIdsUnavailable(f"{self.uri}: the log gives no baseRowId for {action.path}") from None
-        return values.append_column(pa.field(ROW_ID, pa.int64(), nullable=False), ids)
+        rows = values.append_column(pa.field(ROW_ID, pa.int64(), nullable=False), ids)
+        if action.vector is None:
+            return rows
+        # Ids count every row the file was written with; the rows its deletion vector marks go after.
+        kept = np.ones(rows.num_rows, dtype=bool)
+        kept[deleted_positions(action.vector, rows.num_rows, self._fs(), f"{self.uri}/{action.path}")] = False
+        return rows.filter(pa.array(kept))
 
     def _tracked_empty(self, columns: Sequence[str]) -> pa.Table:
         empty = self.schema.empty_table().select(list(columns))
@@ -186,8 +194,19 @@ class DeltaLakeTable:
         return self._open(self.uri, version=version)
 
     def _fs(self) -> Any:
+        """A pyarrow filesystem rooted at the table, over delta-rs's own object store."""
         if self._filesystem is None:
-            self._filesystem = self.table.to_pyarrow_dataset().filesystem
+            from deltalake.exceptions import DeltaProtocolError
+
+            try:
+                self._filesystem = self.table.to_pyarrow_dataset().filesystem
+            except DeltaProtocolError:
+                # delta-rs's Arrow reader refuses tables with deletion vectors, but its storage handler reads
+                # their files as any other (what a mirror keyed by row ids needs).
+                from deltalake.fs import DeltaStorageHandler
+                from pyarrow.fs import PyFileSystem
+
+                self._filesystem = PyFileSystem(DeltaStorageHandler(self.uri))
         return self._filesystem
 
     def _read_text(self, relative: str) -> str | None:

@@ -14,10 +14,13 @@ exactly ``rows``'s values, so a commit delta-rs would not accept never reaches a
 
 from __future__ import annotations
 
+import base64
 import json
 import os
+import struct
 import time
 import uuid
+import zlib
 from pathlib import Path
 from typing import Any
 
@@ -28,10 +31,32 @@ MATERIALIZED = "_row-id-col-6a1f"
 MATERIALIZED_VERSION = "_row-commit-version-col-6a1f"
 SCHEMA = pa.schema([("id", pa.int64()), ("name", pa.string())])
 PROTOCOL = {"minReaderVersion": 1, "minWriterVersion": 7, "writerFeatures": ["rowTracking", "domainMetadata"]}
+DELETION_VECTOR_PROTOCOL = {
+    "minReaderVersion": 3,
+    "minWriterVersion": 7,
+    "readerFeatures": ["deletionVectors"],
+    "writerFeatures": ["rowTracking", "domainMetadata", "deletionVectors"],
+}
+_Z85 = "0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ.-:+=^!/*?&<>()[]{}@%$#"
+_B85 = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz!#$%&()*+-;<=>?@^_`{|}~"
 _TEXT_MAP = pa.map_(pa.string(), pa.string())
 #: The checkpoint's columns for the actions it holds (PROTOCOL.md, "Checkpoint Schema").
 CHECKPOINT_PROTOCOL = pa.struct(
-    [("minReaderVersion", pa.int32()), ("minWriterVersion", pa.int32()), ("writerFeatures", pa.list_(pa.string()))]
+    [
+        ("minReaderVersion", pa.int32()),
+        ("minWriterVersion", pa.int32()),
+        ("readerFeatures", pa.list_(pa.string())),
+        ("writerFeatures", pa.list_(pa.string())),
+    ]
+)
+CHECKPOINT_VECTOR = pa.struct(
+    [
+        ("storageType", pa.string()),
+        ("pathOrInlineDv", pa.string()),
+        ("offset", pa.int32()),
+        ("sizeInBytes", pa.int32()),
+        ("cardinality", pa.int64()),
+    ]
 )
 CHECKPOINT_METADATA = pa.struct(
     [
@@ -53,6 +78,7 @@ CHECKPOINT_ADD = pa.struct(
         ("stats", pa.string()),
         ("baseRowId", pa.int64()),
         ("defaultRowCommitVersion", pa.int64()),
+        ("deletionVector", CHECKPOINT_VECTOR),
     ]
 )
 
@@ -60,13 +86,22 @@ CHECKPOINT_ADD = pa.struct(
 class TrackedTable:
     """A row-tracked table at ``path`` with columns ``id`` and ``name`` (``id`` is data here, not the key)."""
 
-    def __init__(self, path: Path, rows: list[dict[str, Any]], *, extra_column: str | None = None) -> None:
+    def __init__(
+        self,
+        path: Path,
+        rows: list[dict[str, Any]],
+        *,
+        extra_column: str | None = None,
+        deletion_vectors: bool = False,
+    ) -> None:
         self.path = path
         self.version = -1
         self.high_water = -1
         self.rows: dict[int, dict[str, Any]] = {}
         self.files: dict[str, dict[str, Any]] = {}  # live file path -> its add action
-        self.placed: dict[str, list[int]] = {}  # live file path -> the stable ids of its rows, in file order
+        self.placed: dict[str, list[int]] = {}  # live file path -> the stable ids of its rows as written, in order
+        self.deleted: dict[str, set[int]] = {}  # live file path -> the positions its deletion vector marks
+        self.vectors_stored = 0  # deletion vector files written (each holds one vector)
         schema = SCHEMA if extra_column is None else SCHEMA.append(pa.field(extra_column, pa.int64()))
         self.schema = schema
         (path / "_delta_log").mkdir(parents=True)
@@ -87,7 +122,7 @@ class TrackedTable:
             "configuration": configuration,
             "createdTime": int(time.time() * 1000),
         }
-        self.protocol = PROTOCOL
+        self.protocol = PROTOCOL if not deletion_vectors else DELETION_VECTOR_PROTOCOL
         adds = [self._new_file(rows, [None] * len(rows))] if rows else []
         head = [{"protocol": self.protocol}, {"metaData": self.metadata}]
         self._commit("CREATE TABLE AS SELECT", adds, [], head=head)
@@ -104,10 +139,32 @@ class TrackedTable:
         """``UPDATE SET name = name WHERE id IN ids``: the rows keep their stable ids (materialized)."""
         self._rewrite("UPDATE", lambda row: {**row, "name": name} if row["id"] in ids else row)
 
+    def mark_deleted(self, ids: set[int], *, in_file: bool) -> None:
+        """``DELETE WHERE id IN ids`` with deletion vectors: each file holding one stays, re-added with a vector
+        marking those rows (inline in the log, or in a vector file of the table)."""
+        adds, removes = [], []
+        for path in list(self.files):
+            positions = {
+                p for p, sid in enumerate(self.placed[path]) if sid in self.rows and self.rows[sid]["id"] in ids
+            }
+            if not positions:
+                continue
+            action = self.files[path]
+            removes.append(self._remove(path, keep=True))
+            marked = self.deleted.get(path, set()) | positions
+            for position in positions:
+                del self.rows[self.placed[path][position]]
+            self.deleted[path] = marked
+            vector = self._vector(sorted(marked), in_file)
+            stats = json.dumps({"numRecords": len(self.placed[path])})
+            self.files[path] = {**action, "deletionVector": vector, "stats": stats, "dataChange": True}
+            adds.append(self.files[path])
+        self._commit("DELETE", adds, removes)
+
     def optimize(self) -> None:
         """``OPTIMIZE``: every file compacted into one, ``dataChange=false``, every id materialized."""
         live = list(self.files)
-        stable = [sid for path in live for sid in self.placed[path]]
+        stable = [sid for path in live for sid in self._live(path)]
         add = self._new_file([self.rows[sid] for sid in stable], stable, data_change=False)
         self._commit("OPTIMIZE", [add], [self._remove(path, data_change=False) for path in live])
 
@@ -116,7 +173,12 @@ class TrackedTable:
         ``drop_commits``, the commit files up to it go (as ``delta.logRetentionDuration`` cleanup removes them),
         so a reader must start from the checkpoint."""
         adds = [
-            {**action, "partitionValues": list(action["partitionValues"].items()), "stats": None}
+            {
+                **action,
+                "partitionValues": list(action["partitionValues"].items()),
+                "stats": action.get("stats"),
+                "deletionVector": action.get("deletionVector"),
+            }
             for action in self.files.values()
         ]
         metadata = {
@@ -150,7 +212,7 @@ class TrackedTable:
     def _rewrite(self, operation: str, change: Any) -> None:
         adds, removes = [], []
         for path in list(self.files):
-            stable = self.placed[path]
+            stable = self._live(path)
             changed = [change(self.rows[sid]) for sid in stable]
             if all(new is old for new, old in zip(changed, (self.rows[sid] for sid in stable))):
                 continue
@@ -190,10 +252,14 @@ class TrackedTable:
         self.files[name] = action
         return action
 
-    def _remove(self, path: str, *, data_change: bool = True) -> dict:
-        action = self.files.pop(path)
-        self.placed.pop(path)
-        return {
+    def _remove(self, path: str, *, data_change: bool = True, keep: bool = False) -> dict:
+        """The ``remove`` of a live file (with its deletion vector, as the protocol pairs them); ``keep`` when the
+        same file is added back at once with another vector."""
+        action = self.files[path] if keep else self.files.pop(path)
+        if not keep:
+            self.placed.pop(path)
+            self.deleted.pop(path, None)
+        removed = {
             "path": path,
             "deletionTimestamp": int(time.time() * 1000),
             "dataChange": data_change,
@@ -203,6 +269,32 @@ class TrackedTable:
             "baseRowId": action["baseRowId"],
             "defaultRowCommitVersion": action["defaultRowCommitVersion"],
         }
+        if "deletionVector" in action:
+            removed["deletionVector"] = action["deletionVector"]
+        return removed
+
+    def _live(self, path: str) -> list[int]:
+        """The stable ids of a file's rows its deletion vector does not mark, in file order."""
+        marked = self.deleted.get(path, set())
+        return [sid for position, sid in enumerate(self.placed[path]) if position not in marked]
+
+    def _vector(self, positions: list[int], in_file: bool) -> dict[str, Any]:
+        """A deletion vector descriptor for ``positions``, its bitmap serialized as the protocol says (magic
+        number, portable 64-bit RoaringBitmap): Z85 text in the log, or a vector file beside the data."""
+        import pyroaring
+
+        data = struct.pack("<I", 1681511377) + pyroaring.BitMap64(positions).serialize()
+        descriptor = {"sizeInBytes": len(data), "cardinality": len(positions)}
+        if not in_file:
+            padded = data + b"\0" * (-len(data) % 4)
+            return {"storageType": "i", "pathOrInlineDv": _z85(padded), **descriptor}
+        identifier = uuid.uuid4()
+        prefix = "dv"
+        (self.path / prefix).mkdir(exist_ok=True)
+        body = struct.pack(">I", len(data)) + data + struct.pack(">I", zlib.crc32(data))
+        (self.path / prefix / f"deletion_vector_{identifier}.bin").write_bytes(b"\x01" + body)
+        self.vectors_stored += 1
+        return {"storageType": "u", "pathOrInlineDv": prefix + _z85(identifier.bytes), "offset": 1, **descriptor}
 
     def _commit(self, operation: str, adds: list[dict], removes: list[dict], head: list[dict] | None = None) -> None:
         self.version += 1
@@ -232,12 +324,20 @@ class TrackedTable:
 
     def _check(self) -> None:
         """delta-rs reads this version, and exactly the rows the writer holds."""
-        from deltalake import DeltaTable
+        from deltalake import DeltaTable, QueryBuilder
 
         table = DeltaTable(str(self.path))
         assert table.version() == self.version
-        read = sorted(map(_frozen, table.to_pyarrow_table().to_pylist()))
+        if "readerFeatures" in self.protocol:  # delta-rs's Arrow reader refuses them; its query engine reads them
+            rows = pa.table(QueryBuilder().register("t", table).execute("SELECT * FROM t").read_all()).to_pylist()
+        else:
+            rows = table.to_pyarrow_table().to_pylist()
+        read = sorted(map(_frozen, rows))
         assert read == sorted(map(_frozen, self.rows.values())), "delta-rs reads other rows than were written"
+
+
+def _z85(data: bytes) -> str:
+    return base64.b85encode(data).decode("ascii").translate(str.maketrans(_B85, _Z85))
 
 
 def _frozen(row: dict[str, Any]) -> tuple:

@@ -34,6 +34,7 @@ STEPS = st.one_of(
     st.tuples(st.just("delete"), st.integers(0, 6)),
     st.tuples(st.just("update"), st.integers(0, 6)),
     st.tuples(st.just("optimize"), st.none()),
+    st.tuples(st.just("mark"), st.tuples(st.integers(0, 6), st.booleans())),  # DELETE by deletion vector
     st.tuples(st.just("run"), st.sampled_from([0, 0, 1, 3])),  # then a checkpoint in that many parts (0: none)
 )
 
@@ -98,11 +99,11 @@ def test_a_mirror_without_key_follows_row_ids_through_deletes_updates_optimize_a
     database=None,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture],
 )
-@given(st.integers(0, 20), st.lists(STEPS, min_size=1, max_size=12))
-def test_a_row_id_mirror_holds_every_row_under_its_id_after_every_generated_history(first, steps):
+@given(st.integers(0, 20), st.booleans(), st.lists(STEPS, min_size=1, max_size=12))
+def test_a_row_id_mirror_holds_every_row_under_its_id_after_every_generated_history(first, vectors, steps):
     work = Path(tempfile.mkdtemp(prefix="mds-row-ids-"))
     try:
-        table = TrackedTable(work / "t", _rows(first))
+        table = TrackedTable(work / "t", _rows(first), deletion_vectors=vectors)
         out = work / "t_mds"
         counter = first
         for kind, argument in [*steps, ("run", 0)]:
@@ -115,6 +116,8 @@ def test_a_row_id_mirror_holds_every_row_under_its_id_after_every_generated_hist
                 table.update({argument}, f"updated {table.version}")
             elif kind == "optimize" and table.files:
                 table.optimize()
+            elif kind == "mark" and vectors:
+                table.mark_deleted({argument[0]}, in_file=argument[1])
             elif kind == "run":
                 _mirror(table, out)
                 assert _held(out) == table.rows, f"after {steps}"
@@ -162,27 +165,33 @@ def test_what_cannot_give_row_ids_is_refused_before_anything_is_written(tmp_path
     assert not (tmp_path / "broken_mds").exists()
 
 
-def test_a_file_with_a_deletion_vector_is_refused_with_the_way_out(tmp_path):
-    table = TrackedTable(tmp_path / "t", _rows(6))
+def test_rows_a_deletion_vector_marks_leave_and_the_others_keep_their_ids(tmp_path):
+    table = TrackedTable(tmp_path / "t", _rows(30), deletion_vectors=True)
+    out = tmp_path / "t_mds"
+    _mirror(table, out)
+    table.mark_deleted({2}, in_file=False)  # a vector inline in the log
+    assert _mirror(table, out).removed == 4 and _held(out) == table.rows
+    table.mark_deleted({5}, in_file=True)  # a vector file of the table, replacing the inline one
+    table.update({6}, "kept id")  # copy on write of a file with a vector: its surviving rows' ids materialized
+    assert _mirror(table, out).method == "snapshot_diff" and _held(out) == table.rows
+    assert table.vectors_stored == 1
+    fresh = tmp_path / "fresh_mds"  # a first run reads files with vectors whole and drops the marked rows
+    _mirror(table, fresh)
+    assert _held(fresh) == table.rows
+
+
+def test_a_damaged_deletion_vector_is_refused_naming_the_file(tmp_path):
+    table = TrackedTable(tmp_path / "t", _rows(12), deletion_vectors=True)
     out = tmp_path / "t_mds"
     _mirror(table, out)
     published = (out / "index.json").read_bytes()
-    ((path, action),) = table.files.items()
-    vector = {
-        "storageType": "i",
-        "pathOrInlineDv": "wi5b=000010000siXQKl0rr91000f20000",
-        "sizeInBytes": 36,
-        "cardinality": 1,
-    }
-    commit = [
-        {"commitInfo": {"operation": "DELETE", "operationParameters": {}, "readVersion": 0}},
-        {"remove": {"path": path, "dataChange": True, "baseRowId": action["baseRowId"], "size": action["size"]}},
-        {"add": {**action, "deletionVector": vector}},
-    ]  # a DELETE with deletion vectors: the file stays, its first row marked deleted
-    (table.path / "_delta_log" / f"{1:020d}.json").write_text("\n".join(map(json.dumps, commit)) + "\n")
-    with pytest.raises(ValueError, match="has a deletion vector. A mirror of this table then needs key=") as err:
+    table.mark_deleted({1}, in_file=True)
+    (vector_file,) = (table.path / "dv").iterdir()
+    data = bytearray(vector_file.read_bytes())
+    data[-5] ^= 0xFF  # one bit of the bitmap: the checksum no longer matches
+    vector_file.write_bytes(bytes(data))
+    with pytest.raises(ValueError, match=r"deletion vector of .*part-.*fails its size or checksum check"):
         _mirror(table, out)
-    assert str(table.path) in str(err.value)
     assert (out / "index.json").read_bytes() == published
 
 

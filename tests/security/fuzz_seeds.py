@@ -159,3 +159,23 @@ def checkpoint_seeds() -> list[tuple[int, bytes]]:
         }
         seeds.append((version, json.dumps(body, sort_keys=True).encode()))
     return seeds
+
+
+@functools.cache
+def vector_seeds() -> list[tuple[int, int, bytes]]:
+    """Valid Delta deletion vectors as ``(rows in the file, cardinality, bytes)``: the magic number, then a portable
+    64-bit RoaringBitmap (array, bitmap and run containers, and a second 32-bit bucket)."""
+    import struct
+
+    import pyroaring
+
+    from streaming.convert.delta_deletion_vectors import MAGIC
+
+    sets = [[], [0], [1, 5, 9], list(range(0, 9000, 2)), list(range(100, 70000)), [3, 2**32 + 7]]
+    seeds = []
+    for positions in sets:
+        bitmap = pyroaring.BitMap64(positions)
+        bitmap.run_optimize()
+        rows = (max(positions) + 1) if positions else 1
+        seeds.append((rows, len(positions), struct.pack("<I", MAGIC) + bitmap.serialize()))
+    return seeds

@@ -21,6 +21,7 @@ from collections import Counter
 from collections.abc import Callable
 from typing import ParamSpec
 
+from streaming.convert.delta_deletion_vectors import DeletionVectorError, deleted_positions
 from streaming.format import commit_log, merge
 from streaming.format.commit_checks import check_conversion_record, load_commit, load_json
 from streaming.format.errors import ShardCorruptError
@@ -94,6 +95,48 @@ def shard_header(samples: int, data: bytes) -> None:
             pass
     except ShardCorruptError as err:
         assert "shard.mds" in str(err), err
+
+
+@_counted
+def deletion_vector(rows: int, cardinality: int, data: bytes) -> None:
+    """A Delta deletion vector of any bytes, inline in the log and in a vector file, gives sorted distinct positions
+    inside the file, as many as its descriptor says, or a DeletionVectorError naming the data file."""
+    import base64
+    import struct
+    import uuid
+    import zlib
+
+    from pyarrow.fs import LocalFileSystem, SubTreeFileSystem
+
+    padded = data + b"\0" * (-len(data) % 4)
+    text = base64.b85encode(padded).decode().translate(str.maketrans(_B85, _Z85))
+    identifier = uuid.UUID(int=RUNS["deletion_vector"])
+    with open(os.path.join(_SCRATCH, f"deletion_vector_{identifier}.bin"), "wb") as handle:
+        handle.write(b"\x01" + struct.pack(">I", len(data)) + data + struct.pack(">I", zlib.crc32(data)))
+    stored = base64.b85encode(identifier.bytes).decode().translate(str.maketrans(_B85, _Z85))
+    descriptors = [
+        {"storageType": "i", "pathOrInlineDv": text, "sizeInBytes": len(data), "cardinality": cardinality},
+        {
+            "storageType": "u",
+            "pathOrInlineDv": stored,
+            "offset": 1,
+            "sizeInBytes": len(data),
+            "cardinality": cardinality,
+        },
+    ]
+    filesystem = SubTreeFileSystem(_SCRATCH, LocalFileSystem())
+    for descriptor in descriptors:
+        try:
+            positions = deleted_positions(descriptor, rows, filesystem, "fuzz/part-0.parquet")
+        except DeletionVectorError as err:
+            assert "fuzz/part-0.parquet" in str(err) or "Z85" in str(err) or "path" in str(err), err
+            continue
+        assert len(positions) == cardinality and (positions[:-1] < positions[1:]).all(), descriptor
+        assert not len(positions) or (0 <= positions[0] and positions[-1] < rows), descriptor
+
+
+_Z85 = "0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ.-:+=^!/*?&<>()[]{}@%$#"
+_B85 = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz!#$%&()*+-;<=>?@^_`{|}~"
 
 
 @_counted

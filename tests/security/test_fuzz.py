@@ -1,5 +1,5 @@
-"""Fuzzing of index parsing, shard headers, every decoder, the URL parsers, commit files, conversion records and
-merge inputs: at least 10,000 inputs per target.
+"""Fuzzing of index parsing, shard headers, every decoder, the URL parsers, commit files, conversion records,
+merge inputs and Delta deletion vectors: at least 10,000 inputs per target.
 
 Two engines, each where it pays:
 
@@ -105,6 +105,23 @@ def test_shard_header_mutated():
             yield samples, mutator.mutate_bytes(data, rng, pool)
 
     _fuzz("shard_header", inputs(), fuzz_targets.shard_header)
+
+
+def test_deletion_vector_mutated():
+    rng = _rng("deletion_vector")
+    seeds = fuzz_seeds.vector_seeds()
+    pool = [data for _, _, data in seeds]
+
+    def inputs() -> Iterator[tuple[int, int, bytes]]:
+        for _ in range(INPUTS):
+            rows, cardinality, data = rng.choice(seeds)
+            if rng.random() < 0.2:
+                rows = rng.randint(0, 80000)
+            if rng.random() < 0.2:
+                cardinality = rng.randint(0, 80000)
+            yield rows, cardinality, mutator.mutate_bytes(data, rng, pool)
+
+    _fuzz("deletion_vector", inputs(), fuzz_targets.deletion_vector)
 
 
 def _json_inputs(rng: random.Random, trees: list[Any], seeds: list[bytes]) -> Iterator[bytes]:
