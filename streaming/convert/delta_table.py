@@ -44,7 +44,7 @@ FEED_MINUS = ("delete", "update_preimage")
 
 
 class FilesNotReadable(Exception):
-    """The changed files cannot be read one by one (deletion vectors, column mapping, files outside the table)."""
+    """The changed files cannot be read one by one (column mapping, files outside the table)."""
 
 
 class DeltaLakeTable:
@@ -70,7 +70,7 @@ class DeltaLakeTable:
         table = self.table if version is None or version == self.version else self._at(version)
         names = list(columns) if columns else self.schema.names
         have = set(pa.schema(table.schema().to_arrow()).names)
-        rows = _plain(table.to_pyarrow_table(columns=[name for name in names if name in have]))
+        rows = _plain(_rows_of(table, [name for name in names if name in have]))
         arrays = [
             rows.column(name) if name in have else pa.nulls(rows.num_rows, self.schema.field(name).type)
             for name in names
@@ -126,8 +126,6 @@ class DeltaLakeTable:
         fileformat = ds.ParquetFileFormat()
         fragments = []
         for action, _ in actions:
-            if action.deletion_vector is not None and tracking is None:
-                raise FilesNotReadable(f"{action.path} has a deletion vector")
             if "://" in action.path or action.path.startswith("/"):
                 raise FilesNotReadable(f"{action.path} lies outside the table's folder (a shallow clone)")
             expression = _partition_expression(action, partitions, schema)
@@ -135,12 +133,12 @@ class DeltaLakeTable:
                 fileformat.make_fragment(unquote(action.path), filesystem=self._fs(), partition_expression=expression)
             )
         try:
-            if tracking is not None:
+            if tracking is not None or any(action.vector is not None for action, _ in actions):
                 parts = [
-                    self._tracked_rows(fragment, action, columns, tracking)
+                    self._file_rows(fragment, action, columns, tracking)
                     for fragment, (action, _) in zip(fragments, actions)
                 ]
-                return pa.concat_tables(parts) if parts else self._tracked_empty(columns)
+                return pa.concat_tables(parts) if parts else self._empty(columns, tracking)
             dataset = ds.FileSystemDataset(fragments, schema=schema, format=fileformat, filesystem=self._fs())
             rows = dataset.to_table(columns=list(columns))
         except FileNotFoundError as err:
@@ -163,31 +161,35 @@ class DeltaLakeTable:
             raise RowIdsUnavailable(f"the row ids of version {number} of {self.uri} cannot be read: {err}") from None
 
     # -- helpers ---------------------------------------------------------------------------------------
-    def _tracked_rows(
-        self, fragment: Any, action: FileAction, columns: Sequence[str], tracking: RowTracking
+    def _file_rows(
+        self, fragment: Any, action: FileAction, columns: Sequence[str], tracking: RowTracking | None
     ) -> pa.Table:
-        """One file's rows with ``columns`` (as the table's types) and their stable row ids, in file order."""
+        """One file's rows with ``columns`` (as the table's types), in file order, without those its deletion
+        vector marks; with ``tracking``, also their stable row ids."""
         schema = self.schema
         rows = ds.FileSystemDataset([fragment], schema=schema, format=fragment.format, filesystem=self._fs())
         values = self._conform(_plain(rows.to_table(columns=list(columns))), columns)
-        hidden = tracking.materialized
-        stored = None
-        if hidden is not None and hidden in fragment.physical_schema.names:
-            stored = fragment.to_table(columns=[hidden]).column(hidden)
-        try:
-            ids = stable_row_ids(values.num_rows, action, stored)
-        except RowIdsUnavailable:
-            raise RowIdsUnavailable(f"{self.uri}: the log gives no baseRowId for {action.path}") from None
-        rows = values.append_column(pa.field(ROW_ID, pa.int64(), nullable=False), ids)
+        if tracking is not None:
+            hidden = tracking.materialized
+            stored = None
+            if hidden is not None and hidden in fragment.physical_schema.names:
+                stored = fragment.to_table(columns=[hidden]).column(hidden)
+            try:
+                ids = stable_row_ids(values.num_rows, action, stored)
+            except RowIdsUnavailable:
+                raise RowIdsUnavailable(f"{self.uri}: the log gives no baseRowId for {action.path}") from None
+            values = values.append_column(pa.field(ROW_ID, pa.int64(), nullable=False), ids)
         if action.vector is None:
-            return rows
-        # Ids count every row the file was written with; the rows its deletion vector marks go after.
-        kept = np.ones(rows.num_rows, dtype=bool)
-        kept[deleted_positions(action.vector, rows.num_rows, self._fs(), f"{self.uri}/{action.path}")] = False
-        return rows.filter(pa.array(kept))
+            return values
+        # Positions (and so default ids) count every row the file was written with; the marked rows go after.
+        kept = np.ones(values.num_rows, dtype=bool)
+        kept[deleted_positions(action.vector, values.num_rows, self._fs(), f"{self.uri}/{action.path}")] = False
+        return values.filter(pa.array(kept))
 
-    def _tracked_empty(self, columns: Sequence[str]) -> pa.Table:
+    def _empty(self, columns: Sequence[str], tracking: RowTracking | None) -> pa.Table:
         empty = self.schema.empty_table().select(list(columns))
+        if tracking is None:
+            return empty
         return empty.append_column(pa.field(ROW_ID, pa.int64(), nullable=False), pa.array([], pa.int64()))
 
     def _at(self, version: int) -> Any:
@@ -222,6 +224,23 @@ class DeltaLakeTable:
         names = list(columns) if columns else schema.names
         target = pa.schema([schema.field(name) for name in names])
         return rows.select(names).cast(target)
+
+
+def _rows_of(table: Any, names: list[str]) -> pa.Table:
+    """Every row of a delta-rs table with ``names``: its Arrow reader, or where that refuses the table's reader
+    features (deletion vectors), its query engine, which applies them."""
+    from deltalake.exceptions import DeltaProtocolError
+
+    try:
+        return table.to_pyarrow_table(columns=names)
+    except DeltaProtocolError:
+        from deltalake import QueryBuilder
+
+        result = QueryBuilder().register("snapshot", table).execute("SELECT * FROM snapshot")
+        if hasattr(pa.RecordBatchReader, "from_stream"):
+            return pa.RecordBatchReader.from_stream(result).read_all().select(names)
+        capsule = result.__arrow_c_stream__()  # pyarrow before 15 has no from_stream
+        return pa.RecordBatchReader._import_from_c_capsule(capsule).read_all().select(names)
 
 
 def _read_stream(stream: Any, schema: pa.Schema) -> pa.Table:

@@ -33,8 +33,9 @@ in ``tests/incremental`` checks that on real delta-rs tables):
    pre-images);
 3. the changed files: the rows of the data files the window added minus those of the files it removed
    (``dataChange=true`` actions of the Delta log, files added and removed inside the window cancelled), so
-   the cost follows the change, not the table;
-4. both versions whole, when the changed files cannot be read one by one (deletion vectors, column mapping).
+   the cost follows the change, not the table (a file with a deletion vector is read whole and the rows its
+   vector marks dropped);
+4. both versions whole, when the changed files cannot be read one by one (column mapping, a shallow clone).
 
 **When history is gone** (``VACUUM`` removed files the change needs, the log's retention removed its commit
 files) the run stops with `IncrementalHistoryError`, naming the version and the way out: ``resync=True``

@@ -195,11 +195,12 @@ class TrackedTable:
             }
         )
         log = self.path / "_delta_log"
+        parts = min(parts, table.num_rows)  # as a writer splits: no part without an action
         if parts == 1:
             pq.write_table(table, log / f"{self.version:020d}.checkpoint.parquet")
         else:  # the protocol's multi-part naming; each action in exactly one part
             for part in range(parts):
-                rows = table.take(list(range(part, table.num_rows, parts)))
+                rows = table.take(pa.array(range(part, table.num_rows, parts), pa.int64()))
                 pq.write_table(rows, log / f"{self.version:020d}.checkpoint.{part + 1:010d}.{parts:010d}.parquet")
         last = {"version": self.version, "size": table.num_rows, **({"parts": parts} if parts > 1 else {})}
         (log / "_last_checkpoint").write_text(json.dumps(last))
