@@ -262,7 +262,9 @@ def _batches(task: Task, path: str) -> Iterator[pa.RecordBatch]:
     elif task.kind == "delta":
         from deltalake import DeltaTable
 
-        yield from DeltaTable(path).to_pyarrow_dataset().to_batches(batch_size=BATCH_ROWS, use_threads=False)
+        from streaming.convert.delta_table import delta_batches
+
+        yield from delta_batches(DeltaTable(path), BATCH_ROWS)
     else:
         raise ValueError(f"Unknown input kind {task.kind!r}; valid: {', '.join(KINDS)}.")
 

@@ -9,7 +9,7 @@ the table. Every table read goes through delta-rs's own object store (its creden
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import Any
 from urllib.parse import unquote
 
@@ -70,7 +70,7 @@ class DeltaLakeTable:
         table = self.table if version is None or version == self.version else self._at(version)
         names = list(columns) if columns else self.schema.names
         have = set(pa.schema(table.schema().to_arrow()).names)
-        rows = _plain(_rows_of(table, [name for name in names if name in have]))
+        rows = delta_rows(table, [name for name in names if name in have])
         arrays = [
             rows.column(name) if name in have else pa.nulls(rows.num_rows, self.schema.field(name).type)
             for name in names
@@ -226,21 +226,39 @@ class DeltaLakeTable:
         return rows.select(names).cast(target)
 
 
-def _rows_of(table: Any, names: list[str]) -> pa.Table:
-    """Every row of a delta-rs table with ``names``: its Arrow reader, or where that refuses the table's reader
-    features (deletion vectors), its query engine, which applies them."""
+def delta_rows(table: Any, names: list[str]) -> pa.Table:
+    """Every row of a delta-rs table with ``names``, in plain Arrow types (see `delta_batches`)."""
     from deltalake.exceptions import DeltaProtocolError
 
     try:
-        return table.to_pyarrow_table(columns=names)
+        return _plain(table.to_pyarrow_table(columns=names))
     except DeltaProtocolError:
-        from deltalake import QueryBuilder
+        return _plain(pa.Table.from_batches(list(_queried(table)))).select(names)
 
-        result = QueryBuilder().register("snapshot", table).execute("SELECT * FROM snapshot")
-        if hasattr(pa.RecordBatchReader, "from_stream"):
-            return pa.RecordBatchReader.from_stream(result).read_all().select(names)
-        capsule = result.__arrow_c_stream__()  # pyarrow before 15 has no from_stream
-        return pa.RecordBatchReader._import_from_c_capsule(capsule).read_all().select(names)
+
+def delta_batches(table: Any, batch_rows: int) -> Iterator[pa.RecordBatch]:
+    """The rows of a delta-rs table as record batches in plain Arrow types: its Arrow reader, or where that
+    refuses the table's reader features (deletion vectors, which Databricks writes by default), its query engine,
+    which applies them."""
+    from deltalake.exceptions import DeltaProtocolError
+
+    try:
+        dataset = table.to_pyarrow_dataset()
+    except DeltaProtocolError:
+        for batch in _queried(table):
+            yield from _plain(pa.Table.from_batches([batch])).to_batches()
+        return
+    yield from dataset.to_batches(batch_size=batch_rows, use_threads=False)
+
+
+def _queried(table: Any) -> pa.RecordBatchReader:
+    """``SELECT *`` of the table through delta-rs's query engine (DataFusion)."""
+    from deltalake import QueryBuilder
+
+    result = QueryBuilder().register("snapshot", table).execute("SELECT * FROM snapshot")
+    if hasattr(pa.RecordBatchReader, "from_stream"):
+        return pa.RecordBatchReader.from_stream(result)
+    return pa.RecordBatchReader._import_from_c_capsule(result.__arrow_c_stream__())  # pyarrow before 15
 
 
 def _read_stream(stream: Any, schema: pa.Schema) -> pa.Table:

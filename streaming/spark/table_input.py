@@ -173,8 +173,13 @@ def _read_with_deltalake(session: Any, path: str, version: int | None) -> tuple[
             "Spark has no Delta support here; reading a Delta path then needs the `deltalake` "
             "package: pip install deltalake"
         ) from err
+    import pyarrow as pa
+
+    from streaming.convert.delta_table import delta_rows
+
     table = DeltaTable(path, version=version)
-    return frame_from_arrow(session, table.to_pyarrow_table()), Source("delta", path, table.version(), "deltalake")
+    rows = delta_rows(table, pa.schema(table.schema().to_arrow()).names)
+    return frame_from_arrow(session, rows), Source("delta", path, table.version(), "deltalake")
 
 
 def frame_from_arrow(session: Any, table: Any) -> Any:

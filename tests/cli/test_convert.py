@@ -164,6 +164,18 @@ def test_convert_json_lines_csv_and_hf_and_delta(tmp_path):
     assert record["latest"]["source"]["version"] == 1
 
 
+def test_convert_reads_a_delta_table_with_deletion_vectors(tmp_path):
+    from tests.incremental.row_tracked_table import TrackedTable
+
+    table = TrackedTable(tmp_path / "t", [{"id": i, "name": f"n{i}"} for i in range(20)], deletion_vectors=True)
+    table.mark_deleted({3, 4}, in_file=False)
+    table.mark_deleted({9}, in_file=True)
+    code, doc, err = run_cli("convert", str(table.path), str(tmp_path / "out"), "--json")
+    assert code == 0 and doc["samples"] == 17, err
+    held = sorted((int(s["id"]), s["name"]) for s in LocalDataset(str(tmp_path / "out")))
+    assert held == sorted((row["id"], row["name"]) for row in table.rows.values())
+
+
 def test_convert_usage_errors_say_what_to_do(tmp_path):
     source = str(tmp_path / "in.parquet")
     pq.write_table(_table(10), source)

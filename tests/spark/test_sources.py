@@ -37,6 +37,16 @@ def test_delta_path_records_the_version_converted(session, delta_path, tmp_path)
     assert sorted(s["name"] for s in read_samples(str(tmp_path / "v0"))) == ["a", "b", "c"]
 
 
+def test_a_delta_path_with_deletion_vectors_leaves_out_the_rows_they_mark(session, tmp_path):
+    from tests.incremental.row_tracked_table import TrackedTable
+
+    table = TrackedTable(tmp_path / "t", [{"id": i, "name": f"n{i}"} for i in range(8)], deletion_vectors=True)
+    table.mark_deleted({1, 6}, in_file=True)
+    result = dataframe_to_mds(str(table.path), str(tmp_path / "out"), spark=session, progress=False)
+    assert (result.table_version, result.samples) == (1, 6)
+    assert sorted(int(s["id"]) for s in read_samples(str(tmp_path / "out"))) == [0, 2, 3, 4, 5, 7]
+
+
 def test_table_by_name(session, request, tmp_path):
     name = f"mds_people_{request.node.callspec.id}"
     session.sql(f"DROP TABLE IF EXISTS {name}")
