@@ -238,7 +238,7 @@ def delta_rows(table: Any, names: list[str]) -> pa.Table:
 
 def delta_batches(table: Any, batch_rows: int) -> Iterator[pa.RecordBatch]:
     """The rows of a delta-rs table as record batches in plain Arrow types: its Arrow reader, or where that
-    refuses the table's reader features (deletion vectors, which Databricks writes by default), its query engine,
+    refuses the table's reader features (deletion vectors, which Databricks recommends), its query engine,
     which applies them."""
     from deltalake.exceptions import DeltaProtocolError
 

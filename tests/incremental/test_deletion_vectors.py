@@ -1,5 +1,5 @@
 """The scheduled job on tables with Delta deletion vectors, what a Databricks ``DELETE``, ``UPDATE`` or ``MERGE``
-leaves by default: delta-rs's Arrow reader refuses such tables (its error was all a run gave before).
+leaves where they are enabled: delta-rs's Arrow reader refuses such tables (its error was all a run gave before).
 
 The tables are `tests.incremental.row_tracked_table.TrackedTable`'s (deletion vectors inline and in files, copy on
 write, OPTIMIZE, checkpoints), and delta-rs's query engine reads back every version, applying the vectors itself.
