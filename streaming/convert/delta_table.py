@@ -233,7 +233,7 @@ def delta_rows(table: Any, names: list[str]) -> pa.Table:
     try:
         return _plain(table.to_pyarrow_table(columns=names))
     except DeltaProtocolError:
-        return _plain(pa.Table.from_batches(list(_queried(table)))).select(names)
+        return _queried(table).read_all().select(names)
 
 
 def delta_batches(table: Any, batch_rows: int) -> Iterator[pa.RecordBatch]:
@@ -245,29 +245,34 @@ def delta_batches(table: Any, batch_rows: int) -> Iterator[pa.RecordBatch]:
     try:
         dataset = table.to_pyarrow_dataset()
     except DeltaProtocolError:
-        for batch in _queried(table):
-            yield from _plain(pa.Table.from_batches([batch])).to_batches()
+        yield from _queried(table)
         return
     yield from dataset.to_batches(batch_size=batch_rows, use_threads=False)
 
 
 def _queried(table: Any) -> pa.RecordBatchReader:
-    """``SELECT *`` of the table through delta-rs's query engine (DataFusion)."""
+    """Every column of the table through delta-rs's query engine (DataFusion), asked for in the plain types of
+    the table's schema (the engine's own are view types, which pyarrow before 16 cannot import)."""
     from deltalake import QueryBuilder
 
-    result = QueryBuilder().register("snapshot", table).execute("SELECT * FROM snapshot")
-    if hasattr(pa.RecordBatchReader, "from_stream"):
-        return pa.RecordBatchReader.from_stream(result)
-    return pa.RecordBatchReader._import_from_c_capsule(result.__arrow_c_stream__())  # pyarrow before 15
+    schema = pa.schema([_plain_field(field) for field in pa.schema(table.schema().to_arrow())])
+    listed = ", ".join('"' + name.replace('"', '""') + '"' for name in schema.names)
+    result = QueryBuilder().register("snapshot", table).execute(f"SELECT {listed} FROM snapshot")
+    return _stream_reader(result, schema)
 
 
 def _read_stream(stream: Any, schema: pa.Schema) -> pa.Table:
-    """An Arrow C stream (what delta-rs returns) as a table of ``schema``, asked of the stream itself: delta-rs
-    hands view types (``string_view``), which pyarrow before 16 cannot import (nor has it ``from_stream``)."""
+    """An Arrow C stream (what delta-rs returns) as a table of ``schema`` (see `_stream_reader`)."""
+    return _stream_reader(stream, schema).read_all()
+
+
+def _stream_reader(stream: Any, schema: pa.Schema) -> pa.RecordBatchReader:
+    """An Arrow C stream as batches of ``schema``, asked of the stream itself: delta-rs hands view types
+    (``string_view``), which pyarrow before 16 cannot import (nor has it ``from_stream``)."""
     if hasattr(pa.RecordBatchReader, "from_stream"):
-        return pa.RecordBatchReader.from_stream(stream, schema=schema).read_all()
+        return pa.RecordBatchReader.from_stream(stream, schema=schema)
     capsule = stream.__arrow_c_stream__(schema.__arrow_c_schema__())
-    return pa.RecordBatchReader._import_from_c_capsule(capsule).read_all()
+    return pa.RecordBatchReader._import_from_c_capsule(capsule)
 
 
 def _plain_field(field: pa.Field) -> pa.Field:
