@@ -26,7 +26,15 @@ from typing import Any
 
 import pyarrow as pa
 import pyarrow.parquet as pq
+from hypothesis import HealthCheck, settings
 
+#: How the generated histories on these tables run (``MDS_MIRROR_EXAMPLES`` examples, 20 by default).
+GENERATED_RUNS = settings(
+    max_examples=int(os.environ.get("MDS_MIRROR_EXAMPLES", "20")),
+    deadline=None,
+    database=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture],
+)
 MATERIALIZED = "_row-id-col-6a1f"
 MATERIALIZED_VERSION = "_row-commit-version-col-6a1f"
 SCHEMA = pa.schema([("id", pa.int64()), ("name", pa.string())])

@@ -10,21 +10,19 @@ runs appended.
 
 from __future__ import annotations
 
-import os
 import shutil
 import tempfile
 from collections import Counter
 from pathlib import Path
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import given
 from hypothesis import strategies as st
 
 from streaming import LocalDataset
 from streaming.spark.incremental import incremental_to_mds
-from tests.incremental.row_tracked_table import TrackedTable
+from tests.incremental.row_tracked_table import GENERATED_RUNS, TrackedTable
 
-EXAMPLES = int(os.environ.get("MDS_MIRROR_EXAMPLES", "20"))
 #: Ids drawn from the first rows' range mostly hit a row; marking weighs twice, as it is what is tested here.
 MARK = st.tuples(st.just("mark"), st.tuples(st.integers(0, 12), st.booleans()))
 STEPS = st.one_of(
@@ -61,12 +59,7 @@ def test_both_modes_read_a_table_with_deletion_vectors(tmp_path):
 
 
 @pytest.mark.slow
-@settings(
-    max_examples=EXAMPLES,
-    deadline=None,
-    database=None,
-    suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture],
-)
+@GENERATED_RUNS
 @given(st.integers(4, 20), st.lists(STEPS, min_size=1, max_size=12))
 def test_append_and_mirror_runs_agree_with_the_table_after_every_generated_history(first, steps):
     work = Path(tempfile.mkdtemp(prefix="mds-vectors-"))

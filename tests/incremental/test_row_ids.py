@@ -11,22 +11,20 @@ the row id is the key.
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import tempfile
 from pathlib import Path
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import given
 from hypothesis import strategies as st
 
 from streaming import LocalDataset
 from streaming.convert.delta_row_ids import ROW_ID, RowIdsUnavailable, live_files
 from streaming.spark.incremental import IncrementalHistoryError, incremental_to_mds
 from tests.cli.conftest import run_cli
-from tests.incremental.row_tracked_table import TrackedTable
+from tests.incremental.row_tracked_table import GENERATED_RUNS, TrackedTable
 
-EXAMPLES = int(os.environ.get("MDS_MIRROR_EXAMPLES", "20"))
 #: One step of a generated history: a table operation, or a mirror run (then, maybe, a checkpoint that drops the
 #: commit files the run no longer needs, as Delta's log cleanup does).
 STEPS = st.one_of(
@@ -93,12 +91,7 @@ def test_a_mirror_without_key_follows_row_ids_through_deletes_updates_optimize_a
 
 
 @pytest.mark.slow
-@settings(
-    max_examples=EXAMPLES,
-    deadline=None,
-    database=None,
-    suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture],
-)
+@GENERATED_RUNS
 @given(st.integers(0, 20), st.booleans(), st.lists(STEPS, min_size=1, max_size=12))
 def test_a_row_id_mirror_holds_every_row_under_its_id_after_every_generated_history(first, vectors, steps):
     work = Path(tempfile.mkdtemp(prefix="mds-row-ids-"))
