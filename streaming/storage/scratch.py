@@ -6,7 +6,9 @@ staging folder can hold several shards. So each folder holds an ``.owner`` file 
 exclusive ``flock``; the kernel drops the lock when the process dies, whatever killed it. The first folder a
 process makes with a prefix first removes that prefix's folders whose lock it can take (their owner is dead).
 Liveness is the kernel's lock, not a pid, so it holds across PID namespaces sharing one ``/tmp``; folders of
-other users and folders without an ``.owner`` file are never touched.
+other users and folders without an ``.owner`` file are never touched. A new owner file is unlocked for an instant
+after it is made, so a sweep can take it for a dead owner's and remove it; its maker checks, once it holds the lock,
+that the file is still there, and otherwise starts again with a new name.
 """
 
 from __future__ import annotations
@@ -35,13 +37,29 @@ def make_scratch(prefix: str) -> str:
     if first:
         remove_orphaned_scratch(root, prefix)
     # The owner file comes first, so that no folder ever exists without one.
-    fd, owner = tempfile.mkstemp(prefix=prefix, suffix=OWNER_SUFFIX, dir=root)
-    fcntl.flock(fd, fcntl.LOCK_EX)
+    while True:
+        fd, owner = tempfile.mkstemp(prefix=prefix, suffix=OWNER_SUFFIX, dir=root)
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        # Another process's sweep may have taken the new file for a dead owner's before this lock: it then removed
+        # the file, and a folder made now would have no owner file (never swept). Take a new name instead.
+        if _is_same_file(fd, owner):
+            break
+        os.close(fd)
     path = owner[: -len(OWNER_SUFFIX)]
     os.mkdir(path, 0o700)
     with _lock:
         _held[path] = fd
     return path
+
+
+def _is_same_file(fd: int, path: str) -> bool:
+    """Whether ``path`` still names the file open as ``fd``."""
+    try:
+        named = os.lstat(path)
+    except FileNotFoundError:
+        return False
+    held = os.fstat(fd)
+    return (named.st_dev, named.st_ino) == (held.st_dev, held.st_ino)
 
 
 def remove_scratch(path: str) -> None:
@@ -89,6 +107,9 @@ def remove_orphaned_scratch(root: str, prefix: str) -> int:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except OSError:
             os.close(fd)  # its owner is alive
+            continue
+        if not _is_same_file(fd, owner):  # another sweep removed it while this one waited: nothing left to do
+            os.close(fd)
             continue
         shutil.rmtree(path, ignore_errors=True)
         with contextlib.suppress(FileNotFoundError):

@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import fcntl
 import os
 import subprocess
 import sys
 
+import pytest
+
+import streaming.storage.scratch as scratch_module
 from streaming.storage.scratch import OWNER_SUFFIX, make_scratch, remove_orphaned_scratch, remove_scratch
 
 _OWNER = """
@@ -47,3 +51,34 @@ def test_only_folders_of_dead_owners_are_removed(tmp_path, monkeypatch) -> None:
     assert os.listdir(mine) == [] and not os.path.exists(live_path)
     remove_scratch(mine)
     assert sorted(os.listdir(tmp_path)) == ["mds-test-not-ours"]
+
+
+def test_a_sweep_between_making_an_owner_file_and_locking_it_leaves_no_unowned_folder(tmp_path, monkeypatch) -> None:
+    """The window the CI caught: two conversion workers start at once, and one's sweep takes the other's brand-new
+    owner file (not locked yet) for a dead owner's. The folder must still end up with a locked owner file, or a
+    later SIGKILL leaves it behind for good."""
+    monkeypatch.setenv("TMPDIR", str(tmp_path))
+    monkeypatch.setattr("tempfile.tempdir", None)
+    real_flock = scratch_module.fcntl.flock
+    swept = []
+
+    def flock_after_a_sweep(fd: int, operation: int) -> None:
+        if operation == fcntl.LOCK_EX and not swept:  # make_scratch's own blocking lock, the first time
+            swept.append(remove_orphaned_scratch(str(tmp_path), "mds-race-"))
+        real_flock(fd, operation)
+
+    monkeypatch.setattr(scratch_module.fcntl, "flock", flock_after_a_sweep)
+    path = make_scratch("mds-race-")
+    monkeypatch.setattr(scratch_module.fcntl, "flock", real_flock)
+    assert swept == [1], "the sweep must have taken the first owner file"
+    owner = path + OWNER_SUFFIX
+    assert os.path.isdir(path) and os.path.isfile(owner)
+    other = os.open(owner, os.O_RDWR)
+    try:
+        with pytest.raises(BlockingIOError):
+            fcntl.flock(other, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    finally:
+        os.close(other)
+    assert remove_orphaned_scratch(str(tmp_path), "mds-race-") == 0
+    remove_scratch(path)
+    assert os.listdir(tmp_path) == []
