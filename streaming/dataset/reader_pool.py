@@ -35,6 +35,9 @@ class ReaderPool:
         self._open: OrderedDict[int, Reader] = OrderedDict()
         self._lock = threading.Lock()
         self._allow_unsafe_types = False
+        #: Whether a reader decompresses its shard when opened (`Reader.decompresses_on_open`); the shard cache
+        #: turns it off when it prepares the shards itself.
+        self.decompress_on_open = True
 
     def __len__(self) -> int:
         return self._offsets[-1]
@@ -55,6 +58,7 @@ class ReaderPool:
             local, split = self._locations[table_id]
             reader = self._tables[table_id].reader(local, split, local_id)
             reader.validate(self._allow_unsafe_types)
+            reader.decompresses_on_open = self.decompress_on_open
             self._open[shard_id] = reader
             if len(self._open) > OPEN_READERS:
                 self._open.popitem(last=False)

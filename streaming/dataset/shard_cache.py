@@ -76,6 +76,10 @@ class ShardCache:
         # Only shards that can be fetched again may be deleted: for a stream without a remote, local is the data.
         self.evictable = np.repeat([s.has_remote for s in streams], shards_per_stream).astype(bool)
         self._shard_offsets = np.concatenate([[0], np.cumsum(shards_per_stream)[:-1]]).astype(np.int64)
+        # When shards are prepared here (under their locks, within the limit), a reader that opens a shard another
+        # process is still preparing must fail and have the read prepare it (waiting for that process), not
+        # decompress a second copy the limit does not count. A local dataset's readers decompress on open.
+        readers.decompress_on_open = not self.prefetches
         self.fetchers = [ShardFetcher(stream) for stream in streams]
         # Upstream's hook: a stream subclass with its own `prepare_shard` fetches its shards itself.
         self._own_prepare = [type(stream).prepare_shard is not _FETCHING_PREPARE for stream in streams]

@@ -127,6 +127,12 @@ class Reader(Array, ABC):
     #: This shard's ``index.json`` entry, set on the readers `Stream.get_shards` returns (class-level None
     #: elsewhere: the dataset's own readers do not keep it).
     index_entry: dict[str, Any] | None = None
+    #: Whether opening the shard decompresses its compressed copy when the raw file is missing (`open_raw`).
+    #: A dataset's readers do not: their shard cache prepares the files under the shard's lock and within
+    #: ``cache_limit``, so a reader that meets a shard mid-preparation by another process fails with
+    #: `FileNotFoundError` and the dataset waits for that preparation, instead of writing a second copy that no
+    #: limit counts.
+    decompresses_on_open: bool = True
 
     @classmethod
     def from_json(cls, dirname: str, split: str | None, obj: dict[str, Any]) -> Reader:
@@ -284,6 +290,11 @@ class Reader(Array, ABC):
         no longer shows the shard bytes it has read as its own resident, unique memory (RSS/USS).
         """
 
+    def open_raw(self) -> None:
+        """Before mapping the raw files: decompress them if needed and allowed (`decompresses_on_open`)."""
+        if self.decompresses_on_open:
+            self.ensure_raw()
+
     def ensure_raw(self) -> None:
         """Make every raw file present, decompressing from its compressed copy when needed.
 
@@ -414,7 +425,7 @@ class SplitReader(Reader):
         return {**self.__dict__, "_mapped": None}
 
     def _open(self) -> tuple[mmap.mmap | bytes | UnmappedFile, Sequence[int]]:
-        self.ensure_raw()
+        self.open_raw()
         meta_path = self.local_path(self.raw_meta.basename)
         meta = open_shard_file(self.tree, self.relative(self.raw_meta.basename), self.raw_meta.bytes)
         if isinstance(meta, UnmappedFile):

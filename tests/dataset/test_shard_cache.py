@@ -209,6 +209,34 @@ def test_prepare_shard_without_blocking_leaves_a_busy_shard_to_its_preparer(tmp_
     assert _present(local) == [1, 2]
 
 
+@pytest.mark.parametrize("limited", [False, True], ids=["no-limit", "cache-limit"])
+def test_a_read_waits_for_a_shard_another_process_is_preparing_instead_of_decompressing_it(tmp_path, remote, limited):
+    """Another process holds shard 2's lock and has downloaded its compressed file, not decompressed it yet. A read
+    of the shard (a prefetch thread skipped it) waits for that preparation: a reader that decompressed the file
+    itself would write a second copy, outside the shard's lock and beyond what ``cache_limit`` counts (seen in CI:
+    a cache over its limit by a shard's size for a moment, a temp file beside the shard's own copy)."""
+    local = str(tmp_path / "cache")
+    ds = StreamingDataset(remote=remote, local=local, batch_size=4, cache_limit=_limit(remote) if limited else None)
+    entry = _shards(remote)[2]
+    zipped = entry["zip_data"]["basename"]
+    release = threading.Event()
+    read: list[int] = []
+    with _held_by_another(local, len(_shards(remote)), 2, release.is_set, lambda: None):
+        with open(os.path.join(remote, zipped), "rb") as source, open(os.path.join(local, zipped), "wb") as copy:
+            copy.write(source.read())  # what the other process downloaded so far
+        reader = threading.Thread(target=lambda: read.append(int(ds[_first_sample(remote)[2]]["id"])))
+        reader.start()
+        try:
+            time.sleep(0.5)
+            assert read == [], "the read did not wait for the shard's preparer"
+            assert _files(local) == [zipped], "nothing but the preparer's file: no copy of the reader's own"
+        finally:
+            release.set()
+            reader.join(10)
+    assert read == [_first_sample(remote)[2]]
+    assert _files(local) == [entry["raw_data"]["basename"]]
+
+
 # ---------------------------------------------------------------------- shards that vanish from local disk
 
 

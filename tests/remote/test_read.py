@@ -79,13 +79,16 @@ class DiskWatcher:
     def __init__(self, directory: str) -> None:
         self.directory = directory
         self.largest = 0
+        self.largest_files: dict[str, int] = {}  # the files seen at the peak, for the failure message
         self.samples = 0
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
 
     def _run(self) -> None:
         while not self._stop.is_set():
-            self.largest = max(self.largest, sum(files_below(self.directory).values()))
+            files = files_below(self.directory)
+            if sum(files.values()) > self.largest:
+                self.largest, self.largest_files = sum(files.values()), files
             self.samples += 1
             self._stop.wait(0.002)
 
@@ -118,7 +121,7 @@ def test_eviction_keeps_the_cache_under_its_limit(remote, tmp_path, shards_held,
         seen = _epoch(loader)
     assert seen == collections.Counter(range(count))
     assert disk.samples > 10
-    assert disk.largest <= limit, f"{disk.largest} bytes on disk, above cache_limit={limit}"
+    assert disk.largest <= limit, f"{disk.largest} bytes on disk, above cache_limit={limit}: {disk.largest_files}"
     assert sum(files_below(local).values()) <= limit
 
 

@@ -196,9 +196,10 @@ class MDSReader(JointReader):
         return build_decoder(tuple(self.column_names), tuple(self.column_encodings), tuple(self.column_sizes))
 
     def open(self) -> _MappedShard:
-        """Map the shard file (decompressing it first if only the compressed copy is present) and check it."""
+        """Map the shard file (decompressing it first if only the compressed copy is present and
+        `decompresses_on_open`) and check it."""
         self.validate(self.allow_unsafe_types)
-        self.ensure_raw()
+        self.open_raw()
         path = self.local_path(self.raw_data.basename)
         opened = open_shard_file(self.tree, self.relative(self.raw_data.basename), self.raw_data.bytes)
         count = self.samples
