@@ -95,6 +95,7 @@ class ReaderPool:
             "_tables": self._tables,
             "_offsets": self._offsets,
             "_allow_unsafe_types": self._allow_unsafe_types,
+            "decompress_on_open": self.decompress_on_open,
         }
 
     def __setstate__(self, state: dict[str, Any]) -> None:

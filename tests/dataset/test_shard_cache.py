@@ -237,6 +237,20 @@ def test_a_read_waits_for_a_shard_another_process_is_preparing_instead_of_decomp
     assert _files(local) == [entry["raw_data"]["basename"]]
 
 
+@pytest.mark.parametrize("limited", [False, True], ids=["no-limit", "cache-limit"])
+def test_spawned_dataloader_workers_read_a_remote_dataset_as_its_cache_prepares_it(tmp_path, remote, limited):
+    """A spawned worker gets the dataset by pickle: the readers' choice not to decompress on open must reach it
+    (it was left out of the pickled state once, and every worker's first read failed; upstream's suite caught it)."""
+    from torch.utils.data import DataLoader
+
+    local = str(tmp_path / "cache")
+    ds = StreamingDataset(remote=remote, local=local, batch_size=4, cache_limit=_limit(remote) if limited else None)
+    loader = DataLoader(ds, batch_size=4, num_workers=1, multiprocessing_context="spawn")
+    ids = [int(i) for batch in loader for i in batch["id"]]
+    assert sorted(ids) == list(range(SAMPLES))
+    assert not [name for name in _files(local) if ".part" in name or name.endswith(".tmp")]
+
+
 # ---------------------------------------------------------------------- shards that vanish from local disk
 
 
