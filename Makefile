@@ -100,10 +100,10 @@ test: lint $(VENV)/.installed $(SPARK35_VENV)/.installed $(NODE_DIR)/.installed 
 # The edit-test loop (under 3 minutes here): every test that needs no server, no Spark, no reference venv and no
 # FUSE mount, chosen by the markers tests/conftest.py derives from the fixtures a test uses (`services`, `spark`)
 # and by `reference` (tests that run streaming-community 0.14.2 itself) and `slow` (long searches). These run again
-# in the core lane.
+# in the core lane, as do the generated Delta histories at their full count (here half of them).
 UNIT_IGNORES := tests/differential tests/spark tests/notebooks tests/upstream_suite tests/volumes tests/clients
 unit: $(VENV)/.installed
-	SPARK_LOCAL_IP=127.0.0.1 $(PY) -m pytest -q --durations=10 -m "not services and not spark and not reference and not slow" \
+	PYTHONDONTWRITEBYTECODE= SPARK_LOCAL_IP=127.0.0.1 MDS_ORACLE_EXAMPLES=20 MDS_MIRROR_EXAMPLES=10 $(PY) -m pytest -q --durations=10 -m "not services and not spark and not reference and not slow" \
 		tests $(addprefix --ignore ,$(UNIT_IGNORES))
 
 test-lane-core: $(VENV)/.installed

@@ -23,7 +23,7 @@ pytest_plugins = ["tests.services", "tests.servers.hub_and_sftp", "tests.remotes
 # needs a SparkSession. `remote_factory` and the notebooks' `volume` start servers through
 # `request.getfixturevalue`, which collection cannot see, so they are named here too.
 SERVICE_FIXTURES = frozenset(
-    {"seaweedfs", "azurite", "fake_gcs", "fake_databricks", "fake_oci", "remote_factory", "volume"}
+    {"seaweedfs", "azurite", "fake_gcs", "fake_databricks", "fake_oci", "remote_factory", "volume", "s3_store"}
 )
 SPARK_FIXTURES = frozenset({"spark", "connect", "connect_server", "session"})
 

@@ -13,7 +13,8 @@ import pytest
 from streaming.cli import main
 from tests.remotes import make_remote
 
-STORES = ["local", "s3"]
+# The S3 case starts the S3 test server: marked `services` here, as tests/conftest.py marks the fixtures that do.
+STORES = ["local", pytest.param("s3", marks=pytest.mark.services)]
 
 
 @pytest.fixture(autouse=True)

@@ -231,6 +231,7 @@ def test_the_spark_face_of_the_rules_matches_pysparks_own_arrow_mapping():
         ), spark_type
 
 
+@pytest.mark.slow  # writes and converts 1.3 GB: about 11 s
 def test_convert_stays_within_a_memory_limit_half_the_input(tmp_path):
     """A Parquet file twice the size of the address-space limit of the converting processes converts."""
     limit = 640 << 20

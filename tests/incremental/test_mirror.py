@@ -665,6 +665,7 @@ def test_streaming_community_reads_a_mirrored_dataset_as_we_do(tmp_path):
         worker.close()
 
 
+@pytest.mark.slow  # hypothesis searches until every kind of step was generated: about 20 s
 def test_the_keyed_histories_reach_crashes_races_vacuums_and_replaces():
     """The strategy must reach killed runs, races, VACUUM and the table's replacement, or the oracle proves little
     (one search that collects every kind, as generating these histories is what costs)."""
