@@ -21,7 +21,7 @@ pytest_plugins = ["tests.services", "tests.servers.hub_and_sftp", "tests.remotes
 
 # A test that requests any of these (directly or through other fixtures) talks to the loopback servers, or
 # needs a SparkSession. `remote_factory` and the notebooks' `volume` start servers through
-# `request.getfixturevalue`, which collection cannot see, so they are named here too.
+# `request.getfixturevalue`, which collection cannot see, so they are named here too, as is tests/cli's `s3_store`.
 SERVICE_FIXTURES = frozenset(
     {"seaweedfs", "azurite", "fake_gcs", "fake_databricks", "fake_oci", "remote_factory", "volume", "s3_store"}
 )

@@ -90,13 +90,9 @@ class ReaderPool:
             self._open.pop(shard_id, None)
 
     def __getstate__(self) -> dict[str, Any]:
-        return {
-            "_locations": self._locations,
-            "_tables": self._tables,
-            "_offsets": self._offsets,
-            "_allow_unsafe_types": self._allow_unsafe_types,
-            "decompress_on_open": self.decompress_on_open,
-        }
+        # Everything but this process's open readers and lock, so a setting added later reaches spawned workers
+        # too (a hand-kept list once left `decompress_on_open` behind).
+        return {name: value for name, value in self.__dict__.items() if name not in ("_open", "_lock")}
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         self.__dict__.update(state)
