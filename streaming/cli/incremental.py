@@ -4,7 +4,7 @@ The command line face of `streaming.spark.incremental_to_mds`, for a scheduled j
 a Databricks job's Python wheel or shell task): a Delta path is read with delta-rs and written here, without Spark;
 a table name (``catalog.schema.table``) needs a running Spark session and is better run from a notebook.
 ``--mode mirror --key COLUMNS`` keeps the dataset equal to the table (deleted rows removed, updated rows replaced),
-rewriting only the shards a change touches (`streaming.spark.mirror`); without ``--key``, a table with Delta row
+rewriting only the shards a change touches (`streaming.incremental.mirror`); without ``--key``, a table with Delta row
 tracking is keyed by its row ids.
 """
 

@@ -262,7 +262,7 @@ def _batches(task: Task, path: str) -> Iterator[pa.RecordBatch]:
     elif task.kind == "delta":
         from deltalake import DeltaTable
 
-        from streaming.convert.delta_table import delta_batches
+        from streaming.delta.table import delta_batches
 
         yield from delta_batches(DeltaTable(path), BATCH_ROWS)
     else:

@@ -1,6 +1,6 @@
 """The key map of a mirror dataset: which shard and sample hold each key of the table, kept beside the dataset.
 
-A mirror run (`streaming.spark.mirror`) removes the rows a table change deleted or updated; the key map finds
+A mirror run (`streaming.incremental.mirror`) removes the rows a table change deleted or updated; the key map finds
 the shards that hold them, so only those shards are read and rewritten. Layout: Parquet files under
 ``_mds_keys/`` with three columns, ``key`` (the key's identity: `row_identities` of the key columns alone, a
 16-byte BLAKE2b digest of what the dataset stores of them), ``shard`` (the raw data basename of the shard entry,

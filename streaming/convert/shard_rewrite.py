@@ -1,6 +1,6 @@
 """Copy on write of one MDS shard: the same samples but some, under a new file name, byte for byte.
 
-A mirror run (`streaming.spark.mirror`) removes rows from the shards that hold them without touching any other
+A mirror run (`streaming.incremental.mirror`) removes rows from the shards that hold them without touching any other
 shard. The kept samples are copied as their stored bytes (no decoding, no re-encoding), so the new shard has the
 old one's columns, encodings, NULL masks, compression and header (the writer's settings, `docs/formats/mds.md`),
 and every sample in it reads exactly as before; only the sample count, the offsets and the file's digests change.

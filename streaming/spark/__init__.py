@@ -26,8 +26,8 @@ from streaming._extras import check_installed
 _EXPORTS = {
     "ConversionResult": "streaming.spark.convert",
     "dataframe_to_mds": "streaming.spark.convert",
-    "IncrementResult": "streaming.spark.incremental",
-    "incremental_to_mds": "streaming.spark.incremental",
+    "IncrementResult": "streaming.incremental.job",
+    "incremental_to_mds": "streaming.incremental.job",
     "allowed_encodings": "streaming.spark.schema",
     "default_encoding": "streaming.spark.schema",
     "resolve_columns": "streaming.spark.schema",

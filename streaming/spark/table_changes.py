@@ -1,9 +1,9 @@
 """Where the incremental job reads a Delta table's changes from: delta-rs (as Arrow) or Spark's own Delta reader.
 
-Both readers offer the same reads, so the job (`streaming.spark.incremental`) decides what to read once:
+Both readers offer the same reads, so the job (`streaming.incremental.job`) decides what to read once:
 
 * ``snapshot``: every row of the pinned version (the first run);
-* ``window``: the history of versions ``start + 1 ..`` the pinned one (`streaming.convert.delta_history`);
+* ``window``: the history of versions ``start + 1 ..`` the pinned one (`streaming.delta.history`);
 * ``feed``: the Change Data Feed of the window, as the rows it adds and the rows it takes away;
 * ``files``: the rows of the data files the window added and removed (a diff that reads what changed);
 * ``full``: both snapshots whole (when the changed files cannot be read one by one);
@@ -26,7 +26,12 @@ from typing import Any
 
 import pyarrow as pa
 
-from streaming.convert.delta_history import (
+from streaming.convert.driver import ConversionResult
+from streaming.convert.row_identity import net_change, row_identities, subtract_identities
+from streaming.convert.source import Source
+from streaming.convert.table_engine import convert_table
+from streaming.convert.type_rules import resolve_columns as arrow_resolve_columns
+from streaming.delta.history import (
     CDF_PROPERTY,
     HistoryUnavailableError,
     TableWindow,
@@ -34,13 +39,8 @@ from streaming.convert.delta_history import (
     history_commit,
     touches_feed,
 )
-from streaming.convert.delta_row_ids import ROW_ID, RowTracking
-from streaming.convert.delta_table import DeltaLakeTable, FilesNotReadable
-from streaming.convert.driver import ConversionResult
-from streaming.convert.row_identity import net_change, row_identities, subtract_identities
-from streaming.convert.source import Source
-from streaming.convert.table_engine import convert_table
-from streaming.convert.type_rules import resolve_columns as arrow_resolve_columns
+from streaming.delta.row_ids import ROW_ID, RowTracking
+from streaming.delta.table import DeltaLakeTable, FilesNotReadable
 from streaming.spark.convert import dataframe_to_mds
 from streaming.spark.schema import resolve_columns as spark_resolve_columns
 from streaming.spark.table_input import looks_like_path, quote_table_name, sql_identifier
@@ -114,7 +114,7 @@ class DeltaLakeChanges:
 
 class RowTrackedChanges(DeltaLakeChanges):
     """A Delta path with row tracking, read with delta-rs, whose rows carry their stable row id as one more
-    column (`ROW_ID`, from `streaming.convert.delta_row_ids`): what a mirror keyed by row ids reads.
+    column (`ROW_ID`, from `streaming.delta.row_ids`): what a mirror keyed by row ids reads.
 
     Its reads are the snapshot, the changed files and both versions whole; the Change Data Feed has no row ids
     (the Delta protocol's readers cannot take them from change data files), so `feed` refuses."""

@@ -175,7 +175,7 @@ def _read_with_deltalake(session: Any, path: str, version: int | None) -> tuple[
         ) from err
     import pyarrow as pa
 
-    from streaming.convert.delta_table import delta_rows
+    from streaming.delta.table import delta_rows
 
     table = DeltaTable(path, version=version)
     rows = delta_rows(table, pa.schema(table.schema().to_arrow()).names)

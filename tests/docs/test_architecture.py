@@ -17,7 +17,7 @@ import pytest
 from tests.docs.pages import REPO, text
 
 PAGE = "docs/architecture.md"
-PACKAGES = ("storage", "format", "dataset", "convert", "spark", "cli", "compat")
+PACKAGES = ("storage", "format", "dataset", "delta", "convert", "incremental", "spark", "cli", "compat")
 _ROW = re.compile(r"^\| `streaming/(\w+)/` \|(.*)$", re.MULTILINE)
 _SPAN = re.compile(r"(?<!`)`([^`\n]+)`(?!`)")
 _MODULE_PATH = re.compile(r"[\w/]+\.py\b")

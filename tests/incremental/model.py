@@ -1,5 +1,5 @@
 """The oracle's side of the incremental job: a Delta table's history kept in plain Python, and the stated semantics
-replayed over it (module docstring of `streaming.spark.incremental`), independent of the package's code.
+replayed over it (module docstring of `streaming.incremental.job`), independent of the package's code.
 
 `TableModel` holds every version's rows as Python values (what the test wrote into the real delta-rs table, never
 what the package read back), the columns each version has, whether the Change Data Feed was on at it and what

@@ -1,4 +1,4 @@
-"""The history model (`streaming.convert.delta_history`) on what each source gives: commit files and DESCRIBE HISTORY.
+"""The history model (`streaming.delta.history`) on what each source gives: commit files and DESCRIBE HISTORY.
 
 The operation names are checked against how delta-io/delta's ``DeltaOperations.scala`` builds them (``ReplaceTable``
 is named ``s"${if (orCreate) "CREATE OR " else ""}REPLACE TABLE${if (asSelect) " AS SELECT" else ""}"``), and
@@ -12,7 +12,7 @@ import json
 
 import pytest
 
-from streaming.convert.delta_history import (
+from streaming.delta.history import (
     DATA_CHANGING_OPERATIONS,
     REPLACE_OPERATIONS,
     FileAction,

@@ -1,4 +1,5 @@
-"""Mirror mode (`streaming.spark.mirror`): the dataset equals the table, at the cost of the shards a change touches.
+"""Mirror mode (`streaming.incremental.mirror`): the dataset equals the table, at the cost of the shards a change
+touches.
 
 The oracle: `tests.incremental.histories.keyed_histories` (the lifecycle oracle's generated histories with ``id``
 unique in every version, killed runs added) run in mirror mode on one dataset reading the feed and one reading the
@@ -30,8 +31,8 @@ from hypothesis import HealthCheck, given, settings
 
 from streaming.format import commit_log
 from streaming.format.vacuum import vacuum
-from streaming.spark import mirror
-from streaming.spark.incremental import IncrementalHistoryError, IncrementResult, incremental_to_mds
+from streaming.incremental import mirror
+from streaming.incremental.job import IncrementalHistoryError, IncrementResult, incremental_to_mds
 from streaming.storage.dataset_root import DatasetRoot
 from tests.cli.conftest import run_cli
 from tests.incremental import histories as h

@@ -28,8 +28,8 @@ from unittest import mock
 import pytest
 from hypothesis import HealthCheck, given, settings
 
-from streaming.spark import incremental
-from streaming.spark.incremental import IncrementalHistoryError, IncrementResult, incremental_to_mds
+from streaming.incremental import job as incremental
+from streaming.incremental.job import IncrementalHistoryError, IncrementResult, incremental_to_mds
 from tests.incremental.histories import Race, Run, check_table, histories
 from tests.incremental.model import Run as Committed
 from tests.incremental.model import TableModel, dataset_rows, replay

@@ -20,7 +20,7 @@ import pyarrow as pa
 import pytest
 
 from streaming import LocalDataset
-from streaming.spark.incremental import IncrementalHistoryError, incremental_to_mds
+from streaming.incremental.job import IncrementalHistoryError, incremental_to_mds
 from tests.incremental import databricks_log
 
 CDF = {"delta.enableChangeDataFeed": "true"}

@@ -1,4 +1,4 @@
-"""A mirror keyed by Delta row ids (`streaming.convert.delta_row_ids`): ``mode="mirror"`` without ``key``.
+"""A mirror keyed by Delta row ids (`streaming.delta.row_ids`): ``mode="mirror"`` without ``key``.
 
 The tables are written by `tests.incremental.row_tracked_table.TrackedTable` as the Delta protocol's writers
 must (delta-rs cannot create them), and every version is read back with delta-rs. The oracle is the writer's
@@ -20,8 +20,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from streaming import LocalDataset
-from streaming.convert.delta_row_ids import ROW_ID, RowIdsUnavailable, live_files
-from streaming.spark.incremental import IncrementalHistoryError, incremental_to_mds
+from streaming.delta.row_ids import ROW_ID, RowIdsUnavailable, live_files
+from streaming.incremental.job import IncrementalHistoryError, incremental_to_mds
 from tests.cli.conftest import run_cli
 from tests.incremental.row_tracked_table import GENERATED_RUNS, TrackedTable
 

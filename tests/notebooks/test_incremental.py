@@ -10,8 +10,9 @@ import json
 
 import pytest
 
-from streaming.spark import dataframe_to_mds, incremental
-from streaming.spark.incremental import incremental_to_mds
+from streaming.incremental import job as incremental
+from streaming.incremental.job import incremental_to_mds
+from streaming.spark import dataframe_to_mds
 from streaming.spark.table_input import frame_from_arrow
 from tests.notebooks.helpers import dataset_ids, event_rows, files_below, write_events
 

@@ -169,7 +169,7 @@ def vector_seeds() -> list[tuple[int, int, bytes]]:
 
     import pyroaring
 
-    from streaming.convert.delta_deletion_vectors import MAGIC
+    from streaming.delta.deletion_vectors import MAGIC
 
     sets = [[], [0], [1, 5, 9], list(range(0, 9000, 2)), list(range(100, 70000)), [3, 2**32 + 7]]
     seeds = []

@@ -21,7 +21,7 @@ from collections import Counter
 from collections.abc import Callable
 from typing import ParamSpec
 
-from streaming.convert.delta_deletion_vectors import DeletionVectorError, deleted_positions
+from streaming.delta.deletion_vectors import DeletionVectorError, deleted_positions
 from streaming.format import commit_log, merge
 from streaming.format.commit_checks import check_conversion_record, load_commit, load_json
 from streaming.format.errors import ShardCorruptError

@@ -13,7 +13,7 @@ the file. delta-rs reads such tables but gives neither, so this module reads the
 * `stable_row_ids`: the ids of one file's rows.
 
 A file with a deletion vector is read whole, its ids counted over every row it was written with, and the rows
-the vector marks dropped after (`streaming.convert.delta_deletion_vectors`). What cannot give ids here is
+the vector marks dropped after (`streaming.delta.deletion_vectors`). What cannot give ids here is
 refused, never guessed: a V2 checkpoint with sidecar files, a file action without ``baseRowId``.
 """
 
@@ -29,7 +29,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from streaming.convert.delta_history import FileAction, HistoryUnavailableError, file_action, parse_commit
+from streaming.delta.history import FileAction, HistoryUnavailableError, file_action, parse_commit
 
 #: The dataset column a mirror keyed by row ids stores each row's id in (int64).
 ROW_ID = "_row_id"

@@ -3,7 +3,7 @@
 **What the dataset holds.** After each run, exactly the rows of the table version it reached, as a multiset, on
 the dataset's columns: inserted rows are appended, deleted rows are removed, an updated row's old value is
 removed and its new value appended. The change is read through the append-only job's paths
-(`streaming.spark.incremental`: nothing for maintenance, the Change Data Feed, the changed files, both versions
+(`streaming.incremental.job`: nothing for maintenance, the Change Data Feed, the changed files, both versions
 whole), as the rows the window adds and the rows it takes away, net of each other by row identity. The rows
 taken away are found in the dataset by their key (``key``: columns unique in every table version; a version
 where they are not is refused, naming duplicate values).
@@ -36,7 +36,7 @@ the keys' digests are computed on the executors and only the key columns come to
 written by a Spark job). ``resync`` reads with delta-rs only.
 
 **Without ``key``**, a table with Delta row tracking read with delta-rs is keyed by its stable row ids
-(`streaming.convert.delta_row_ids`), which ``UPDATE``, ``MERGE``, ``OPTIMIZE`` and ``RESTORE`` keep: each
+(`streaming.delta.row_ids`), which ``UPDATE``, ``MERGE``, ``OPTIMIZE`` and ``RESTORE`` keep: each
 sample stores its row's id in the column `ROW_ID` (``_row_id``), and the change is read from the changed files
 (the Change Data Feed carries no row ids). Any other table, and Spark's reader, need ``key``.
 """
@@ -56,15 +56,14 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from streaming.convert import key_map
-from streaming.convert.delta_row_ids import ROW_ID
 from streaming.convert.null_plan import WIDENING_POLICY
 from streaming.convert.row_identity import net_rows, row_identities, stored_identities, subtract_identities
 from streaming.convert.shard_rewrite import rewrite_without
+from streaming.delta.row_ids import ROW_ID
 from streaming.format import commit_log
 from streaming.format.index import FILE_KEYS, read_index, rebase
 from streaming.format.runs import new_increment_folder, new_run_id
-from streaming.spark.executor_access import check_executor_access
-from streaming.spark.incremental import (
+from streaming.incremental.job import (
     RECORD_BASENAME,
     IncrementalHistoryError,
     IncrementResult,
@@ -74,6 +73,7 @@ from streaming.spark.incremental import (
     held_version,
     open_table,
 )
+from streaming.spark.executor_access import check_executor_access
 from streaming.spark.table_changes import (
     IDENTITY,
     DeltaLakeChanges,

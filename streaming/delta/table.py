@@ -2,7 +2,7 @@
 
 What the incremental job reads from a table given by path when Spark has no Delta support (see
 `streaming.spark.table_input`): a snapshot, the commit files of a window of versions
-(`streaming.convert.delta_history`), the Change Data Feed of the window, and the rows of chosen data files
+(`streaming.delta.history`), the Change Data Feed of the window, and the rows of chosen data files
 only, each read where it lies with its partition values, so a diff reads the files a change touched and not
 the table. Every table read goes through delta-rs's own object store (its credentials, its paths).
 """
@@ -19,8 +19,8 @@ import pyarrow.compute as pc
 import pyarrow.dataset as ds
 
 from streaming._extras import require
-from streaming.convert.delta_deletion_vectors import deleted_positions
-from streaming.convert.delta_history import (
+from streaming.delta.deletion_vectors import deleted_positions
+from streaming.delta.history import (
     CDF_PROPERTY,
     COLUMN_MAPPING_PROPERTY,
     FileAction,
@@ -29,7 +29,7 @@ from streaming.convert.delta_history import (
     normal_schema,
     read_log_window,
 )
-from streaming.convert.delta_row_ids import (
+from streaming.delta.row_ids import (
     ROW_ID,
     RowIdsUnavailable,
     RowTracking,
@@ -106,7 +106,7 @@ class DeltaLakeTable:
         return self._conform(plus, columns), self._conform(minus, columns)
 
     def row_tracking(self) -> RowTracking | None:
-        """The table's row tracking at the pinned version (`streaming.convert.delta_row_ids`), None without."""
+        """The table's row tracking at the pinned version (`streaming.delta.row_ids`), None without."""
         return row_tracking(self.table.metadata().configuration or {}, self.table.protocol().writer_features)
 
     def files(

@@ -1,7 +1,7 @@
 """`incremental_to_mds`: bring an MDS dataset up to a newer version of a Delta table, safely re-runnable on a schedule.
 
 **What the dataset holds** (the one semantics of the default ``mode="append"``, whatever the table's history and
-however the run reads it; ``mode="mirror"``, `streaming.spark.mirror`, holds exactly the table's rows instead).
+however the run reads it; ``mode="mirror"``, `streaming.incremental.mirror`, holds exactly the table's rows instead).
 A run brings the dataset from the table version it holds, ``h``, to a version ``t``: it appends the rows of
 ``t`` that ``h`` did not have, ``rows(t) - rows(h)`` as multisets, and removes nothing. So the first run
 holds version ``t``'s rows; after runs at versions ``v1 < v2 < ... < vn`` the dataset holds
@@ -62,11 +62,11 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from streaming.convert.delta_history import HistoryUnavailableError, TableWindow
-from streaming.convert.delta_table import FilesNotReadable
 from streaming.convert.key_map import MIRROR, mirror_record
 from streaming.convert.null_plan import WIDENING_POLICY, dataset_columns
 from streaming.convert.row_identity import dataset_identities, value_columns
+from streaming.delta.history import HistoryUnavailableError, TableWindow
+from streaming.delta.table import FilesNotReadable
 from streaming.format import commit_log
 from streaming.format.index import read_index, rebase, stored_file
 from streaming.format.runs import increment_version, new_increment_folder, new_run_id
@@ -123,7 +123,7 @@ class IncrementResult:
         unapplied_changes: rows of ``previous_version`` that ``version`` no longer has (deleted rows, old
             values of updated rows), which the append-only dataset keeps.
         ignored_columns: table columns the dataset does not hold (added to the table after its first run).
-        mode: ``"append"`` or ``"mirror"`` (`streaming.spark.mirror`).
+        mode: ``"append"`` or ``"mirror"`` (`streaming.incremental.mirror`).
         removed: rows a mirror run removed (deleted rows and old values of updated rows).
         shards_rewritten: shards a mirror run rewrote without those rows (copy on write).
         bytes_read: bytes of shard files a mirror run read to rewrite them.
@@ -171,7 +171,7 @@ def incremental_to_mds(
 
     Appends the rows the new version has that the version the dataset holds did not (the module docstring
     states it for every kind of history); with ``mode="mirror"`` the dataset holds exactly the table's rows
-    instead (`streaming.spark.mirror`).
+    instead (`streaming.incremental.mirror`).
 
     Args:
         table: a Delta table name (``catalog.schema.table``) or a Delta table path.
@@ -192,7 +192,7 @@ def incremental_to_mds(
             with the dataset's own rows.
         mode: ``"append"`` (default): the append-only semantics above; ``"mirror"``: after each run the dataset
             holds exactly the table's rows, deleted rows removed and updated rows replaced, rewriting only the
-            shards that held them (`streaming.spark.mirror`). A dataset keeps the mode of its first run.
+            shards that held them (`streaming.incremental.mirror`). A dataset keeps the mode of its first run.
         key: with ``mode="mirror"``, the columns that identify a row (unique in every table version); None for a
             Delta path with row tracking keys the mirror by its stable row ids, stored in the column ``_row_id``.
 
@@ -204,7 +204,7 @@ def incremental_to_mds(
     if nulls not in ("mask", "error"):
         raise ValueError(f"nulls must be 'mask' or 'error', got {nulls!r}.")
     if mode == MIRROR:
-        from streaming.spark.mirror import mirror_to_mds  # builds on this module's readers
+        from streaming.incremental.mirror import mirror_to_mds  # builds on this module's readers
 
         return mirror_to_mds(
             table,
