@@ -51,7 +51,7 @@ def timed(function):
 def main() -> None:
     from deltalake import DeltaTable
 
-    from streaming.incremental.job import incremental_to_mds
+    from streaming.spark import incremental_to_mds
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rows", type=int, default=10_000_000)

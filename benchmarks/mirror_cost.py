@@ -48,7 +48,7 @@ def main() -> None:
     from deltalake import DeltaTable
 
     from streaming.format import commit_log
-    from streaming.incremental.job import incremental_to_mds
+    from streaming.spark import incremental_to_mds
     from streaming.storage.dataset_root import DatasetRoot
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import sys
 from typing import Any
 
 from streaming.cli.console import OK, emit
@@ -56,8 +57,8 @@ def add_parser(commands: Any, common: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from streaming.cli.console import UsageError
-    from streaming.spark import incremental_to_mds
 
+    incremental_to_mds = _job_for(args.table)
     key = [name.strip() for name in args.key.split(",") if name.strip()] if args.key else None
     if args.mode == "append" and key:
         raise UsageError("--key is for --mode mirror; an append-only dataset has no key")
@@ -86,3 +87,26 @@ def run(args: argparse.Namespace) -> int:
         lines.append(f"table columns the dataset does not hold: {', '.join(result.ignored_columns)}")
     emit(args, document, "\n".join(lines))
     return OK
+
+
+def _job_for(table: str) -> Any:
+    """The job's face for ``table``: Spark's for a table name or when a Spark session runs in this process (the
+    choice between Spark's reader and delta-rs's is then Spark's to make), else the engine-neutral one."""
+    from streaming.delta.location import looks_like_path
+
+    if looks_like_path(table) and not _spark_session_running():
+        from streaming.incremental import incremental_to_mds
+
+        return incremental_to_mds
+    from streaming.spark import incremental_to_mds as with_spark
+
+    return with_spark
+
+
+def _spark_session_running() -> bool:
+    """Whether this process runs a Spark session (pyspark is never imported here just to ask)."""
+    if "pyspark" not in sys.modules:
+        return False
+    from pyspark.sql import SparkSession
+
+    return SparkSession.getActiveSession() is not None

@@ -1,7 +1,7 @@
 """A Delta table read with delta-rs (``deltalake``): its versions, its history window, and rows as Arrow.
 
 What the incremental job reads from a table given by path when Spark has no Delta support (see
-`streaming.spark.table_input`): a snapshot, the commit files of a window of versions
+`streaming.incremental.deltalake_reader`): a snapshot, the commit files of a window of versions
 (`streaming.delta.history`), the Change Data Feed of the window, and the rows of chosen data files
 only, each read where it lies with its partition values, so a diff reads the files a change touched and not
 the table. Every table read goes through delta-rs's own object store (its credentials, its paths).

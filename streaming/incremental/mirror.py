@@ -2,8 +2,8 @@
 
 **What the dataset holds.** After each run, exactly the rows of the table version it reached, as a multiset, on
 the dataset's columns: inserted rows are appended, deleted rows are removed, an updated row's old value is
-removed and its new value appended. The change is read through the append-only job's paths
-(`streaming.incremental.job`: nothing for maintenance, the Change Data Feed, the changed files, both versions
+removed and its new value appended. The change is read as the append-only job reads it
+(`streaming.incremental.change`: nothing for maintenance, the Change Data Feed, the changed files, both versions
 whole), as the rows the window adds and the rows it takes away, net of each other by row identity. The rows
 taken away are found in the dataset by their key (``key``: columns unique in every table version; a version
 where they are not is refused, naming duplicate values).
@@ -45,7 +45,6 @@ from __future__ import annotations
 
 import json
 import logging
-import time
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -57,31 +56,18 @@ import pyarrow.compute as pc
 
 from streaming.convert import key_map
 from streaming.convert.null_plan import WIDENING_POLICY
-from streaming.convert.row_identity import net_rows, row_identities, stored_identities, subtract_identities
+from streaming.convert.row_identity import row_identities, stored_identities, subtract_identities
 from streaming.convert.shard_rewrite import rewrite_without
 from streaming.delta.row_ids import ROW_ID
 from streaming.format import commit_log
 from streaming.format.index import FILE_KEYS, read_index, rebase
 from streaming.format.runs import new_increment_folder, new_run_id
-from streaming.incremental.job import (
-    RECORD_BASENAME,
-    IncrementalHistoryError,
-    IncrementResult,
-    _change,
-    _dataset_columns,
-    _reading_session,
-    held_version,
-    open_table,
-)
-from streaming.spark.executor_access import check_executor_access
-from streaming.spark.table_changes import (
-    IDENTITY,
-    DeltaLakeChanges,
-    RowTrackedChanges,
-    SparkDeltaChanges,
-    spark_net_rows,
-    with_identity,
-)
+from streaming.incremental.change import Change, IncrementalHistoryError, read_change
+from streaming.incremental.commit import commit_run
+from streaming.incremental.deltalake_reader import DeltaLakeChanges
+from streaming.incremental.held import held_columns, held_version
+from streaming.incremental.reader import KeyValues, ReaderChoice, TableReader
+from streaming.incremental.result import RECORD_BASENAME, IncrementResult, run_record
 from streaming.storage.dataset_root import DatasetRoot
 
 logger = logging.getLogger(__name__)
@@ -102,35 +88,32 @@ class _Rewrites:
 
 
 def mirror_to_mds(
+    choose: Callable[[str], ReaderChoice],
     table: str,
     out: str,
     *,
     key: Sequence[str] | None,
     version: int | None,
-    spark: Any,
     columns: Mapping[str, str] | Sequence[str] | None,
-    compression: str | None,
-    hashes: Sequence[str],
-    size_limit: int | str | None,
     change_data_feed: bool | None,
     nulls: str,
     resync: bool,
-    progress: bool,
     executor_env: Mapping[str, str] | None,
+    settings: Mapping[str, Any],
 ) -> IncrementResult:
-    """One mirror run (the arguments are ``incremental_to_mds``'s; see the module docstring)."""
+    """One mirror run (the arguments are ``incremental_to_mds``'s, ``settings`` the conversion's; see the module
+    docstring)."""
     destination = DatasetRoot(out)
-    session = _reading_session(spark, table)
-    if session is not None:
-        if resync:
-            raise ValueError(
-                f"resync=True with mode='mirror' reads {table!r} with delta-rs only: give the table's storage path "
-                f"(with no Delta-enabled SparkSession), or rebuild the mirror into a new `out`."
-            )
-        check_executor_access(destination.url, executor_env, session)  # Spark's tasks will write the shards
-    source = _keyed_reader(open_table(session, table, version), key, table)
+    choice = choose(table)
+    if resync and choice.reader != DeltaLakeChanges.reader:
+        raise ValueError(
+            f"resync=True with mode='mirror' reads {table!r} with delta-rs only: give the table's storage path "
+            f"(with no Delta-enabled SparkSession), or rebuild the mirror into a new `out`."
+        )
+    choice.check_destination(destination.url, executor_env)  # Spark's tasks will write the shards
+    source = _keyed_reader(choice.open(table, version), key)
     names_key = _key_columns(key, source, table)
-    if isinstance(source, RowTrackedChanges):
+    if source.row_ids:
         if change_data_feed:
             raise ValueError(
                 f"change_data_feed=True but this mirror of {table!r} is keyed by Delta row ids, which the Change "
@@ -147,7 +130,7 @@ def mirror_to_mds(
         return IncrementResult(destination.url, table, held, target, "up_to_date", 0, 0, 0, mode=key_map.MIRROR)
     if resync and held is None:
         raise ValueError(f"resync=True needs an existing dataset at {destination.url}; the first run converts it.")
-    names, ignored, encodings = _dataset_columns(source, base.shards, columns, table)
+    names, ignored, encodings = held_columns(source, base.shards, columns, table)
     absent = [name for name in names_key if name not in names]
     if absent:
         raise ValueError(
@@ -155,10 +138,11 @@ def mirror_to_mds(
             f"rows by what it stores. Choices: include them in `columns`, or another key."
         )
     key_encodings = {name: encodings[name] for name in names_key}
-    added, taken_keys, method = _read_change(
+    change, taken_keys = _read_change(
         destination, source, table, held, base.shards, names, encodings, key_encodings, change_data_feed, resync
     )
-    added_keys, key_values = _digests(added, key_encodings) if added is not None else ([], _no_values)
+    added = change.added
+    added_keys, key_values = source.key_digests(added, key_encodings) if added is not None else ([], _no_values)
     files = list((record or {}).get("files") or [])
     live = key_map.load(destination, files, base.shards) if held is not None else key_map.SCHEMA.empty_table()
     located = _locate(live, taken_keys, table, destination)
@@ -171,7 +155,6 @@ def mirror_to_mds(
     new_shards: list[dict[str, Any]] = []
     samples = 0
     if added_keys:
-        settings = {"compression": compression, "hashes": hashes, "size_limit": size_limit, "progress": progress}
         new_columns = columns if columns is not None or held is None else names
         samples, new_shards = _write_added(
             source, added, destination, folder, new_columns, nulls, base.shards, executor_env, settings
@@ -192,7 +175,7 @@ def mirror_to_mds(
         table,
         held,
         target,
-        method,
+        change.method,
         samples,
         len(new_shards),
         0,
@@ -203,12 +186,24 @@ def mirror_to_mds(
         bytes_read=rewrites.bytes_read,
         bytes_written=rewrites.bytes_written,
     )
-    run_record = _run_record(result, run, names_key, files, source.reader)
+    record = run_record(result, run, source.reader, key=names_key, files=files)
     if new_shards:
-        destination.write_text(f"{folder}/{RECORD_BASENAME}", json.dumps(run_record, indent=2, sort_keys=True))
-    audit = _audit(table, target, names_key, taken_keys, replaced, added_keys)
-    added_shards = [*rewrites.added, *new_shards]
-    _publish(destination, table, held, target, base, added_shards, rewrites.removed_files, run_record, audit)
+        destination.write_text(f"{folder}/{RECORD_BASENAME}", json.dumps(record, indent=2, sort_keys=True))
+    # No re-read before the commit: a mirror always has a commit log, whose create-only commit finds any writer
+    # that moved the dataset since `base`.
+    commit_run(
+        destination,
+        table,
+        held,
+        target,
+        base,
+        commit_log.REPLACE,
+        [*rewrites.added, *new_shards],
+        record,
+        lost="this run's changes were not applied (its files are left for vacuum).",
+        removed=rewrites.removed_files,
+        audit=_audit(table, target, names_key, taken_keys, replaced, added_keys),
+    )
     logger.info(
         "incremental_to_mds (mirror): %s %s -> %d: %d rows appended, %d removed, %d shards rewritten (%s)",
         table,
@@ -217,7 +212,7 @@ def mirror_to_mds(
         samples,
         len(taken_keys),
         len(located),
-        method,
+        change.method,
     )
     return result
 
@@ -245,20 +240,6 @@ def _write_added(
         **settings,
     )
     return staged.samples, [rebase(shard, folder) for shard in read_index(DatasetRoot(destination.child(folder)))]
-
-
-def _run_record(
-    result: IncrementResult, run: str, names_key: list[str], files: list[str], reader: str
-) -> dict[str, Any]:
-    """The conversion record of this run: its result, the key, the key map's files and the table version."""
-    return {
-        **result.to_json(),
-        "run": run,
-        "key": names_key,
-        "files": files,
-        "source": {"kind": "delta", "name": result.table, "version": result.version, "reader": reader},
-        "written_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-    }
 
 
 def _refuse_another_dataset(
@@ -289,7 +270,7 @@ def _refuse_another_dataset(
 
 def _read_change(
     destination: DatasetRoot,
-    source: Any,
+    source: TableReader,
     table: str,
     held: int | None,
     shards: list[dict[str, Any]],
@@ -298,25 +279,25 @@ def _read_change(
     key_encodings: Mapping[str, str],
     change_data_feed: bool | None,
     resync: bool,
-) -> tuple[Any, list[bytes], str]:
-    """The rows to add, the key digests of the rows to take away, and how they were read (`METHODS`)."""
+) -> tuple[Change, list[bytes]]:
+    """The change (the rows to add, and how they were read) and the key digests of the rows to take away."""
     if held is None:
-        return source.snapshot(), [], "snapshot"
+        return Change(source.snapshot(), None, "snapshot"), []
     if resync:
         assert isinstance(source, DeltaLakeChanges)  # refused before for Spark's reader
         added, taken_keys = _resync(destination, source, shards, names, encodings, key_encodings)
-        return added, taken_keys, "resync"
+        return Change(added, None, "resync"), taken_keys
     try:
-        net = net_rows if isinstance(source, DeltaLakeChanges) else spark_net_rows
-        added, taken, method = _change(source, table, held, names, encodings, change_data_feed, net=net)
+        change = read_change(source, table, held, names, encodings, change_data_feed, net=source.net_rows)
     except IncrementalHistoryError as err:
         raise IncrementalHistoryError(
             f"{err} This dataset is a mirror: incremental_to_mds({table!r}, out, mode='mirror', "
             f"key={list(key_encodings)}, resync=True) also removes the rows the version no longer has.",
             err.version,
         ) from err
-    taken_keys = _digests(taken, key_encodings)[0] if taken is not None and not isinstance(taken, int) else []
-    return added, taken_keys, method
+    taken = change.removed
+    taken_keys = source.key_digests(taken, key_encodings)[0] if taken is not None and not isinstance(taken, int) else []
+    return change, taken_keys
 
 
 def _audit(
@@ -358,30 +339,22 @@ def _resync(
     return subtract_identities(rows, held, encodings), taken
 
 
-def _keyed_reader(
-    source: DeltaLakeChanges | SparkDeltaChanges, key: Sequence[str] | None, table: str
-) -> DeltaLakeChanges | SparkDeltaChanges:
-    """The reader to mirror with: without ``key`` (or with ``key=["_row_id"]``), a table with row tracking read
-    with its row ids."""
-    if not (key is None or list(key) == [ROW_ID]) or not isinstance(source, DeltaLakeChanges):
+def _keyed_reader(source: TableReader, key: Sequence[str] | None) -> TableReader:
+    """The reader to mirror with: without ``key`` (or with ``key=["_row_id"]``), the table read with its row ids
+    when its reader can give them."""
+    if not (key is None or list(key) == [ROW_ID]):
         return source
-    tracking = source.delta.row_tracking()
-    return source if tracking is None else RowTrackedChanges(table, source.version, tracking)
+    return source.with_row_ids() or source
 
 
-def _key_columns(key: Sequence[str] | None, source: DeltaLakeChanges | SparkDeltaChanges, table: str) -> list[str]:
+def _key_columns(key: Sequence[str] | None, source: TableReader, table: str) -> list[str]:
     """The key columns, checked: `ROW_ID` for a table read with its row ids; a missing key is otherwise refused,
     saying why the table's row ids cannot serve."""
-    if isinstance(source, RowTrackedChanges):
+    if source.row_ids:
         return [ROW_ID]
     if key is None:
-        why = (
-            "Spark's reader does not give Delta row ids here; give the table's storage path to read them"
-            if isinstance(source, SparkDeltaChanges)
-            else "this table has no Delta row tracking (delta.enableRowTracking), so it has no row ids"
-        )
         raise ValueError(
-            f"mode='mirror' needs key=[...]: the columns that identify a row of {table!r} ({why}). "
+            f"mode='mirror' needs key=[...]: the columns that identify a row of {table!r} ({source.no_row_ids}). "
             f"Example: incremental_to_mds({table!r}, out, mode='mirror', key=['id'])."
         )
     if isinstance(key, str) or not key or not all(isinstance(name, str) and name for name in key):
@@ -412,25 +385,13 @@ def _locate(live: pa.Table, taken: list[bytes], table: str, destination: Dataset
     return located
 
 
-def _digests(rows: Any, key: Mapping[str, str]) -> tuple[list[bytes], Callable[[list[int]], list[dict]]]:
-    """Each row's key digest, and a way to the key values of chosen rows (to name duplicates). An Arrow table's
-    digests are computed here; a DataFrame's on the executors, and only the key columns come to the driver."""
-    names = list(key)
-    if isinstance(rows, pa.Table):
-        keys = rows.select(names)
-        return key_map.key_digests(keys, key), lambda chosen: keys.take(pa.array(chosen, pa.int64())).to_pylist()
-    collected = with_identity(rows.selectExpr(*[f"`{name}`" for name in names]), key).collect()
-    values = [{name: row[name] for name in names} for row in collected]
-    return [bytes(row[IDENTITY]) for row in collected], lambda chosen: [values[index] for index in chosen]
-
-
 def _no_values(chosen: list[int]) -> list[dict]:
     return []
 
 
 def _check_unique(
     keys: list[bytes],
-    values: Callable[[list[int]], list[dict]],
+    values: KeyValues,
     kept: pa.Table,
     names: list[str],
     table: str,
@@ -539,40 +500,3 @@ def _write_map(
         return files
     key_map.write(destination, name, fresh)
     return [*files, name]
-
-
-def _publish(
-    destination: DatasetRoot,
-    table: str,
-    held: int | None,
-    target: int,
-    base: commit_log.Snapshot,
-    added: list[dict[str, Any]],
-    removed: list[str],
-    record: dict[str, Any],
-    audit: dict[str, Any],
-) -> None:
-    """The run's one commit: the replacement and new shards, the removed files, the map and the version."""
-
-    def still_held(newer: commit_log.Snapshot) -> None:
-        now_held = held_version(destination, table, newer)
-        if now_held != held:
-            raise RuntimeError(
-                f"Another run updated {destination.url} (it now holds version {now_held} of {table!r}, this run "
-                f"started from {held}); this run's changes were not applied (its files are left for vacuum)."
-            )
-
-    # No re-read before the commit: a mirror always has a commit log, whose create-only commit finds any writer
-    # that moved the dataset since `base` (and `still_held` then names it).
-    state = commit_log.commit(
-        destination,
-        commit_log.REPLACE,
-        added,
-        base=base,
-        record=record,
-        check=still_held,
-        source_versions={table: target},
-        removed=removed,
-        audit=audit,
-    )
-    commit_log.publish_checkpoint(destination, state)

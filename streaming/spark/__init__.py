@@ -4,8 +4,9 @@
 folder under ``out`` and publishes ``out/index.json`` (MDS index version 2, basenames relative to ``out``)
 once Spark reports every partition done, so MosaicML Streaming and this package read the result as is.
 This package holds only what needs pyspark (reading the input, the Spark face of the type rules, the job and
-its NULL counts, incremental Delta jobs); the conversion itself is `streaming.convert`'s, shared with the
-command line's pyarrow engine. Type rules (every Spark type, NULLs included): `streaming.convert.type_rules`.
+its NULL counts, Spark's reader of a Delta table for the scheduled job of `streaming.incremental`); the
+conversion itself is `streaming.convert`'s, shared with the command line's pyarrow engine. Type rules (every
+Spark type, NULLs included): `streaming.convert.type_rules`.
 
 Layout of a dataset written here::
 
@@ -26,8 +27,8 @@ from streaming._extras import check_installed
 _EXPORTS = {
     "ConversionResult": "streaming.spark.convert",
     "dataframe_to_mds": "streaming.spark.convert",
-    "IncrementResult": "streaming.incremental.job",
-    "incremental_to_mds": "streaming.incremental.job",
+    "IncrementResult": "streaming.incremental.result",
+    "incremental_to_mds": "streaming.spark.incremental_job",
     "allowed_encodings": "streaming.spark.schema",
     "default_encoding": "streaming.spark.schema",
     "resolve_columns": "streaming.spark.schema",

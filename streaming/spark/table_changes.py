@@ -1,21 +1,11 @@
-"""Where the incremental job reads a Delta table's changes from: delta-rs (as Arrow) or Spark's own Delta reader.
+"""Spark's own Delta reader for the incremental job (`streaming.incremental.reader`): rows are DataFrames throughout.
 
-Both readers offer the same reads, so the job (`streaming.incremental.job`) decides what to read once:
-
-* ``snapshot``: every row of the pinned version (the first run);
-* ``window``: the history of versions ``start + 1 ..`` the pinned one (`streaming.delta.history`);
-* ``feed``: the Change Data Feed of the window, as the rows it adds and the rows it takes away;
-* ``files``: the rows of the data files the window added and removed (a diff that reads what changed);
-* ``full``: both snapshots whole (when the changed files cannot be read one by one);
-* ``net``/``subtract``: the multiset difference by row identity (`streaming.convert.row_identity`), as a
-  DataFrame for the conversion.
-
-`DeltaLakeChanges` reads a Delta path with delta-rs (where Spark has no Delta support, a plain ``pip install
-pyspark``, or no SparkSession at all): its history comes from the table's commit files, with every file action,
-and its rows never leave the driver: they are written here (`streaming.convert.table_engine`). `SparkDeltaChanges`
-reads with Spark (a Databricks runtime, a table name): its history comes from ``DESCRIBE HISTORY``, which has
-no file actions, so the changed files are the two versions' ``inputFiles()`` set against each other and their
-rows are read through the ``_metadata.file_path`` column.
+A Delta table given by name (a Databricks runtime, a Unity Catalog table), or by path where Spark has Delta
+support, is read with Spark: its history comes from ``DESCRIBE HISTORY``, which has no file actions, so the changed
+files are the two versions' ``inputFiles()`` set against each other and their rows are read through the
+``_metadata.file_path`` column. Row identities and key digests are computed per Arrow batch on the executors, and
+new rows are written by a Spark job (``dataframe_to_mds``). `choose_reader` picks between this reader and
+delta-rs's (`streaming.incremental.deltalake_reader`) for a run, without reading a row.
 """
 
 from __future__ import annotations
@@ -27,10 +17,7 @@ from typing import Any
 import pyarrow as pa
 
 from streaming.convert.driver import ConversionResult
-from streaming.convert.row_identity import net_change, row_identities, subtract_identities
-from streaming.convert.source import Source
-from streaming.convert.table_engine import convert_table
-from streaming.convert.type_rules import resolve_columns as arrow_resolve_columns
+from streaming.convert.row_identity import row_identities
 from streaming.delta.history import (
     CDF_PROPERTY,
     HistoryUnavailableError,
@@ -39,129 +26,70 @@ from streaming.delta.history import (
     history_commit,
     touches_feed,
 )
-from streaming.delta.row_ids import ROW_ID, RowTracking
-from streaming.delta.table import DeltaLakeTable, FilesNotReadable
+from streaming.delta.location import looks_like_path
+from streaming.incremental.deltalake_reader import DeltaLakeChoice
+from streaming.incremental.reader import Columns, KeyValues, ReaderChoice, TableReader
 from streaming.spark.convert import dataframe_to_mds
-from streaming.spark.schema import resolve_columns as spark_resolve_columns
-from streaming.spark.table_input import looks_like_path, quote_table_name, sql_identifier
+from streaming.spark.executor_access import check_executor_access
+from streaming.spark.schema import resolve_columns
+from streaming.spark.table_input import (
+    active_session,
+    latest_version,
+    quote_table_name,
+    spark_reads_delta,
+    sql_identifier,
+)
 
 IDENTITY = "_mds_identity"
 _COPY = "_mds_copy"
 
 
-class DeltaLakeChanges:
-    """A Delta path read with delta-rs; rows stay Arrow tables on the driver and are written from here
-    (`streaming.convert.table_engine`): no Spark job at all."""
-
-    reader = "deltalake"
-
-    def __init__(self, table: str, version: int | None) -> None:
-        self.table = table
-        self.delta = DeltaLakeTable(table, version)
-        self.version = self.delta.version
-
-    def column_names(self) -> list[str]:
-        return list(self.delta.schema.names)
-
-    def plan(self, chosen: Mapping[str, str] | Sequence[str] | None) -> dict[str, str]:
-        """``{name: encoding}`` for the ``columns`` argument ``chosen`` (every column when None), checked."""
-        schema = self.delta.schema
-        return arrow_resolve_columns(list(zip(schema.names, schema.types)), chosen)
-
-    def snapshot(self) -> pa.Table:
-        return self.delta.snapshot()
-
-    def window(self, start: int) -> TableWindow:
-        return self.delta.window(start)
-
-    def feed(self, start: int, columns: Sequence[str]) -> tuple[pa.Table, pa.Table]:
-        return self.delta.feed(start, columns)
-
-    def files(self, window: TableWindow, columns: Sequence[str]) -> tuple[pa.Table, pa.Table]:
-        added, removed = window.changed_files()
-        empty = self.delta.schema.empty_table().select(list(columns))
-        plus = self.delta.files(added, columns) if added else empty
-        minus = self.delta.files(removed, columns) if removed else empty
-        return plus, minus
-
-    def rows(self, columns: Sequence[str], version: int | None = None) -> pa.Table:
-        """Every row of ``version`` (the pinned one by default) with ``columns``."""
-        return self.delta.snapshot(version, columns)
-
-    def full(self, start: int, columns: Sequence[str]) -> tuple[pa.Table, pa.Table]:
-        try:
-            return self.rows(columns), self.rows(columns, start)
-        except FileNotFoundError as err:
-            raise HistoryUnavailableError(
-                f"version {start} of {self.table} cannot be read whole any more ({str(err).splitlines()[0]})", start
-            ) from None
-
-    def net(self, plus: pa.Table, minus: pa.Table, encodings: Mapping[str, str]) -> tuple[pa.Table | None, int]:
-        added, removed = net_change(plus, minus, encodings)
-        return (added if added.num_rows else None), removed
-
-    def subtract(self, held: Counter, columns: Sequence[str], encodings: Mapping[str, str]) -> pa.Table | None:
-        rows = subtract_identities(self.rows(columns), held, encodings)
-        return rows if rows.num_rows else None
-
-    def write(self, rows: pa.Table, out: str, **options: Any) -> ConversionResult:
-        """Convert ``rows`` into the dataset folder ``out`` (``dataframe_to_mds``'s options that apply)."""
-        for unused in ("spark", "progress", "executor_env"):
-            options.pop(unused, None)
-        source = Source("delta", self.table, self.version, self.reader)
-        return convert_table(rows, out, source=source, caller="incremental_to_mds", **options)
+def choose_reader(spark: Any, table: str) -> ReaderChoice:
+    """Spark's reader with ``spark`` (default: the active session), or delta-rs's for a Delta path where Spark has no
+    Delta support or no session runs; decided without reading a row."""
+    session = spark if spark is not None else running_session()
+    if looks_like_path(table) and (session is None or not spark_reads_delta(session, table)):
+        return DeltaLakeChoice()
+    return SparkChoice(active_session(session))  # a table name needs Spark: this names the missing session
 
 
-class RowTrackedChanges(DeltaLakeChanges):
-    """A Delta path with row tracking, read with delta-rs, whose rows carry their stable row id as one more
-    column (`ROW_ID`, from `streaming.delta.row_ids`): what a mirror keyed by row ids reads.
+def running_session() -> Any:
+    """The active SparkSession, or None when there is none (or pyspark is not installed)."""
+    try:
+        from pyspark.sql import SparkSession
+    except ImportError:
+        return None
+    return SparkSession.getActiveSession()
 
-    Its reads are the snapshot, the changed files and both versions whole; the Change Data Feed has no row ids
-    (the Delta protocol's readers cannot take them from change data files), so `feed` refuses."""
 
-    def __init__(self, table: str, version: int | None, tracking: RowTracking) -> None:
-        super().__init__(table, version)
-        self.tracking = tracking
-        if ROW_ID in self.delta.schema.names:
+class SparkChoice:
+    """Read with Spark's Delta reader in ``session``; Spark's tasks write the shards, so they must reach them."""
+
+    reader = "spark"
+
+    def __init__(self, session: Any) -> None:
+        self.session = session
+
+    def check_destination(self, url: str, executor_env: Mapping[str, str] | None) -> None:
+        check_executor_access(url, executor_env, self.session)
+
+    def open(self, table: str, version: int | None) -> TableReader:
+        latest = latest_version(self.session, sql_identifier(table))
+        if latest is None:
             raise ValueError(
-                f"{table!r} has a column named {ROW_ID!r}, where a mirror keyed by row ids stores each row's id. "
-                f"Choices: key=[...] (columns that identify a row), or rename that column."
+                f"{table!r} is not a Delta table, so it has no versions to convert incrementally. "
+                f"Choices: a Delta table, or dataframe_to_mds({table!r}, out, mode='overwrite') to "
+                f"convert it whole."
             )
-
-    def column_names(self) -> list[str]:
-        return [*self.delta.schema.names, ROW_ID]
-
-    def plan(self, chosen: Mapping[str, str] | Sequence[str] | None) -> dict[str, str]:
-        """The columns' encodings (every column when None), always with `ROW_ID`: the key is stored."""
-        if isinstance(chosen, Mapping):
-            chosen = {name: encoding for name, encoding in chosen.items() if name != ROW_ID}
-        elif chosen is not None:
-            chosen = [name for name in chosen if name != ROW_ID]
-        return {**super().plan(chosen), ROW_ID: "int64"}
-
-    def snapshot(self) -> pa.Table:
-        return self.rows(self.column_names())
-
-    def feed(self, start: int, columns: Sequence[str]) -> tuple[pa.Table, pa.Table]:
-        raise FilesNotReadable("the Change Data Feed has no row ids")
-
-    def files(self, window: TableWindow, columns: Sequence[str]) -> tuple[pa.Table, pa.Table]:
-        added, removed = window.changed_files()
-        values = [name for name in columns if name != ROW_ID]
-        return (
-            self.delta.files(added, values, self.tracking).select(list(columns)),
-            self.delta.files(removed, values, self.tracking).select(list(columns)),
-        )
-
-    def rows(self, columns: Sequence[str], version: int | None = None) -> pa.Table:
-        values = [name for name in columns if name != ROW_ID]
-        return self.delta.tracked_snapshot(version, values, self.tracking).select(list(columns))
+        return SparkDeltaChanges(self.session, table, latest if version is None else version)
 
 
 class SparkDeltaChanges:
     """A Delta table (name or path) read with Spark's Delta reader; rows are DataFrames throughout."""
 
     reader = "spark"
+    row_ids = False
+    no_row_ids = "Spark's reader does not give Delta row ids here; give the table's storage path to read them"
 
     def __init__(self, session: Any, table: str, version: int) -> None:
         self.session = session
@@ -175,9 +103,9 @@ class SparkDeltaChanges:
     def column_names(self) -> list[str]:
         return [item.name for item in self.at(self.version).schema.fields]
 
-    def plan(self, chosen: Mapping[str, str] | Sequence[str] | None) -> dict[str, str]:
+    def plan(self, chosen: Columns) -> dict[str, str]:
         """``{name: encoding}`` for the ``columns`` argument ``chosen`` (every column when None), checked."""
-        return spark_resolve_columns(self.at(self.version).schema, chosen)
+        return resolve_columns(self.at(self.version).schema, chosen)
 
     def snapshot(self) -> Any:
         return self.at(self.version)
@@ -228,8 +156,21 @@ class SparkDeltaChanges:
     def net(self, plus: Any, minus: Any, encodings: Mapping[str, str]) -> tuple[Any, int]:
         return spark_net_change(plus, minus, encodings)
 
+    def net_rows(self, plus: Any, minus: Any, encodings: Mapping[str, str]) -> tuple[Any, Any]:
+        return spark_net_rows(plus, minus, encodings)
+
     def subtract(self, held: Counter, columns: Sequence[str], encodings: Mapping[str, str]) -> Any:
         return spark_subtract(self.session, self.snapshot().selectExpr(*[f"`{n}`" for n in columns]), held, encodings)
+
+    def key_digests(self, rows: Any, key: Mapping[str, str]) -> tuple[list[bytes], KeyValues]:
+        """The digests are computed on the executors; only the key columns come to the driver."""
+        names = list(key)
+        collected = with_identity(rows.selectExpr(*[f"`{name}`" for name in names]), key).collect()
+        values = [{name: row[name] for name in names} for row in collected]
+        return [bytes(row[IDENTITY]) for row in collected], lambda chosen: [values[index] for index in chosen]
+
+    def with_row_ids(self) -> TableReader | None:
+        return None
 
     def write(self, rows: Any, out: str, **options: Any) -> ConversionResult:
         """Convert the DataFrame ``rows`` into the dataset folder ``out`` with ``dataframe_to_mds``."""

@@ -8,11 +8,10 @@ tables are read as they are and have no version.
 
 from __future__ import annotations
 
-import os
 from typing import Any
 
 from streaming.convert.source import Source
-from streaming.storage.url import is_remote
+from streaming.delta.location import looks_like_path
 
 # How Spark (and Databricks) say that DESCRIBE HISTORY was asked of something that is not a Delta table.
 NOT_DELTA_ERRORS = (
@@ -27,11 +26,6 @@ NOT_DELTA_ERRORS = (
 def is_dataframe(obj: Any) -> bool:
     """Whether ``obj`` is a classic or a Spark Connect DataFrame."""
     return hasattr(obj, "mapInArrow") and hasattr(obj, "schema")
-
-
-def looks_like_path(text: str) -> bool:
-    """Paths and URLs are read as Delta tables; anything else is a table name."""
-    return is_remote(text) or text.startswith(("/", ".", "~", "file:")) or os.sep in text or os.path.exists(text)
 
 
 def active_session(spark: Any = None) -> Any:

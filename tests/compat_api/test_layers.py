@@ -22,10 +22,9 @@ ALLOWED = {
     "storage": set(),
     "format": {"storage"},
     "dataset": {"format", "storage"},
-    "delta": set(),
+    "delta": {"storage"},
     "convert": {"delta", "format", "storage"},
-    # Until the job's Spark reader moves behind its interface (the next commit), it still reaches into spark.
-    "incremental": {"delta", "convert", "format", "storage", "spark"},
+    "incremental": {"delta", "convert", "format", "storage"},
     "spark": {"incremental", "delta", "convert", "format", "storage"},
     "text": {"dataset", "format", "storage"},
     "vision": {"dataset", "format", "storage"},
@@ -86,7 +85,7 @@ def test_only_the_spark_room_reaches_inside_it():
     inside = [
         f"{module} imports {name}"
         for module, names in IMPORTS.items()
-        if _room(module) not in ("spark", "incremental")  # incremental: until its Spark reader moves (next commit)
+        if _room(module) != "spark"
         for name in names
         if name.startswith("streaming.spark.") and name.rsplit(".", 1)[0] != "streaming.spark"
     ]

@@ -12,7 +12,7 @@ import gc
 import pyarrow as pa
 
 from streaming import StreamingDataset
-from streaming.incremental.job import incremental_to_mds
+from streaming.spark import incremental_to_mds
 from tests.differential import operations
 
 KWARGS = {"batch_size": 1, "shuffle": True, "shuffle_seed": 7, "num_canonical_nodes": 1}

@@ -20,7 +20,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from streaming import LocalDataset
-from streaming.incremental.job import incremental_to_mds
+from streaming.spark import incremental_to_mds
 from tests.incremental.row_tracked_table import GENERATED_RUNS, TrackedTable
 
 #: Ids drawn from the first rows' range mostly hit a row; marking weighs twice, as it is what is tested here.

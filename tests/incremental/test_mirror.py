@@ -32,7 +32,9 @@ from hypothesis import HealthCheck, given, settings
 from streaming.format import commit_log
 from streaming.format.vacuum import vacuum
 from streaming.incremental import mirror
-from streaming.incremental.job import IncrementalHistoryError, IncrementResult, incremental_to_mds
+from streaming.incremental.change import IncrementalHistoryError
+from streaming.incremental.result import IncrementResult
+from streaming.spark import incremental_to_mds
 from streaming.storage.dataset_root import DatasetRoot
 from tests.cli.conftest import run_cli
 from tests.incremental import histories as h
@@ -92,7 +94,7 @@ def _crash(subject: Subject, table: Path, model: TableModel) -> None:
     def die(*args, **kwargs):
         raise Killed
 
-    with mock.patch.object(mirror, "_publish", die):
+    with mock.patch.object(mirror, "commit_run", die):
         try:
             _mirror(table, subject)
         except Killed:
@@ -107,7 +109,7 @@ def _crash(subject: Subject, table: Path, model: TableModel) -> None:
 def _race(subject: Subject, table: Path, model: TableModel) -> None:
     """Two mirror runs from one state reach their commit together: exactly one lands, the other changes nothing."""
     barrier = threading.Barrier(2, timeout=20)
-    publish = mirror._publish
+    publish = mirror.commit_run
     outcomes: list[object] = []
 
     def meet_then_publish(*args, **kwargs):
@@ -123,7 +125,7 @@ def _race(subject: Subject, table: Path, model: TableModel) -> None:
         except Exception as err:
             outcomes.append(err)
 
-    with mock.patch.object(mirror, "_publish", meet_then_publish):
+    with mock.patch.object(mirror, "commit_run", meet_then_publish):
         threads = [threading.Thread(target=attempt) for _ in range(2)]
         for thread in threads:
             thread.start()
@@ -461,7 +463,8 @@ class _SparkReaderOnDeltaLake:
     reader = "spark"
 
     def __init__(self, session, table: str, version: int | None) -> None:
-        from streaming.spark.table_changes import DeltaLakeChanges, SparkDeltaChanges
+        from streaming.incremental.deltalake_reader import DeltaLakeChanges
+        from streaming.spark.table_changes import SparkDeltaChanges
 
         self.arrow = DeltaLakeChanges(table, version)
         self.spark = SparkDeltaChanges(session, table, self.arrow.version)
@@ -493,6 +496,18 @@ class _SparkReaderOnDeltaLake:
     def full(self, start, columns):
         return self.frames(self.arrow.full(start, columns))
 
+    row_ids = False
+    no_row_ids = "Spark's reader"
+
+    def net_rows(self, plus, minus, encodings):
+        return self.spark.net_rows(plus, minus, encodings)
+
+    def key_digests(self, rows, key):
+        return self.spark.key_digests(rows, key)
+
+    def with_row_ids(self):
+        return None
+
     def write(self, rows, out, **options):
         return self.spark.write(rows, out, **options)
 
@@ -501,10 +516,14 @@ def test_spark_s_reader_mirrors_through_dataframes(spark, tmp_path, monkeypatch)
     """With Spark's reader the change's keys are digested on the executors and the new rows written by Spark."""
     from deltalake import DeltaTable, write_deltalake
 
-    monkeypatch.setattr(mirror, "_reading_session", lambda session, table: spark)
-    monkeypatch.setattr(
-        mirror, "open_table", lambda session, table, version: _SparkReaderOnDeltaLake(session, table, version)
-    )
+    from streaming.spark import incremental_job
+    from streaming.spark.table_changes import SparkChoice
+
+    class SparkChoiceOnDeltaLake(SparkChoice):
+        def open(self, table, version):
+            return _SparkReaderOnDeltaLake(self.session, table, version)
+
+    monkeypatch.setattr(incremental_job, "choose_reader", lambda session, table: SparkChoiceOnDeltaLake(spark))
     table, out = _table(tmp_path, 40), str(tmp_path / "out")
     assert _run(table, out).samples == 40
     DeltaTable(table).delete("id % 4 = 0")

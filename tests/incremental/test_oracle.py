@@ -28,8 +28,10 @@ from unittest import mock
 import pytest
 from hypothesis import HealthCheck, given, settings
 
-from streaming.incremental import job as incremental
-from streaming.incremental.job import IncrementalHistoryError, IncrementResult, incremental_to_mds
+from streaming.incremental import append
+from streaming.incremental.change import IncrementalHistoryError
+from streaming.incremental.result import IncrementResult
+from streaming.spark import incremental_to_mds
 from tests.incremental.histories import Race, Run, check_table, histories
 from tests.incremental.model import Run as Committed
 from tests.incremental.model import TableModel, dataset_rows, replay
@@ -95,7 +97,7 @@ def _run(subject: Subject, table: Path, model: TableModel) -> None:
 def _race(subject: Subject, table: Path, model: TableModel) -> None:
     """Two runs from the same state at once: both reach the commit before either commits; exactly one lands."""
     barrier = threading.Barrier(2, timeout=20)
-    publish = incremental._publish
+    publish = append.commit_run
     outcomes: list[object] = []
 
     def meet_then_publish(*args, **kwargs):
@@ -113,7 +115,7 @@ def _race(subject: Subject, table: Path, model: TableModel) -> None:
         except Exception as err:
             outcomes.append(err)
 
-    with mock.patch.object(incremental, "_publish", meet_then_publish):
+    with mock.patch.object(append, "commit_run", meet_then_publish):
         threads = [threading.Thread(target=attempt) for _ in range(2)]
         for thread in threads:
             thread.start()

@@ -20,7 +20,8 @@ import pyarrow as pa
 import pytest
 
 from streaming import LocalDataset
-from streaming.incremental.job import IncrementalHistoryError, incremental_to_mds
+from streaming.incremental.change import IncrementalHistoryError
+from streaming.spark import incremental_to_mds
 from tests.incremental import databricks_log
 
 CDF = {"delta.enableChangeDataFeed": "true"}

@@ -21,7 +21,8 @@ from hypothesis import strategies as st
 
 from streaming import LocalDataset
 from streaming.delta.row_ids import ROW_ID, RowIdsUnavailable, live_files
-from streaming.incremental.job import IncrementalHistoryError, incremental_to_mds
+from streaming.incremental.change import IncrementalHistoryError
+from streaming.spark import incremental_to_mds
 from tests.cli.conftest import run_cli
 from tests.incremental.row_tracked_table import GENERATED_RUNS, TrackedTable
 

@@ -10,9 +10,8 @@ import json
 
 import pytest
 
-from streaming.incremental import job as incremental
-from streaming.incremental.job import incremental_to_mds
-from streaming.spark import dataframe_to_mds
+from streaming.incremental import append
+from streaming.spark import dataframe_to_mds, incremental_to_mds
 from streaming.spark.table_input import frame_from_arrow
 from tests.notebooks.helpers import dataset_ids, event_rows, files_below, write_events
 
@@ -103,7 +102,7 @@ def test_a_run_that_dies_before_the_index_write_changes_nothing(spark, tmp_path,
         raise KeyboardInterrupt("cluster lost")
 
     with monkeypatch.context() as patch:
-        patch.setattr(incremental, "_publish", die)
+        patch.setattr(append, "commit_run", die)
         with pytest.raises(KeyboardInterrupt):
             run(table, out)
     assert (out / "index.json").read_bytes() == index
@@ -202,7 +201,7 @@ def test_two_runs_for_one_version_cannot_both_append_it(spark, tmp_path, monkeyp
     write_events(table, 0, 10)
     run(table, out)
     write_events(table, 10, 14)
-    publish = incremental._publish
+    publish = append.commit_run
     overtaken: list = []
 
     def racing_publish(*args, **kwargs):
@@ -211,7 +210,7 @@ def test_two_runs_for_one_version_cannot_both_append_it(spark, tmp_path, monkeyp
             overtaken[0] = run(table, out)
         return publish(*args, **kwargs)
 
-    monkeypatch.setattr(incremental, "_publish", racing_publish)
+    monkeypatch.setattr(append, "commit_run", racing_publish)
     with pytest.raises(RuntimeError, match="Another run updated .* now holds version 1 .* started from 0"):
         run(table, out)
     assert overtaken[0].samples == 4
