@@ -123,7 +123,7 @@ def _zero_value(data_type: pa.DataType) -> pa.Scalar:
     return pa.scalar(0, data_type)
 
 
-def _zero_filled(array: pa.Array) -> pa.Array:
+def zero_filled(array: pa.Array) -> pa.Array:
     """``array`` with every NULL replaced by the zero value of its type."""
     if isinstance(array, pa.ChunkedArray):
         array = array.combine_chunks()
@@ -183,7 +183,7 @@ class BatchEncoder:
                 pieces.append(self._vector_part(name, self.parts[name], array, first_row))
                 continue
             elif masked and not is_ml_vector(array.type):  # a NULL vector is written as an empty one
-                array = _zero_filled(array)
+                array = zero_filled(array)
             pieces.append(self._encode_column(name, self.columns[name], array, first_row, masked))
         arrays = []
         variable = [piece.sizes for piece in pieces if piece.sizes is not None]

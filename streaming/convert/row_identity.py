@@ -28,7 +28,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from streaming.convert.arrow_encoder import BatchEncoder, _zero_filled
+from streaming.convert.arrow_encoder import BatchEncoder, zero_filled
 from streaming.convert.json_values import json_payloads
 from streaming.convert.type_rules import normalize_batch
 from streaming.format.compression import decompress
@@ -202,7 +202,7 @@ def _column_pieces(array: pa.Array, name: str, encoding: str) -> list[bytes]:
 
 def _encoded(array: pa.Array, name: str, encoding: str) -> Iterator[bytes]:
     """The bytes an MDS sample holding only this column stores for each value (none of them NULL)."""
-    batch = pa.RecordBatch.from_arrays([_zero_filled(array)], [name])
+    batch = pa.RecordBatch.from_arrays([zero_filled(array)], [name])
     buffer, sizes = BatchEncoder({name: encoding}).encode(batch)
     position = 0
     for size in sizes.tolist():

@@ -19,7 +19,7 @@ from typing import Any
 from torch import Tensor
 from torch.utils.data import DataLoader, default_collate
 
-from streaming.dataset.dataset import StreamingDataset, _overrides_item_access
+from streaming.dataset.dataset import StreamingDataset, overrides_item_access
 from streaming.dataset.handover import (
     BATCHES_PER_MESSAGE,
     MESSAGE_BYTES,
@@ -86,7 +86,7 @@ class StreamingDataLoader(DataLoader):
             isinstance(self.dataset, StreamingDataset)
             and self.batch_size is not None
             and self.collate_fn is default_collate
-            and not _overrides_item_access(type(self.dataset))
+            and not overrides_item_access(type(self.dataset))
             and os.environ.get("STREAMING_BATCH_READS", "1") != "0"
         )
 

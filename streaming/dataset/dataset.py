@@ -94,7 +94,7 @@ def _shard_table(stream: Stream, world: World, allow_unsafe_types: bool) -> Shar
     return ShardTable.from_bytes(index, f"{type(stream).__name__}.get_shards() of {stream!r}")
 
 
-def _overrides_item_access(cls: type[StreamingDataset]) -> bool:
+def overrides_item_access(cls: type[StreamingDataset]) -> bool:
     """Whether a dataset class reads samples its own way: it overrides ``__getitem__`` or ``get_item``."""
     overrides = _ITEM_ACCESS_OVERRIDDEN.get(cls)
     if overrides is None:
@@ -131,7 +131,7 @@ def _scattered(indices: np.ndarray, groups: list[ShardGroup]) -> bool:
     return span > 4 * len(indices)
 
 
-#: `_overrides_item_access` per class, decided once per class rather than once per epoch.
+#: `overrides_item_access` per class, decided once per class rather than once per epoch.
 _ITEM_ACCESS_OVERRIDDEN: weakref.WeakKeyDictionary[type, bool] = weakref.WeakKeyDictionary()
 
 
@@ -458,7 +458,7 @@ class StreamingDataset(Array, IterableDataset):
         ``get_item``. Without an override the samples are read from the shard readers directly, which is the
         same result without two calls per sample.
         """
-        return self._iter_epoch(through_getitem=_overrides_item_access(type(self)))
+        return self._iter_epoch(through_getitem=overrides_item_access(type(self)))
 
     def _epoch_work(self) -> tuple[np.ndarray, np.ndarray, int]:
         """Start this worker's next epoch: ``(shard ids, indices within the shards)`` of its samples in order,
@@ -529,7 +529,7 @@ class StreamingDataset(Array, IterableDataset):
         epoch's last may be smaller (none with ``drop_last``). `StreamingDataLoader`'s workers copy each batch
         once, into shared memory, and pay the per-read costs once per message. Each read must be consumed
         before the next is taken."""
-        if _overrides_item_access(type(self)):
+        if overrides_item_access(type(self)):
             raise TypeError(
                 f"{type(self).__name__} overrides __getitem__ or get_item, so its samples are what those return; "
                 f"iterate it sample by sample (a DataLoader does) instead of by batches."

@@ -21,12 +21,24 @@ from collections import deque
 from collections.abc import Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from types import TracebackType
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 import numpy as np
 
-if TYPE_CHECKING:
-    from streaming.dataset.shard_cache import ShardCache
+
+class PreparingCache(Protocol):
+    """What a prefetch schedule needs of the shard cache (a `streaming.dataset.shard_cache.ShardCache`). Named here
+    so that this module, which the cache uses, does not import it back."""
+
+    def ready_flags(self) -> bytearray: ...
+
+    def present_on_disk(self, shard_id: int) -> bool: ...
+
+    def prepare_threads(self) -> int: ...
+
+    def shards_ahead(self, readers: int) -> int: ...
+
+    def prepare(self, shard_id: int, blocking: bool = True) -> None: ...
 
 
 class Prefetcher:
@@ -39,7 +51,7 @@ class Prefetcher:
         readers_on_node: readers sharing the node's ``cache_limit`` (DataLoader workers of every rank here).
     """
 
-    def __init__(self, cache: ShardCache, shard_ids: Sequence[int], lookahead: int, readers_on_node: int) -> None:
+    def __init__(self, cache: PreparingCache, shard_ids: Sequence[int], lookahead: int, readers_on_node: int) -> None:
         self.cache = cache
         ready = cache.ready_flags()
         unique, first = np.unique(np.asarray(shard_ids, np.int64), return_index=True)

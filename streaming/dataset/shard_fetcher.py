@@ -11,22 +11,46 @@ from __future__ import annotations
 
 import contextlib
 import os
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from streaming.format.errors import ShardCorruptError
 from streaming.format.hashing import get_hash
 from streaming.format.index import MAX_INDEX_BYTES
 from streaming.format.reader import Reader
+from streaming.storage.base import Storage
 from streaming.storage.download import download_file
 
-if TYPE_CHECKING:
-    from streaming.dataset.stream import Stream
+
+class FetchedStream(Protocol):
+    """What a fetcher needs of its stream (a `streaming.dataset.stream.Stream`): where each file lies and the
+    download settings. Named here so that this module, which `Stream` uses, does not import it back."""
+
+    @property
+    def remote(self) -> str | None: ...
+
+    @property
+    def download_retry(self) -> int | None: ...
+
+    @property
+    def download_timeout(self) -> float | None: ...
+
+    @property
+    def validate_hash(self) -> str | None: ...
+
+    @property
+    def safe_keep_zip(self) -> bool: ...
+
+    def local_path(self, basename: str) -> str: ...
+
+    def remote_path(self, basename: str) -> str: ...
+
+    def remote_storage(self) -> Storage | None: ...
 
 
 class ShardFetcher:
     """Fetches the files of one stream's shards into its local folder, with the stream's download settings."""
 
-    def __init__(self, stream: Stream) -> None:
+    def __init__(self, stream: FetchedStream) -> None:
         self.stream = stream
         # Per folder, its temp files as found on first use: one scan per folder and process, not one per shard.
         self._leftovers: dict[str, dict[str, list[str]]] = {}

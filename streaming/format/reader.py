@@ -90,7 +90,8 @@ def open_shard_file(tree: LocalTree, relative: str, expected_bytes: int) -> mmap
             os.close(fd)
 
 
-def _release_mapping(mapped: object) -> None:
+def release_mapping(mapped: object) -> None:
+    """Let the kernel drop this process's pages of a shard's mapping (read again from the file if touched)."""
     # MADV_DONTNEED on a read-only shared file mapping only drops this process's page-table entries: the data is
     # unchanged and views into it (zero-copy arrays handed out) stay valid.
     if isinstance(mapped, mmap.mmap) and not mapped.closed:
@@ -442,7 +443,7 @@ class SplitReader(Reader):
 
     def release_pages(self) -> None:
         if self._mapped is not None:
-            _release_mapping(self._mapped[0])
+            release_mapping(self._mapped[0])
 
     def get_sample_data(self, idx: int) -> bytes:
         data, offsets = self._mapped or self._open()

@@ -84,10 +84,10 @@ def test_every_batch_of_a_dataloader_goes_through_the_override(tmp_path, remote,
 
 
 def test_the_plain_class_keeps_the_direct_read_path(tmp_path, remote):
-    from streaming.dataset.dataset import _overrides_item_access
+    from streaming.dataset.dataset import overrides_item_access
 
-    assert not _overrides_item_access(StreamingDataset)
-    assert all(_overrides_item_access(cls) for cls in SUBCLASSES)
+    assert not overrides_item_access(StreamingDataset)
+    assert all(overrides_item_access(cls) for cls in SUBCLASSES)
     dataset = StreamingDataset(local=remote, batch_size=8)
     assert sorted(int(sample["id"]) for sample in dataset) == list(range(NUM))
 

@@ -712,9 +712,9 @@ NDARRAY_DTYPE_CODES = {
     "float64": 66,
 }
 _CODE_OF_DTYPE = {np.dtype(name).newbyteorder("<"): code for name, code in NDARRAY_DTYPE_CODES.items()}
-_DTYPE_OF_CODE: list[np.dtype | None] = [None] * 256
+DTYPE_OF_CODE: list[np.dtype | None] = [None] * 256
 for _dtype, _code in _CODE_OF_DTYPE.items():
-    _DTYPE_OF_CODE[_code] = _dtype
+    DTYPE_OF_CODE[_code] = _dtype
 _CODE_BYTES = {code: bytes((code,)) for code in NDARRAY_DTYPE_CODES.values()}
 # Shape header byte -> struct of the ndim shape values that follow it, in the width its low 2 bits select.
 _SHAPE_LAYOUTS = [struct.Struct("<" + "BHIQ"[header & 3] * (header >> 2)) for header in range(256)]
@@ -859,7 +859,7 @@ class NDArray(Encoding):
         if dtype is None:
             if offset >= stop:
                 raise IndexError("ndarray data is empty: its dtype code is missing")
-            dtype = _DTYPE_OF_CODE[buffer[offset]]
+            dtype = DTYPE_OF_CODE[buffer[offset]]
             if dtype is None:
                 raise UnknownDtypeCodeError(
                     f"ndarray data starts with unknown dtype code {buffer[offset]}; known codes: {NDARRAY_DTYPE_CODES}"

@@ -34,7 +34,7 @@ from numpy.lib.stride_tricks import as_strided
 
 from streaming.format.columns import Columns
 from streaming.format.mds.encodings import (
-    _DTYPE_OF_CODE,
+    DTYPE_OF_CODE,
     Bytes,
     Float16,
     Float32,
@@ -558,7 +558,7 @@ def _ndarray_layout(
         return None
     first = int(starts[0])
     if dtype is None:
-        dtype = _DTYPE_OF_CODE[int(data[first])]
+        dtype = DTYPE_OF_CODE[int(data[first])]
         if dtype is None:
             return None
     shape_header = int(data[first + lead])

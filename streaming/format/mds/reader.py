@@ -15,7 +15,7 @@ from streaming.format.errors import ShardCorruptError
 from streaming.format.mds.encodings import ValueDecoder, get_mds_coder, is_mds_encoding_safe, value_decoder
 from streaming.format.mds.gather import Segment, ShardGather, ShardView, shard_gather
 from streaming.format.mds.nulls import fold_nulls, masked_columns
-from streaming.format.reader import JointReader, UnmappedFile, _release_mapping, open_shard_file, read_offsets
+from streaming.format.reader import JointReader, UnmappedFile, open_shard_file, read_offsets, release_mapping
 
 #: Decodes the sample stored at ``buffer[begin:end]``.
 Decoder = Callable[[memoryview, int, int], dict[str, Any]]
@@ -225,7 +225,7 @@ class MDSReader(JointReader):
 
     def release_pages(self) -> None:
         if self._mapped is not None:
-            _release_mapping(self._mapped.buffer.obj)
+            release_mapping(self._mapped.buffer.obj)
 
     def get_sample_data(self, idx: int) -> bytes:
         """The encoded bytes of sample ``idx``."""
