@@ -107,6 +107,7 @@ def append_to_mds(
         table,
         held,
         target,
+        lambda state: held_version(destination, table, state),
         base,
         commit_log.APPEND,
         added,

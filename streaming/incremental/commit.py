@@ -7,10 +7,10 @@ not the one this run started from, so no change is applied twice.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from streaming.format import commit_log
-from streaming.incremental.held import held_version
 from streaming.storage.dataset_root import DatasetRoot
 
 
@@ -19,6 +19,7 @@ def commit_run(
     table: str,
     held: int | None,
     target: int,
+    version_in: Callable[[commit_log.Snapshot], int | None],
     base: commit_log.Snapshot,
     operation: str,
     added: list[dict[str, Any]],
@@ -31,12 +32,14 @@ def commit_run(
 ) -> None:
     """Commit ``added`` (and ``removed``) on top of ``base`` with the table version ``target``, then publish.
 
-    ``lost`` ends the error of a run another run overtook (what became of this run's work); ``reread`` checks
-    the newest state once before committing, for a dataset a legacy writer (no commit log) may have moved.
+    ``version_in`` reads the table version a state holds (`streaming.incremental.held.held_version`, handed over
+    by the run so that the walk from the entry point meets that module once). ``lost`` ends the error of a run
+    another run overtook (what became of this run's work); ``reread`` checks the newest state once before
+    committing, for a dataset a legacy writer (no commit log) may have moved.
     """
 
     def still_held(newer: commit_log.Snapshot) -> None:
-        now_held = held_version(destination, table, newer)
+        now_held = version_in(newer)
         if now_held != held:
             raise RuntimeError(
                 f"Another run updated {destination.url} (it now holds version {now_held} of {table!r}, "

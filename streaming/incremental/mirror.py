@@ -196,6 +196,7 @@ def mirror_to_mds(
         table,
         held,
         target,
+        lambda state: held_version(destination, table, state),
         base,
         commit_log.REPLACE,
         [*rewrites.added, *new_shards],
