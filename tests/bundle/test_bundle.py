@@ -201,3 +201,11 @@ def test_the_documentation_shows_the_checked_files():
 @pytest.mark.parametrize("name", ["table", "out", "install"])
 def test_the_parameters_are_the_notebooks_widgets(name):
     assert name in _notebook_widgets(REPO / "notebooks" / "03_incremental_job.py")
+
+
+@pytest.mark.parametrize("notebook", sorted((REPO / "notebooks").glob("0*.py")), ids=lambda path: path.name)
+def test_the_notebooks_install_this_checkouts_wheel_by_default(notebook):
+    """mds-streaming is not on PyPI: the `install` widget's default is the wheel `make` builds, on a volume."""
+    default = re.search(r'dbutils\.widgets\.text\(\s*"install",\s*"([^"]+)"', notebook.read_text())
+    assert default is not None, f"{notebook.name} has no install widget"
+    assert default.group(1).startswith("/Volumes/") and default.group(1).endswith("/" + _wheel_name())
