@@ -132,7 +132,9 @@ def check_executor_access(url: str, executor_env: Mapping[str, str] | None, spar
     """Raise ValueError naming `/Volumes` and the access mode if the executors of this compute cannot reach `url`."""
     from streaming.storage.databricks import VolumesStorage, require_files_api
 
-    if isinstance(exclusive_storage_for(url), VolumesStorage):
+    location = split_url(url)
+    volume = location.scheme in ("", "file", "dbfs") and location.key.startswith("/Volumes/")
+    if volume and isinstance(exclusive_storage_for(url), VolumesStorage):
         require_files_api(url)  # the commit goes through the Files API, which the runtime's own SDK may lack
     mode = access_mode(spark)
     env = executor_env or {}

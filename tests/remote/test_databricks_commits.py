@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 
+from streaming.spark.executor_access import check_executor_access
 from streaming.storage.errors import UnsupportedOperationError
 from streaming.storage.registry import exclusive_storage_for, storage_for
 from tests.services import DATABRICKS_TOKEN, Service
@@ -86,10 +87,13 @@ def test_an_sdk_without_the_files_api_is_refused(throttled_workspace: Service, t
     local.write_bytes(b'{"commit": 1}')
     storage = storage_for(url)
     if _has_files_api():
+        check_executor_access(url, None)
         assert storage.put_if_absent(str(local), url) is True
         return
-    with pytest.raises(UnsupportedOperationError) as caught:
-        storage.put_if_absent(str(local), url)
-    message = str(caught.value)
-    assert url in message and "%pip install -U databricks-sdk" in message and "no Files API" in message
+    # The converters' check on the driver, before any Spark task, and the write itself.
+    for attempt in (lambda: check_executor_access(url, None), lambda: storage.put_if_absent(str(local), url)):
+        with pytest.raises(UnsupportedOperationError) as caught:
+            attempt()
+        message = str(caught.value)
+        assert url in message and "%pip install -U databricks-sdk" in message and "no Files API" in message
     assert not (Path(throttled_workspace.extra["root"]) / url.lstrip("/")).exists()
