@@ -29,12 +29,19 @@ FLOOR_NOT_RUN := tests/notebooks/test_incremental.py::test_deletes_are_counted_n
 	tests/spark/test_ml_types.py::test_variant_is_stored_as_json
 WHEEL_STAMP := dist/.built
 SOURCES := pyproject.toml README.md $(shell find streaming -name '*.py')
-# The floor lane runs them on the oldest databricks-sdk we declare (pyproject.toml: databricks-sdk>=0.38). Older
-# SDKs resend an already-read body after a throttled PUT (an empty file).
+# The floor lane runs them on the oldest databricks-sdk we declare (pyproject.toml), the SDK lanes on the ones the
+# runtimes ship.
 DATABRICKS_TESTS := tests/storage tests/remote -k "dbfs or volumes or databricks"
+# The SDK lanes: the databricks-sdk each supported runtime ships (docs/support-matrix.md), which `%pip install
+# mds-streaming` leaves in place: 0.20.0 (DBR 15.4 LTS) and 0.30.0 (16.4 LTS) run DATABRICKS_TESTS; 0.1.6 (14.3 LTS)
+# has no Files API, so only its refusal runs. Each lane's venv holds that SDK and its dependencies alone and reaches
+# everything else through a .pth adding $(VENV)'s packages after its own (building one takes seconds).
+SDK_LANES := 0.20.0 0.30.0
+SDK_REFUSED := 0.1.6
+PURELIB = $(1)/bin/python -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])'
 
 .PHONY: wheel demo test unit lint docs bench bench-loader fuse test-floor test-upstream test-lane-core \
-	test-lane-spark test-lane-reference test-clients clients-venvs
+	test-lane-spark test-lane-reference test-clients clients-venvs test-databricks-sdks
 
 wheel: $(WHEEL_STAMP)
 
@@ -58,6 +65,13 @@ $(SPARK35_VENV)/.installed: pyproject.toml .ci/spark35-constraints.txt
 	$(SPARK35_PY) -m pip install -q --upgrade pip
 	$(SPARK35_PY) -m pip install -q -c .ci/spark35-constraints.txt -e '.[spark,s3,gcs,azure,oci,databricks,hf,sftp]' \
 		$(SPARK35_TEST_DEPS)
+	touch $@
+
+.venv-sdk%/.installed: $(VENV)/.installed
+	python3 -m venv .venv-sdk$*
+	.venv-sdk$*/bin/python -m pip install -q --disable-pip-version-check databricks-sdk==$*
+	echo "import site; site.addsitedir('$$($(call PURELIB,$(abspath $(VENV))))')" \
+		> "$$($(call PURELIB,.venv-sdk$*))/zz_main_venv.pth"
 	touch $@
 
 # libfuse 3 for the FUSE-mounted volume tests (tests/volume_fuse.py); apt only when it is missing.
@@ -108,6 +122,12 @@ unit: $(VENV)/.installed
 
 test-lane-core: $(VENV)/.installed
 	$(TEST_ENV) PYSPARK_PYTHON=$(abspath $(PY)) $(PY) -m pytest -q --durations=15 tests $(addprefix --ignore ,$(CORE_LANE_IGNORES))
+	$(MAKE) test-databricks-sdks
+
+test-databricks-sdks: $(addprefix .venv-sdk,$(addsuffix /.installed,$(SDK_LANES) $(SDK_REFUSED)))
+	set -e; for sdk in $(SDK_LANES); do echo "databricks-sdk $$sdk"; \
+		$(TEST_ENV) .venv-sdk$$sdk/bin/python -m pytest -q --durations=5 $(DATABRICKS_TESTS); done
+	$(TEST_ENV) .venv-sdk$(SDK_REFUSED)/bin/python -m pytest -q tests/remote/test_databricks_commits.py -k refused
 
 test-lane-spark: $(VENV)/.installed $(SPARK35_VENV)/.installed
 	$(TEST_ENV) PYSPARK_PYTHON=$(abspath $(PY)) $(PY) -m pytest -q --durations=15 tests/spark tests/notebooks

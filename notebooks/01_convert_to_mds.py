@@ -16,10 +16,11 @@
 
 # COMMAND ----------
 
-# What to install: the published package (default), a wheel in a volume
-# (`/Volumes/<catalog>/<schema>/<volume>/mds_streaming-<version>-py3-none-any.whl`) or a Git URL
+# What to install: the wheel `make` builds (dist/), copied to a volume (default), another wheel or a Git URL
 # (`git+https://<host>/<org>/<repo>.git@<tag>`).
-dbutils.widgets.text("install", "mds-streaming", "pip requirement of mds-streaming")
+dbutils.widgets.text(
+    "install", "/Volumes/main/default/mds_demo/mds_streaming-0.2.0-py3-none-any.whl", "pip requirement of mds-streaming"
+)
 install = dbutils.widgets.get("install")
 
 # COMMAND ----------

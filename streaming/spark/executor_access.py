@@ -14,11 +14,19 @@ What a Spark task can reach depends on where it runs, not on what the notebook c
   `/Volumes` is shared. Cloud storage needs credentials handed to the tasks (`executor_env`).
 * **Serverless**: sandboxed UDFs that cannot access the internet. Only `/Volumes` is reachable.
 
-The mode is read from what Databricks sets on the driver: `DATABRICKS_RUNTIME_VERSION` (set on Databricks;
-`client.<n>` on serverless, which also sets `IS_SERVERLESS=TRUE`) and the cluster tag
-`spark.databricks.clusterUsageTags.dataSecurityMode` (`USER_ISOLATION` and its successors mean standard access). The
-tag is internal: a cluster whose tag is missing or unknown is taken as classic, the least restrictive mode, and still
-has its `dbfs:/` destinations checked.
+The mode is read from every signal a Databricks driver gives, in this order:
+
+1. `MDS_STREAMING_ACCESS_MODE` (`classic`, `standard` or `serverless`), the user's own statement, wins;
+2. serverless: `IS_SERVERLESS=TRUE`, or `DATABRICKS_RUNTIME_VERSION` of the form `client.<n>`;
+3. off Databricks: no `DATABRICKS_RUNTIME_VERSION`;
+4. the cluster tag `spark.databricks.clusterUsageTags.dataSecurityMode` (`USER_ISOLATION` and its successors mean
+   standard access, `SINGLE_USER`, `NONE` and theirs classic), unless a sandbox signal below contradicts it;
+5. the sandbox's own settings: table ACLs (`spark.databricks.acl.dfAclsEnabled`, `spark.databricks.acl.sqlOnly`) or
+   Python process isolation (`spark.databricks.pyspark.enableProcessIsolation`) on, or a Spark Connect session with
+   no `sparkContext` on a cluster (what standard access gives a notebook): standard access.
+
+A cluster where none of these can be read is `UNKNOWN`: its destinations get the strictest mode's (serverless)
+checks, and a refusal says how to state the mode.
 """
 
 from __future__ import annotations
@@ -27,15 +35,33 @@ import os
 from collections.abc import Mapping
 from typing import Any
 
-from streaming.storage.registry import storage_for
+from streaming.storage.registry import exclusive_storage_for, storage_for
 from streaming.storage.url import split_url
 
 OFF_DATABRICKS = "off Databricks"
 CLASSIC = "classic compute (dedicated or no-isolation access mode)"
 STANDARD = "standard access mode (formerly shared)"
 SERVERLESS = "serverless compute"
+UNKNOWN = "compute whose access mode could not be read"
+ACCESS_MODE_ENV = "MDS_STREAMING_ACCESS_MODE"
+STATED_MODES = {"classic": CLASSIC, "standard": STANDARD, "serverless": SERVERLESS}
 SECURITY_MODE_TAG = "spark.databricks.clusterUsageTags.dataSecurityMode"
 STANDARD_TAGS = frozenset({"USER_ISOLATION", "STANDARD", "DATA_SECURITY_MODE_STANDARD", "LEGACY_TABLE_ACL"})
+CLASSIC_TAGS = frozenset(
+    {"SINGLE_USER", "NONE", "DEDICATED", "DATA_SECURITY_MODE_DEDICATED", "LEGACY_SINGLE_USER", "LEGACY_PASSTHROUGH"}
+)
+#: Settings that are "true" only where user code runs sandboxed (table ACLs, Python process isolation).
+SANDBOX_SETTINGS = (
+    "spark.databricks.acl.dfAclsEnabled",
+    "spark.databricks.acl.sqlOnly",
+    "spark.databricks.pyspark.enableProcessIsolation",
+)
+UNKNOWN_HINT = (
+    f"The access mode could not be read here ({SECURITY_MODE_TAG} is missing or unreadable and nothing else tells), "
+    f"so the strictest mode's rules applied. If this compute is dedicated (single user) or standard, say so with the "
+    f"environment variable {ACCESS_MODE_ENV}=classic or {ACCESS_MODE_ENV}=standard (a cluster's Spark config: "
+    f"spark.executorEnv and the cluster's environment variables; a notebook: os.environ)."
+)
 # One of these, with DATABRICKS_HOST, lets the SDK on an executor authenticate (a token, OAuth M2M, a profile).
 EXECUTOR_CREDENTIALS = ("DATABRICKS_TOKEN", "DATABRICKS_CLIENT_SECRET", "DATABRICKS_CONFIG_PROFILE")
 VOLUMES_HINT = (
@@ -50,23 +76,53 @@ def uses_dbfs_api(url: str) -> bool:
 
 
 def access_mode(spark: Any = None) -> str:
-    """Where this driver runs: `OFF_DATABRICKS`, `CLASSIC`, `STANDARD` or `SERVERLESS`."""
+    """Where this driver runs: `OFF_DATABRICKS`, `CLASSIC`, `STANDARD`, `SERVERLESS` or `UNKNOWN` (module docstring)."""
+    stated = os.environ.get(ACCESS_MODE_ENV, "").strip().lower()
+    if stated:
+        if stated not in STATED_MODES:
+            raise ValueError(f"{ACCESS_MODE_ENV}={stated!r}: state one of {', '.join(STATED_MODES)}")
+        return STATED_MODES[stated]
     runtime = os.environ.get("DATABRICKS_RUNTIME_VERSION", "")
     if os.environ.get("IS_SERVERLESS", "").upper() == "TRUE" or runtime.startswith("client."):
         return SERVERLESS
     if not runtime:
         return OFF_DATABRICKS
-    tag = (_conf(spark, SECURITY_MODE_TAG) or "").upper()
-    return STANDARD if tag in STANDARD_TAGS else CLASSIC
+    session = _session(spark)
+    sandboxed = any((_conf(session, key) or "").lower() == "true" for key in SANDBOX_SETTINGS)
+    tag = (_conf(session, SECURITY_MODE_TAG) or "").upper()
+    if tag in STANDARD_TAGS or sandboxed or (session is not None and not _has_spark_context(session)):
+        return STANDARD
+    return CLASSIC if tag in CLASSIC_TAGS else UNKNOWN
+
+
+def _session(spark: Any) -> Any:
+    """`spark`, else the active session (classic or Spark Connect), else None."""
+    if spark is not None:
+        return spark
+    try:
+        from pyspark.sql import SparkSession
+
+        classic = SparkSession.getActiveSession()
+        if classic is not None:
+            return classic
+        from pyspark.sql.connect.session import SparkSession as ConnectSession
+
+        return ConnectSession.getActiveSession()
+    except Exception:  # noqa: BLE001 - no pyspark, or no Spark Connect client installed
+        return None
+
+
+def _has_spark_context(session: Any) -> bool:
+    """Whether `session` is a classic session (Spark Connect's has no `sparkContext`: it raises)."""
+    try:
+        return session.sparkContext is not None
+    except Exception:  # noqa: BLE001 - Spark Connect raises its own error for sparkContext
+        return False
 
 
 def _conf(spark: Any, key: str) -> str | None:
-    """A Spark setting of `spark` (else the active session), or None (serverless refuses many keys outright)."""
+    """A Spark setting of `spark`, or None (no session; serverless and standard access refuse many keys outright)."""
     try:
-        if spark is None:
-            from pyspark.sql import SparkSession
-
-            spark = SparkSession.getActiveSession()
         return None if spark is None else spark.conf.get(key, None)
     except Exception:  # noqa: BLE001 - no pyspark, no session, or a key the compute will not show
         return None
@@ -74,12 +130,19 @@ def _conf(spark: Any, key: str) -> str | None:
 
 def check_executor_access(url: str, executor_env: Mapping[str, str] | None, spark: Any = None) -> None:
     """Raise ValueError naming `/Volumes` and the access mode if the executors of this compute cannot reach `url`."""
+    from streaming.storage.databricks import VolumesStorage, require_files_api
+
+    location = split_url(url)
+    volume = location.scheme in ("", "file", "dbfs") and location.key.startswith("/Volumes/")
+    if volume and isinstance(exclusive_storage_for(url), VolumesStorage):
+        require_files_api(url)  # the commit goes through the Files API, which the runtime's own SDK may lack
     mode = access_mode(spark)
     env = executor_env or {}
-    reason = _unreachable(url, mode, env)
+    reason = _unreachable(url, SERVERLESS if mode == UNKNOWN else mode, env)
     if reason is not None:
         where = "" if mode == OFF_DATABRICKS else f" On {mode}, "
-        raise ValueError(f"{url}:{where or ' '}{reason}")
+        hint = f" {UNKNOWN_HINT}" if mode == UNKNOWN else ""
+        raise ValueError(f"{url}:{where or ' '}{reason}{hint}")
 
 
 def _unreachable(url: str, mode: str, env: Mapping[str, str]) -> str | None:

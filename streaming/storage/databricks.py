@@ -14,12 +14,19 @@ Every request the SDK sends to the workspace goes through this machine's budget 
 Presigned URLs (cloud storage, where the SDK sends multipart parts and large downloads) are outside it, as they are
 outside the workspace's limits. An upload that the SDK gives up on after its own retries (a part cloud storage kept
 failing, a connection lost) is sent again whole, up to `UPLOAD_ATTEMPTS` times: it overwrites, so a repeat is safe.
+
+The runtimes ship older SDKs (databricks-sdk 0.20.0 on DBR 15.4 LTS, 0.30.0 on 16.4 LTS, 0.1.6 on 14.3 LTS;
+docs/support-matrix.md). Before `REWINDING_SDK` the SDK retries a throttled request with the file object it was
+given, already read to its end, so a retried upload would store an empty file: those SDKs are handed the body as
+bytes, which every retry sends whole. An SDK without the Files API (`WorkspaceClient.files`) cannot write a volume
+at all: `require_files_api` refuses it, naming the upgrade.
 """
 
 from __future__ import annotations
 
 import base64
 import os
+import re
 from collections.abc import Callable, Iterator
 from typing import Any, BinaryIO
 
@@ -34,6 +41,7 @@ from streaming.storage.errors import (
     RequestRejectedError,
     StorageError,
     StoragePermissionError,
+    UnsupportedOperationError,
 )
 from streaming.storage.retry import call_with_retry
 from streaming.storage.url import split_url
@@ -46,6 +54,42 @@ DBFS_READ_LIMIT = 1 << 20
 #: Whole-upload attempts: the SDK's own part retries end with its retry window, which a busy executor uses up
 #: sooner (three once lost an upload in CI: eight tasks on two loaded cores, one failed part in 23).
 UPLOAD_ATTEMPTS = 5
+#: The first databricks-sdk whose retries send a request's body again from its start.
+REWINDING_SDK = (0, 38)
+SDK_UPGRADE = "%pip install -U databricks-sdk"
+
+
+def sdk_version() -> tuple[int, ...]:
+    """The installed databricks-sdk's version as numbers (0.20.0 -> (0, 20, 0))."""
+    from databricks.sdk.version import __version__
+
+    return tuple(int(part) for part in re.findall(r"\d+", __version__)[:3])
+
+
+def require_files_api(url: str) -> None:
+    """Raise `UnsupportedOperationError` naming the upgrade if this databricks-sdk has no Files API to write `url`.
+
+    A mounted volume's commits go through the Files API on Databricks (`exclusive_storage_for`), so the converters call
+    this on the driver before any task starts.
+    """
+    refusal = _no_files_api(url)
+    if refusal is not None:
+        raise refusal
+
+
+def _no_files_api(url: str) -> UnsupportedOperationError | None:
+    """The refusal for `url` if this databricks-sdk has no Files API (`WorkspaceClient.files`), else None."""
+    sdk = require("databricks.sdk", "databricks", "Databricks storage")
+    if hasattr(sdk.WorkspaceClient, "files"):
+        return None
+    from databricks.sdk.version import __version__
+
+    return UnsupportedOperationError(
+        url,
+        f"databricks-sdk {__version__} (what this runtime ships) has no Files API, which a Unity Catalog volume's "
+        f"reads and commits need; upgrade it in the notebook with `{SDK_UPGRADE}` then "
+        "`dbutils.library.restartPython()`, or install mds-streaming[databricks]",
+    )
 
 
 class _DatabricksStorage(Storage):
@@ -141,6 +185,11 @@ class _DatabricksStorage(Storage):
         return None
 
 
+def _body(source: BinaryIO) -> BinaryIO | bytes:
+    """What to hand the SDK as an upload's body: the open file, or its bytes for an SDK that resends a read stream."""
+    return source if sdk_version() >= REWINDING_SDK else source.read()
+
+
 def _answer(exc: BaseException) -> str:
     """The workspace's answer in an SDK error: its `error_code` and message (which never hold the token)."""
     code = getattr(exc, "error_code", None)
@@ -155,30 +204,46 @@ class VolumesStorage(_DatabricksStorage):
         "USE CATALOG/USE SCHEMA on its parents"
     )
 
+    def _files(self, url: str, timeout: float = DEFAULT_TIMEOUT) -> Any:
+        """The Files API of this thread's client, after refusing an SDK that has none (naming `url`)."""
+        require_files_api(url)
+        return self._client(timeout).files
+
     def _download(self, url: str, sink: BinaryIO, timeout: float) -> int | None:
-        response = self._client(timeout).files.download(self._path(url))
+        response = self._files(url, timeout).download(self._path(url))
         with response.contents as stream:
             while chunk := stream.read(CHUNK_SIZE):
                 sink.write(chunk)
-        return response.content_length
+        # Older SDKs hand the header over as text.
+        return None if response.content_length is None else int(response.content_length)
 
     def _upload_if_absent(self, local_path: str, url: str) -> bool:
+        files, path = self._files(url), self._path(url)
+        # Imported once the SDK is known to have the Files API: the ones without it lack these names too.
         from databricks.sdk.errors import AlreadyExists, ResourceAlreadyExists
 
         with open(local_path, "rb") as source:
             try:
-                self._client().files.upload(self._path(url), source, overwrite=False)
+                files.upload(path, _body(source), overwrite=False)
             except (AlreadyExists, ResourceAlreadyExists):
                 return False
+        # The file is ours (nobody can overwrite a create-only write): it must hold what was sent, never less.
+        expected = os.path.getsize(local_path)
+        stored = files.get_metadata(path).content_length
+        if stored is not None and int(stored) != expected:
+            files.delete(path)
+            raise IncompleteTransferError(
+                url, f"created with {stored} of {expected} bytes; removed it, so no partial file stands"
+            )
         return True
 
     def _upload(self, local_path: str, url: str) -> None:
         path = self._path(url)
-        files = self._client().files
+        files = self._files(url)
 
         def send() -> None:
             with open(local_path, "rb") as source:
-                files.upload(path, source, overwrite=True)
+                files.upload(path, _body(source), overwrite=True)
 
         self._send_whole(send)
         # An SDK that resends an already-read body after a throttled PUT stores an empty file. Only that is checked:
@@ -196,7 +261,7 @@ class VolumesStorage(_DatabricksStorage):
         while pending:
             directory = pending.pop()
             try:
-                entries = list(self._client().files.list_directory_contents(directory))
+                entries = list(self._files(prefix_url).list_directory_contents(directory))
             except NotFound:
                 continue
             for entry in entries:
@@ -209,7 +274,7 @@ class VolumesStorage(_DatabricksStorage):
         from databricks.sdk.errors import NotFound
 
         try:
-            length = self._client().files.get_metadata(self._path(url)).content_length
+            length = self._files(url).get_metadata(self._path(url)).content_length
         except NotFound:
             return None
         return int(length)
@@ -220,7 +285,7 @@ class VolumesStorage(_DatabricksStorage):
         from databricks.sdk.errors import NotFound
 
         try:
-            stamp = self._client().files.get_metadata(self._path(url)).last_modified
+            stamp = self._files(url).get_metadata(self._path(url)).last_modified
         except NotFound:
             return None
         return email.utils.parsedate_to_datetime(stamp).timestamp()
@@ -229,7 +294,7 @@ class VolumesStorage(_DatabricksStorage):
         from databricks.sdk.errors import NotFound
 
         try:
-            self._client().files.delete(self._path(url))
+            self._files(url).delete(self._path(url))
         except NotFound:
             pass
 

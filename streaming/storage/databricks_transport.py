@@ -1,10 +1,11 @@
 """The databricks-sdk's workspace requests, sent through this machine's budget for the workspace.
 
 The SDK has no transport hook, so `route_through_budget` mounts an HTTP adapter on its requests session for the
-workspace's origin (databricks-sdk 0.38 to the newest keep that session at `api_client._api_client._session`; CI
-runs both ends). The adapter holds a lease of `streaming.storage.workspace_budget` from sending a request until its
-answer has been read, and turns a throttled answer's `Retry-After` into a pause for the whole machine; the SDK then
-retries the request itself, as always. Requests to other origins (presigned cloud storage URLs) are not touched.
+workspace's origin (databricks-sdk 0.38 to the newest keep that session at `api_client._api_client._session`, the
+runtimes' older ones at `api_client._session`; CI runs 0.20, 0.30, 0.38 and the newest). The adapter holds a lease
+of `streaming.storage.workspace_budget` from sending a request until its answer has been read, and turns a
+throttled answer's `Retry-After` into a pause for the whole machine; the SDK then retries the request itself, as
+always. Requests to other origins (presigned cloud storage URLs) are not touched.
 """
 
 from __future__ import annotations
@@ -25,7 +26,8 @@ logger = logging.getLogger(__name__)
 
 def route_through_budget(client: Any) -> None:
     """Mount the budgeted adapter on `client`'s (a `WorkspaceClient`) session for its workspace."""
-    session = getattr(getattr(client.api_client, "_api_client", None), "_session", None)
+    api_client = client.api_client
+    session = getattr(getattr(api_client, "_api_client", api_client), "_session", None)
     if not isinstance(session, requests.Session):
         from databricks.sdk.version import __version__
 

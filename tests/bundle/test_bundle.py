@@ -11,6 +11,7 @@ shows exactly these files (`test_the_documentation_shows_the_checked_files`).
 
 from __future__ import annotations
 
+import os
 import re
 from pathlib import Path
 from typing import Any
@@ -75,7 +76,8 @@ def problems(settings: dict[str, Any], defined_in: Path) -> list[str]:
         classic = task.job_cluster_key or task.new_cluster or task.existing_cluster_id
         if task.job_cluster_key and task.job_cluster_key not in clusters:
             found.append(f"task {task.task_key}: job_cluster_key {task.job_cluster_key!r} names no job cluster")
-        if not classic and not environments:
+        if not classic and not environments and task.notebook_task is None:
+            # A serverless notebook task runs in the notebook's own environment (and %pip); other tasks need one.
             found.append(f"task {task.task_key}: serverless tasks need an environment at the job level")
         if notebook is None:
             continue
@@ -108,10 +110,58 @@ def test_both_jobs_are_what_the_jobs_api_accepts():
     classic, serverless = found["mds_incremental"], found["mds_incremental_serverless"]
     assert classic["tasks"][0]["job_cluster_key"] == classic["job_clusters"][0]["job_cluster_key"]
     assert "environments" not in classic and "job_clusters" not in serverless
-    assert serverless["environments"][0]["spec"]["dependencies"] == ["mds-streaming"]
+    # A notebook task takes no environment_key, so a job environment would install nothing: %pip does.
+    assert "environments" not in serverless
+    for settings in found.values():
+        # The CLI uploads a built artifact to `<artifact_path>/.internal/`, a folder on the volume.
+        expected = "${workspace.artifact_path}/.internal/" + _wheel_name()
+        assert settings["tasks"][0]["notebook_task"]["base_parameters"]["install"] == expected
     for settings in found.values():
         (table,) = settings["trigger"]["table_update"]["table_names"]
         assert len(table.split(".")) == 3, "a table-update trigger names a Unity Catalog table"
+
+
+def _root() -> dict[str, Any]:
+    return yaml.safe_load((BUNDLE / "databricks.yml").read_text())
+
+
+def _wheel_name() -> str:
+    """The file name of the wheel `make` (and the bundle's artifact build) makes from this checkout."""
+    version = re.search(r'DISTRIBUTION_VERSION = "([^"]+)"', (REPO / "streaming" / "_version.py").read_text())
+    assert version is not None
+    return f"mds_streaming-{version.group(1)}-py3-none-any.whl"
+
+
+def test_the_bundle_builds_and_installs_this_checkouts_wheel():
+    root = _root()
+    (artifact,) = root["artifacts"].values()
+    assert artifact["type"] == "whl" and (BUNDLE / artifact["path"] / "pyproject.toml").is_file()
+    assert root["variables"]["install"]["default"].endswith("/.internal/" + _wheel_name()), (
+        "the bundle's `install` default names another version than streaming/_version.py's"
+    )
+    assert root["workspace"]["artifact_path"].startswith("${var.artifact_volume}")
+    assert root["variables"]["artifact_volume"]["default"].startswith("/Volumes/")
+
+
+def test_every_notebook_lies_in_the_sync_root():
+    """The CLI syncs the common folder of the bundle root and `sync.paths`; a notebook outside it is refused
+    ("is not contained in sync root path")."""
+    roots = [BUNDLE, *((BUNDLE / path).resolve() for path in _root().get("sync", {}).get("paths", []))]
+    sync_root = Path(os.path.commonpath([str(root) for root in roots]))
+    found, files = _bundle()
+    for key, settings in found.items():
+        for task in settings["tasks"]:
+            notebook = (files[key].parent / task["notebook_task"]["notebook_path"]).resolve()
+            assert notebook.is_relative_to(sync_root), f"{key}: {notebook} is outside the sync root {sync_root}"
+
+
+def test_production_states_its_root_path_run_as_and_permissions():
+    """The CLI refuses `mode: production` without `workspace.root_path` (one copy per target)."""
+    prod = _root()["targets"]["prod"]
+    assert prod["mode"] == "production"
+    assert prod["workspace"]["root_path"].startswith("/Workspace/")
+    assert set(prod["run_as"]) <= {"user_name", "service_principal_name"} and prod["run_as"]
+    assert any(entry["level"] == "CAN_MANAGE" for entry in prod["permissions"])
 
 
 def test_the_readme_bundle_the_jobs_api_refused_is_refused_here():
@@ -151,3 +201,11 @@ def test_the_documentation_shows_the_checked_files():
 @pytest.mark.parametrize("name", ["table", "out", "install"])
 def test_the_parameters_are_the_notebooks_widgets(name):
     assert name in _notebook_widgets(REPO / "notebooks" / "03_incremental_job.py")
+
+
+@pytest.mark.parametrize("notebook", sorted((REPO / "notebooks").glob("0*.py")), ids=lambda path: path.name)
+def test_the_notebooks_install_this_checkouts_wheel_by_default(notebook):
+    """mds-streaming is not on PyPI: the `install` widget's default is the wheel `make` builds, on a volume."""
+    default = re.search(r'dbutils\.widgets\.text\(\s*"install",\s*"([^"]+)"', notebook.read_text())
+    assert default is not None, f"{notebook.name} has no install widget"
+    assert default.group(1).startswith("/Volumes/") and default.group(1).endswith("/" + _wheel_name())

@@ -25,7 +25,10 @@ from tests.docs.pages import REPO, blocks, first_line, pages
 
 # Blocks identified by their page and first line.
 NOT_RUNNABLE = {
-    ("docs/spark.md", "%pip install mds-streaming"): "an IPython/Databricks magic, not Python",
+    (
+        "docs/spark.md",
+        "%pip install /Volumes/main/default/mds_demo/mds_streaming-0.2.0-py3-none-any.whl",
+    ): "an IPython/Databricks magic, not Python",
     ("docs/spark.md", "dbutils.library.restartPython()"): "`dbutils` exists only in a Databricks notebook",
 }
 
