@@ -89,7 +89,7 @@ $(DEMO_VENV)/.installed: pyproject.toml
 
 demo:
 	@python3 notebooks/run_local.py --check-java
-	@echo "make demo: $(DEMO_VENV) (first run only: pyspark, torch and pandas, about 1 GB, 3 to 10 minutes), then 3 steps of about a minute each"
+	@echo "make demo: $(DEMO_VENV) (first run only: pyspark, torch and pandas, about 1 GB, 3 to 10 minutes), then 3 steps, about 6 minutes in all"
 	@$(MAKE) -s $(DEMO_VENV)/.installed
 	@rm -rf $(DEMO_WHEEL_DIR) && $(DEMO_PY) -m pip wheel -q --disable-pip-version-check --no-deps --wheel-dir $(DEMO_WHEEL_DIR) .
 	@echo "make demo: 1/3 notebooks/01_convert_to_mds.py: a Spark DataFrame of 20,000 rows to MDS shards"
