@@ -1,0 +1,62 @@
+"""The small things a new user trips on, each answered in words that name the fix: a mistyped scheme, a URL given
+to LocalDataset, the command line's own options in its refusals, counts in the right number."""
+
+from __future__ import annotations
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from streaming import LocalDataset
+from streaming.cli import main
+from streaming.storage import storage_for
+
+
+@pytest.mark.parametrize(
+    ("url", "meant"), [("gcs://bucket/ds", "gs://bucket/ds"), ("s4://bucket/ds", "s3://bucket/ds")]
+)
+def test_a_mistyped_scheme_suggests_the_registered_one(url, meant):
+    with pytest.raises(ValueError, match=rf"unknown scheme '\w+' \(did you mean '{meant}'\?\)\. Valid choices: "):
+        storage_for(url)
+
+
+def test_an_unrelated_scheme_gets_no_suggestion():
+    with pytest.raises(ValueError, match=r"unknown scheme 'zz'\. Valid choices: "):
+        storage_for("zz://bucket/ds")
+
+
+def test_local_dataset_given_a_url_says_how_to_read_it():
+    with pytest.raises(FileNotFoundError) as caught:
+        LocalDataset("s4://bucket/ds")
+    assert str(caught.value) == (
+        "LocalDataset reads a folder on this machine, and 's4://bucket/ds' is a URL (did you mean 's3://bucket/ds'?): "
+        "stream it with StreamingDataset(remote='s4://bucket/ds'), or copy it here first "
+        "(mds-streaming cp s4://bucket/ds <folder>)."
+    )
+
+
+def test_local_dataset_of_a_missing_folder_is_still_file_not_found(tmp_path):
+    with pytest.raises(FileNotFoundError):
+        LocalDataset(str(tmp_path / "missing"))
+
+
+@pytest.fixture
+def parquet(tmp_path):
+    path = tmp_path / "rows.parquet"
+    pq.write_table(pa.table({"id": [1, 2, 3], "text": ["a", "b", "c"]}), path)
+    return path
+
+
+def test_convert_counts_one_shard_in_the_singular(parquet, tmp_path, capsys):
+    assert main(["convert", str(parquet), str(tmp_path / "out"), "--workers", "1"]) == 0
+    assert capsys.readouterr().out.startswith("wrote 3 samples in 1 shard (")
+
+
+def test_convert_into_a_dataset_names_the_command_line_options(parquet, tmp_path, capsys):
+    out = str(tmp_path / "out")
+    assert main(["convert", str(parquet), out, "--workers", "1"]) == 0
+    capsys.readouterr()
+    assert main(["convert", str(parquet), out, "--workers", "1"]) == 1
+    error = capsys.readouterr().err
+    assert "Choices: --mode overwrite to replace it, --mode append to add to the dataset there" in error
+    assert "mode='" not in error
