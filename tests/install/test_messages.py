@@ -60,3 +60,19 @@ def test_convert_into_a_dataset_names_the_command_line_options(parquet, tmp_path
     error = capsys.readouterr().err
     assert "Choices: --mode overwrite to replace it, --mode append to add to the dataset there" in error
     assert "mode='" not in error
+
+
+def test_an_uncreatable_local_cache_names_the_argument_and_the_default(tmp_path):
+    from streaming import MDSWriter, StreamingDataset
+
+    with MDSWriter(out=str(tmp_path / "ds"), columns={"x": "int"}) as writer:
+        writer.write({"x": 1})
+    blocker = tmp_path / "a-file"
+    blocker.write_text("")
+    local = str(blocker / "cache")
+    with pytest.raises(NotADirectoryError) as caught:
+        StreamingDataset(remote=str(tmp_path / "ds"), local=local, batch_size=1)
+    assert str(caught.value) == (
+        f"Cache directory {local} (local=) cannot be created: Not a directory ({local}). Pass local= a folder you "
+        "can create, or leave it out for a private temporary one."
+    )
