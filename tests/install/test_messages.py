@@ -76,3 +76,21 @@ def test_an_uncreatable_local_cache_names_the_argument_and_the_default(tmp_path)
         f"Cache directory {local} (local=) cannot be created: Not a directory ({local}). Pass local= a folder you "
         "can create, or leave it out for a private temporary one."
     )
+
+
+@pytest.mark.parametrize("workers", [0, 2])
+def test_variable_length_arrays_with_the_default_collate_name_the_column(tmp_path, workers):
+    import numpy as np
+
+    from streaming import MDSWriter, StreamingDataLoader, StreamingDataset
+
+    with MDSWriter(out=str(tmp_path / "ds"), columns={"tokens": "ndarray:int32", "label": "int"}) as writer:
+        for i in range(8):
+            writer.write({"tokens": np.arange(i + 1, dtype=np.int32), "label": i})
+    dataset = StreamingDataset(remote=str(tmp_path / "ds"), batch_size=4)
+    with pytest.raises(RuntimeError) as caught:
+        list(StreamingDataLoader(dataset, batch_size=4, num_workers=workers))
+    assert str(caught.value).startswith(
+        "StreamingDataLoader's default collate stacks each column of a batch into one tensor, and column(s) "
+        "['tokens'] hold arrays of different shapes"
+    )
