@@ -142,7 +142,8 @@ def run(args: argparse.Namespace) -> int:
     text = (
         f"wrote {counted(result['samples'], 'sample')} in {counted(result['shards'], 'shard')} "
         f"({human_bytes(result['bytes'])}) "
-        f"to {result['path']}\ncolumns: " + ", ".join(f"{k}={v}" for k, v in result["columns"].items())
+        # In the order MDS stores them (by name), the order `inspect` and every reader show.
+        f"to {result['path']}\ncolumns: " + ", ".join(f"{k}={v}" for k, v in sorted(result["columns"].items()))
     )
     emit(args, result, text)
     return OK

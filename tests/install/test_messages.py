@@ -94,3 +94,14 @@ def test_variable_length_arrays_with_the_default_collate_name_the_column(tmp_pat
         "StreamingDataLoader's default collate stacks each column of a batch into one tensor, and column(s) "
         "['tokens'] hold arrays of different shapes"
     )
+
+
+def test_convert_and_inspect_list_the_columns_in_one_order(tmp_path, capsys):
+    source = tmp_path / "rows.parquet"
+    pq.write_table(pa.table({"zeta": [1, 2], "alpha": ["a", "b"], "mid": [1.0, 2.0]}), source)
+    out = str(tmp_path / "out")
+    assert main(["convert", str(source), out, "--workers", "1"]) == 0
+    converted = capsys.readouterr().out.split("columns: ", 1)[1].strip()
+    assert main(["inspect", out]) == 0
+    listed = capsys.readouterr().out.split("--------\n", 1)[1].split("\n\n", 1)[0]
+    assert [item.split("=")[0] for item in converted.split(", ")] == [line.split()[0] for line in listed.splitlines()]
