@@ -105,3 +105,26 @@ def test_convert_and_inspect_list_the_columns_in_one_order(tmp_path, capsys):
     assert main(["inspect", out]) == 0
     listed = capsys.readouterr().out.split("--------\n", 1)[1].split("\n\n", 1)[0]
     assert [item.split("=")[0] for item in converted.split(", ")] == [line.split()[0] for line in listed.splitlines()]
+
+
+def test_convert_progress_bar_says_what_it_counts(parquet, tmp_path):
+    import fcntl
+    import os
+    import pty
+    import struct
+    import subprocess
+    import sys
+    import termios
+    from pathlib import Path
+
+    # The bar shows only on a terminal: give the command one, 100 columns wide.
+    terminal, its_end = pty.openpty()
+    fcntl.ioctl(its_end, termios.TIOCSWINSZ, struct.pack("HHHH", 24, 100, 0, 0))
+    environment = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])}
+    command = [sys.executable, "-m", "streaming", "convert", str(parquet), str(tmp_path / "out"), "--workers", "1"]
+    run = subprocess.run(command, stderr=its_end, stdout=subprocess.PIPE, env=environment, timeout=300)
+    os.close(its_end)
+    shown = os.read(terminal, 1 << 16).decode()
+    os.close(terminal)
+    assert run.returncode == 0
+    assert "convert: 100%" in shown, shown
