@@ -305,9 +305,7 @@ def java_problem() -> str | None:
     java = os.path.join(home, "bin", "java") if home else shutil.which("java")
     where = f"in JAVA_HOME={home}" if home else "on the PATH"
     if java is None or not os.path.isfile(java):
-        return (
-            f"Spark needs Java {JAVA_FLOOR} or later and there is no java {where}: install it with {JAVA_INSTALL}."
-        )
+        return f"Spark needs Java {JAVA_FLOOR} or later and there is no java {where}: install it with {JAVA_INSTALL}."
     try:
         answer = subprocess.run([java, "-version"], capture_output=True, text=True, timeout=60).stderr
     except (OSError, subprocess.TimeoutExpired) as err:
