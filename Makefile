@@ -1,5 +1,5 @@
-# Entry points (see README): `make` builds the wheel, `make demo` runs the main job end to end, `make test` runs
-# the whole suite (on pyspark 4.x and the newest libraries, then the Spark, notebook, Databricks and DataLoader tests
+# Entry points (see README): `make` builds the wheel, `make demo` runs the notebooks end to end in a virtualenv of
+# only what they need, `make test` runs the whole suite (on pyspark 4.x and the newest libraries, then the Spark, notebook, Databricks and DataLoader tests
 # again in the floor lane: the oldest pyspark, numpy, pandas, pyarrow and databricks-sdk pyproject.toml declares),
 # `make unit` the fast lane for the edit-test loop, `make docs` the documentation site (CONTRIBUTING.md says more).
 VENV ?= .venv
@@ -40,7 +40,7 @@ SDK_LANES := 0.20.0 0.30.0
 SDK_REFUSED := 0.1.6
 PURELIB = $(1)/bin/python -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])'
 
-.PHONY: wheel demo test unit lint docs bench bench-loader fuse test-floor test-upstream test-lane-core \
+.PHONY: wheel demo test unit lint docs bench bench-loader fuse chromium test-floor test-upstream test-lane-core \
 	test-lane-spark test-lane-reference test-clients clients-venvs test-databricks-sdks
 
 wheel: $(WHEEL_STAMP)
@@ -79,15 +79,40 @@ fuse:
 	@if ! command -v fusermount3 >/dev/null || ! ldconfig -p | grep -q 'libfuse3\.so\.3 '; then \
 		apt-get update -qq && apt-get install -y -qq fuse3 libfuse3-dev >/dev/null; fi
 
+# Chromium for the documentation site's browser test (tests/docs/test_site_browser.py); apt only when it is missing.
+chromium:
+	@if ! command -v chromium >/dev/null; then apt-get update -qq && apt-get install -y -qq chromium >/dev/null; fi
+
 $(NODE_DIR)/.installed:
 	npm install --silent --no-audit --no-fund --prefix $(NODE_DIR) azurite@3.35.0
 	touch $@
 
-# Each notebook installs the built wheel with its own %pip cell, in a throwaway virtualenv (notebooks/run_local.py).
-demo: $(WHEEL_STAMP)
-	SPARK_LOCAL_IP=127.0.0.1 $(PY) notebooks/run_local.py notebooks/01_convert_to_mds.py --widget install=$$(ls $(abspath dist)/*.whl)
-	SPARK_LOCAL_IP=127.0.0.1 $(PY) notebooks/run_local.py notebooks/02_train_from_volume.py --widget install=$$(ls $(abspath dist)/*.whl)
-	$(PY) notebooks/formats_demo.py
+# The demo: notebooks 01 and 02 (Spark writes a table to MDS, torch trains from it and resumes from a checkpoint),
+# then formats_demo.py (every MDS encoding). Its own virtualenv holds only what they need: the package with its spark
+# extra, torch and pandas as the test extra pins them (the first run downloads about 1 GB: 3 to 10 minutes).
+# Java is checked first, so a missing one is named before any download. Each notebook installs the wheel built from
+# this checkout with its own %pip cell, in a throwaway virtualenv (notebooks/run_local.py).
+DEMO_VENV ?= .venv-demo
+DEMO_PY := $(DEMO_VENV)/bin/python
+DEMO_WHEEL_DIR := $(DEMO_VENV)/wheel
+
+$(DEMO_VENV)/.installed: pyproject.toml
+	python3 -m venv $(DEMO_VENV)
+	$(DEMO_PY) -m pip install -q --disable-pip-version-check torch==2.13.0 -e '.[spark]' 'pandas<3'
+	touch $@
+
+demo:
+	@python3 notebooks/run_local.py --check-java
+	@echo "make demo: $(DEMO_VENV) (first run only: pyspark, torch and pandas, about 1 GB, 3 to 10 minutes), then 3 steps, about 6 minutes in all"
+	@$(MAKE) -s $(DEMO_VENV)/.installed
+	@rm -rf $(DEMO_WHEEL_DIR) && $(DEMO_PY) -m pip wheel -q --disable-pip-version-check --no-deps --wheel-dir $(DEMO_WHEEL_DIR) .
+	@echo "make demo: 1/3 notebooks/01_convert_to_mds.py: a Spark DataFrame of 20,000 rows to MDS shards"
+	@SPARK_LOCAL_IP=127.0.0.1 $(DEMO_PY) notebooks/run_local.py notebooks/01_convert_to_mds.py --widget install=$$(ls $(abspath $(DEMO_WHEEL_DIR))/*.whl)
+	@echo "make demo: 2/3 notebooks/02_train_from_volume.py: train from the shards, checkpoint, resume, then 2 processes"
+	@SPARK_LOCAL_IP=127.0.0.1 $(DEMO_PY) notebooks/run_local.py notebooks/02_train_from_volume.py --widget install=$$(ls $(abspath $(DEMO_WHEEL_DIR))/*.whl)
+	@echo "make demo: 3/3 notebooks/formats_demo.py: every MDS encoding written and read back"
+	@$(DEMO_PY) notebooks/formats_demo.py
+	@echo "make demo: done"
 
 # Lint, types and the documentation site first: any finding fails `make test` before the (much longer) test run
 # starts. The site builds offline (mkdocs.yml: no plugin or theme feature that fetches anything).
@@ -108,7 +133,7 @@ docs: $(VENV)/.installed
 CORE_LANE_IGNORES := tests/differential tests/spark tests/notebooks tests/clients
 TEST_ENV := SPARK_LOCAL_IP=127.0.0.1 MDS_REFERENCE_PYTHON=$(abspath $(REF_VENV))/bin/python
 
-test: lint $(VENV)/.installed $(SPARK35_VENV)/.installed $(NODE_DIR)/.installed $(REF_VENV)/.bench-ready fuse
+test: lint $(VENV)/.installed $(SPARK35_VENV)/.installed $(NODE_DIR)/.installed $(REF_VENV)/.bench-ready fuse chromium
 	$(MAKE) -j3 --output-sync=target test-lane-core test-lane-spark test-lane-reference
 
 # The edit-test loop (under 3 minutes here): every test that needs no server, no Spark, no reference venv and no
@@ -131,6 +156,7 @@ test-databricks-sdks: $(addprefix .venv-sdk,$(addsuffix /.installed,$(SDK_LANES)
 
 test-lane-spark: $(VENV)/.installed $(SPARK35_VENV)/.installed
 	$(TEST_ENV) PYSPARK_PYTHON=$(abspath $(PY)) $(PY) -m pytest -q --durations=15 tests/spark tests/notebooks
+	$(MAKE) demo
 	$(MAKE) test-floor
 
 # The real clients' venvs are built (mostly downloads and unpacking) while the differential suite runs.

@@ -101,7 +101,9 @@ print(f"wrote 200 samples in {len(writer.shards)} shards to {out} in {time.perf_
 
 # COMMAND ----------
 
-dataset = LocalDataset(out)
+# The `pkl` column runs code when read, so a reader refuses it unless told the dataset is trusted: this one is, the
+# cell above wrote it.
+dataset = LocalDataset(out, allow_unsafe_types=True)
 assert len(dataset) == 200
 for i, sample in enumerate(dataset):
     expected = make_sample(i)

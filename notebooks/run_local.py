@@ -290,6 +290,38 @@ def display_html(html: str) -> None:
     print(html)
 
 
+#: The oldest Java the Spark of this machine's pyspark 4 runs on (Spark 3.5 runs on 8 to 17; 4.x needs 17 or 21).
+JAVA_FLOOR = 17
+JAVA_INSTALL = "apt-get install openjdk-17-jre-headless (Debian, Ubuntu) or brew install openjdk@17 (macOS)"
+
+
+def java_problem() -> str | None:
+    """Why Spark cannot start on this machine's Java, in one sentence naming the fix; None when Java will do.
+
+    Spark finds Java as pyspark does: ``$JAVA_HOME/bin/java``, else ``java`` on the PATH. Without it, a session ends
+    in ``JAVA_GATEWAY_EXITED`` after the whole install, so the demo asks first.
+    """
+    home = os.environ.get("JAVA_HOME")
+    java = os.path.join(home, "bin", "java") if home else shutil.which("java")
+    where = f"in JAVA_HOME={home}" if home else "on the PATH"
+    if java is None or not os.path.isfile(java):
+        return f"Spark needs Java {JAVA_FLOOR} or later and there is no java {where}: install it with {JAVA_INSTALL}."
+    try:
+        answer = subprocess.run([java, "-version"], capture_output=True, text=True, timeout=60).stderr
+    except (OSError, subprocess.TimeoutExpired) as err:
+        return (
+            f"Spark needs Java {JAVA_FLOOR} or later and {java} does not run ({err}): install it with {JAVA_INSTALL}."
+        )
+    found = re.search(r'version "(\d+)(?:\.(\d+))?', answer)
+    major = int(found.group(2) if found and found.group(1) == "1" else found.group(1)) if found else 0
+    if major < JAVA_FLOOR:
+        return (
+            f"Spark needs Java {JAVA_FLOOR} or later and {java} is Java {major or 'of an unknown version'}: install "
+            f"it with {JAVA_INSTALL}, and set JAVA_HOME to it if another Java comes first."
+        )
+    return None
+
+
 def local_spark() -> Any:
     """The active SparkSession, or a new local one on loopback using this Python for its workers."""
     os.environ["SPARK_LOCAL_IP"] = "127.0.0.1"
@@ -299,6 +331,9 @@ def local_spark() -> Any:
     active = SparkSession.getActiveSession()
     if active is not None:
         return active
+    problem = java_problem()
+    if problem is not None:
+        raise RuntimeError(problem)
     session = (
         SparkSession.builder.master("local[2]")
         .appName("run_local")
@@ -531,7 +566,12 @@ def parse_widget_arguments(pairs: Sequence[str]) -> dict[str, str]:
 def main(argv: Sequence[str] | None = None) -> int:
     arguments = list(sys.argv[1:] if argv is None else argv)
     parser = argparse.ArgumentParser(description="Run a Databricks source-format notebook locally, cell by cell.")
-    parser.add_argument("notebook", help="path of the notebook (.py, Databricks source format)")
+    parser.add_argument("notebook", nargs="?", help="path of the notebook (.py, Databricks source format)")
+    parser.add_argument(
+        "--check-java",
+        action="store_true",
+        help="only check that this machine's Java can run Spark (what `make demo` does before installing anything)",
+    )
     parser.add_argument(
         "--widget",
         action="append",
@@ -556,6 +596,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         help="run in this interpreter and print %%pip cells instead of installing into a throwaway virtualenv",
     )
     args = parser.parse_args(arguments)
+    if args.check_java:
+        problem = java_problem()
+        print(problem or "[run_local] Java can run Spark.", file=sys.stderr if problem else sys.stdout)
+        return 1 if problem else 0
+    if args.notebook is None:
+        parser.error("the notebook to run is required")
     try:
         widgets = parse_widget_arguments(args.widget)
     except ValueError as err:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
+from streaming._extras import explain_missing
 from streaming._version import DISTRIBUTION_VERSION as __mds_version__
 from streaming._version import __version__
 from streaming.dataset import registry as _registry  # noqa: F401 - registers the built-in stream class now
@@ -35,7 +36,11 @@ def __getattr__(name: str) -> Any:
     module = _EXPORTS.get(name)
     if module is None:
         raise AttributeError(f"module 'streaming' has no attribute {name!r}")
-    value = getattr(importlib.import_module(module), name)
+    try:
+        value = getattr(importlib.import_module(module), name)
+    except ModuleNotFoundError as err:
+        # StreamingDataset and StreamingDataLoader need torch, an extra: say which one rather than "No module named".
+        raise (explain_missing(err, name) or err) from err
     globals()[name] = value
     return value
 

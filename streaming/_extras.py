@@ -10,10 +10,24 @@ import importlib.util
 from collections.abc import Sequence
 from types import ModuleType
 
+#: The extra that installs each optional package a public name or command imports when first used.
+EXTRA_OF_PACKAGE = {"torch": "torch", "pyarrow": "cli", "matplotlib": "cli", "pyspark": "spark", "pandas": "spark"}
+
 
 def install_hint(extra: str) -> str:
     """The sentence telling how to install an ``mds-streaming`` extra."""
     return f'Install it with: pip install "mds-streaming[{extra}]"'
+
+
+def explain_missing(err: ModuleNotFoundError, needed_for: str) -> ModuleNotFoundError | None:
+    """The error to raise instead of ``err`` when it is an optional package missing, naming the extra; else None."""
+    package = (err.name or "").split(".")[0]
+    extra = EXTRA_OF_PACKAGE.get(package)
+    if extra is None:
+        return None
+    return ModuleNotFoundError(
+        f"{needed_for} needs {package!r}, which is not installed. {install_hint(extra)}", name=package
+    )
 
 
 def require(module: str, extra: str, needed_for: str) -> ModuleType:

@@ -14,6 +14,7 @@ import importlib
 import sys
 from collections.abc import Sequence
 
+from streaming._extras import explain_missing
 from streaming._version import DISTRIBUTION_VERSION
 from streaming.cli.console import PROBLEMS, USAGE, UsageError
 
@@ -72,6 +73,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     except Exception as err:
         if args.debug:
             raise
+        if isinstance(err, ModuleNotFoundError) and (missing := explain_missing(err, "this command")):
+            # An optional package is missing: the one sentence that names its extra is the whole answer.
+            print(f"mds-streaming {args.command}: error: {missing}", file=sys.stderr)
+            return PROBLEMS
         print(f"mds-streaming {args.command}: error: {type(err).__name__}: {err}", file=sys.stderr)
         print("(run again with --debug for the full traceback)", file=sys.stderr)
         return PROBLEMS

@@ -28,6 +28,11 @@ def human_bytes(size: float) -> str:
     return f"{size:.1f} TiB"
 
 
+def counted(number: int, noun: str) -> str:
+    """``"1 shard"``, ``"4 shards"``: a count with its noun in the right number."""
+    return f"{number} {noun}" if number == 1 else f"{number} {noun}s"
+
+
 def table(rows: Sequence[Sequence[Any]], headers: Sequence[str]) -> str:
     """Rows as a text table with aligned columns (numbers right-aligned)."""
     cells = [[str(value) for value in row] for row in rows]

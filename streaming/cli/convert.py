@@ -12,7 +12,7 @@ import argparse
 import os
 from typing import Any
 
-from streaming.cli.console import OK, UsageError, emit, human_bytes, note, progress
+from streaming.cli.console import OK, UsageError, counted, emit, human_bytes, note, progress
 
 EXAMPLES = """\
 examples:
@@ -23,6 +23,22 @@ examples:
   mds-streaming convert /delta/table /tmp/ds --mode append         # a Delta path (deltalake, or --spark)
   mds-streaming convert main.sales.orders /Volumes/c/s/v/ds --spark   # a table name needs Spark
 """
+
+
+#: A conversion's Python keywords, as this command's options.
+COMMAND_LINE_CHOICES = {
+    "mode='overwrite'": "--mode overwrite",
+    "mode='append'": "--mode append",
+    "mode='error'": "--mode error",
+    "pass matching `columns`": "pass matching --columns",
+}
+
+
+def for_the_command_line(message: str) -> str:
+    """``message`` with the choices it names as Python keywords written as this command's options."""
+    for keyword, option in COMMAND_LINE_CHOICES.items():
+        message = message.replace(keyword, option)
+    return message
 
 
 def add_parser(commands: Any, common: argparse.ArgumentParser) -> None:
@@ -112,13 +128,22 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError(str(err)) from None
     if args.workers < 1:
         raise UsageError(f"--workers must be at least 1, got {args.workers}.")
-    if _use_spark(args):
-        result = _convert_with_spark(args, columns, compression, hashes, size_limit)
-    else:
-        result = _convert_with_arrow(args, columns, compression, hashes, size_limit)
+    try:
+        if _use_spark(args):
+            result = _convert_with_spark(args, columns, compression, hashes, size_limit)
+        else:
+            result = _convert_with_arrow(args, columns, compression, hashes, size_limit)
+    except (FileExistsError, ValueError) as err:
+        # The conversion's refusals name Python's keywords; at a shell the same choices are options.
+        text = for_the_command_line(str(err))
+        if text == str(err):
+            raise
+        raise type(err)(text) from None
     text = (
-        f"wrote {result['samples']} samples in {result['shards']} shards ({human_bytes(result['bytes'])}) "
-        f"to {result['path']}\ncolumns: " + ", ".join(f"{k}={v}" for k, v in result["columns"].items())
+        f"wrote {counted(result['samples'], 'sample')} in {counted(result['shards'], 'shard')} "
+        f"({human_bytes(result['bytes'])}) "
+        # In the order MDS stores them (by name), the order `inspect` and every reader show.
+        f"to {result['path']}\ncolumns: " + ", ".join(f"{k}={v}" for k, v in sorted(result["columns"].items()))
     )
     emit(args, result, text)
     return OK
@@ -186,7 +211,9 @@ def _convert_with_arrow(
         source = detect(args.src, args.kind, args.workers, args.split)
     except InputChoiceError as err:
         raise UsageError(str(err)) from None
-    bar = progress(args, total=source.rows or len(source.tasks), unit="rows" if source.rows else "files")
+    bar = progress(
+        args, total=source.rows or len(source.tasks), unit="rows" if source.rows else "files", desc="convert"
+    )
 
     def task_done(task: Any) -> None:
         bar.update(task.rows or 1)

@@ -10,7 +10,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from streaming.cli.console import OK, emit
+from streaming.cli.console import OK, counted, emit
 
 EXAMPLES = """\
 examples:
@@ -46,6 +46,7 @@ def run(args: argparse.Namespace) -> int:
     else:
         merge_index(root, download_timeout=args.download_timeout)
     shards = read_index(DatasetRoot(root))
-    document = {"root": root, "shards": len(shards), "samples": sum(int(s["samples"]) for s in shards)}
-    emit(args, document, f"wrote {root}/index.json: {document['shards']} shards, {document['samples']} samples")
+    samples = sum(int(s["samples"]) for s in shards)
+    document = {"root": root, "shards": len(shards), "samples": samples}
+    emit(args, document, f"wrote {root}/index.json: {counted(len(shards), 'shard')}, {counted(samples, 'sample')}")
     return OK

@@ -16,7 +16,7 @@ import tempfile
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-from streaming.cli.console import OK, PROBLEMS, emit, progress, table
+from streaming.cli.console import OK, PROBLEMS, counted, emit, progress, table
 from streaming.format.commit_log import LOG_FOLDER
 from streaming.format.index import (
     COMPRESSED_KEYS,
@@ -206,7 +206,7 @@ def _report(
         "samples_decoded": decoded,
         "problems": problems,
     }
-    head = f"{location.url}: checked {checked} of {shards} shards, decoded {decoded} samples"
+    head = f"{location.url}: checked {checked} of {counted(shards, 'shard')}, decoded {counted(decoded, 'sample')}"
     if problems:
         rows = [[p["file"], p["problem"], p["hint"]] for p in problems]
         text = f"{head}\n{len(problems)} problem(s):\n{table(rows, ['file', 'problem', 'what to do'])}"

@@ -45,6 +45,28 @@ def batch_length(batch: Any) -> int:
     return len(batch[0])
 
 
+#: What torch says when its default collate meets samples of one column with different shapes.
+UNEQUAL_SHAPES = ("stack expects each tensor to be equal size", "Trying to resize storage that is not resizable")
+#: How many samples the message looks at to name the columns whose shapes differ.
+SHAPE_PROBE = 256
+
+
+def unequal_shapes_message(dataset: Any) -> str:
+    """The sentence for a default collate that met arrays of different shapes, naming the columns it can find."""
+    shapes: dict[str, set[tuple[int, ...]]] = {}
+    for index in range(min(SHAPE_PROBE, len(dataset))):
+        sample = dataset[index]
+        for name, value in sample.items() if isinstance(sample, dict) else ():
+            shapes.setdefault(name, set()).add(tuple(getattr(value, "shape", ())))
+    varying = sorted(name for name, seen in shapes.items() if len(seen) > 1)
+    columns = f"column(s) {varying}" if varying else "a column"
+    return (
+        f"StreamingDataLoader's default collate stacks each column of a batch into one tensor, and {columns} "
+        f"hold arrays of different shapes (an ndarray or list encoding without a fixed shape): pass a collate_fn "
+        f"that pads them or keeps them as lists, or write the column with a fixed shape (e.g. ndarray:int32:2048)."
+    )
+
+
 class StreamingDataLoader(DataLoader):
     """`torch.utils.data.DataLoader` with ``state_dict``/``load_state_dict`` for mid-epoch resumption."""
 
@@ -57,6 +79,15 @@ class StreamingDataLoader(DataLoader):
     # torch declares __iter__ as returning its private _BaseDataLoaderIter; a generator that counts what it
     # yields is the documented way to extend it, so the narrower torch type cannot be kept.
     def __iter__(self) -> Iterator[Any]:  # type: ignore[override]
+        try:
+            yield from self._iterate()
+        except RuntimeError as err:
+            # torch's words for samples of different shapes (in process, or from a worker's shared memory).
+            if self.collate_fn is not default_collate or not any(text in str(err) for text in UNEQUAL_SHAPES):
+                raise
+            raise RuntimeError(unequal_shapes_message(self.dataset)) from err
+
+    def _iterate(self) -> Iterator[Any]:
         self.num_samples_yielded = 0
         # Without workers (and without pinning, which torch's own iterator decides per accelerator).
         if self.num_workers == 0 and not self.pin_memory and self._reads_columns():

@@ -13,6 +13,8 @@ from streaming.dataset.array import Array
 from streaming.dataset.reader_pool import ReaderPool
 from streaming.format.index import get_index_basename
 from streaming.format.table import ShardTable
+from streaming.storage.registry import did_you_mean
+from streaming.storage.url import split_url
 
 if TYPE_CHECKING:
     from streaming.format.reader import Reader
@@ -32,6 +34,12 @@ class LocalDataset(Array):
     """
 
     def __init__(self, local: str, split: str | None = None, allow_unsafe_types: bool = False) -> None:
+        if split_url(local).scheme not in ("", "file"):
+            # A URL given where a folder is expected would otherwise end in a bare "No such file or directory".
+            raise FileNotFoundError(
+                f"LocalDataset reads a folder on this machine, and {local!r} is a URL{did_you_mean(local)}: stream it "
+                f"with StreamingDataset(remote={local!r}), or copy it here first (mds-streaming cp {local} <folder>)."
+            )
         self.local = local
         self.split = split or ""
         self.allow_unsafe_types = allow_unsafe_types

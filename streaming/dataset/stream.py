@@ -86,6 +86,12 @@ def check_cache_dir(path: str) -> None:
         return
     except FileExistsError:
         pass
+    except OSError as err:
+        # Same type, but naming the argument and the way out rather than only the failing parent folder.
+        raise type(err)(
+            f"Cache directory {path} (local=) cannot be created: {err.strerror} ({err.filename}). Pass local= a "
+            f"folder you can create, or leave it out for a private temporary one."
+        ) from err
     if trusted_folder(path):
         return
     info = os.stat(path)

@@ -28,6 +28,7 @@ from streaming.spark.nulls import aggregate_null_counts, nullable_columns
 from streaming.spark.schema import array_depth, is_variant, resolve_columns, select_expressions
 from streaming.spark.table_input import resolve
 from streaming.spark.task import RESULT_SCHEMA, PartitionWriter
+from streaming.spark.worker_python import worker_import_problem
 from streaming.spark.workspace_share import task_environment
 from streaming.storage.dataset_root import DatasetRoot
 
@@ -67,8 +68,11 @@ class SparkEngine:
         config = dataclasses.replace(config, env=task_environment(self.frame, config.env))
         try:
             rows = self.frame.mapInArrow(PartitionWriter(config), RESULT_SCHEMA).collect()
-        except BaseException:
+        except BaseException as err:
             bar.close()
+            # A worker's failed import comes back as a Java stack trace around a Python one: say what it means.
+            if (problem := worker_import_problem(err)) is not None:
+                raise problem from None
             raise
         attempts = [Attempt.from_record(row) for row in rows]
         bar.close(len(attempts), sum(a.samples for a in attempts), sum(a.bytes for a in attempts))

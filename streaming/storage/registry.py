@@ -13,6 +13,7 @@ account, relevant environment and process, so a forked or spawned DataLoader wor
 
 from __future__ import annotations
 
+import difflib
 import hashlib
 import importlib
 import os
@@ -133,9 +134,26 @@ def _route(url: str) -> tuple[str, _Backend]:
     backend = _BACKENDS.get(scheme)
     if backend is None:
         valid = ", ".join(sorted(f"{s}://" for s in _BACKENDS if s not in ("", "dbfs")) + ["dbfs:/", "local paths"])
-        raise ValueError(f"Unsupported storage URL {url!r}: unknown scheme {scheme!r}. Valid choices: {valid}.")
+        raise ValueError(
+            f"Unsupported storage URL {url!r}: unknown scheme {scheme!r}{did_you_mean(url)}. Valid choices: {valid}."
+        )
     # Local paths and file:// URLs share one backend instance.
     return ("local" if scheme in ("", "file") else scheme), backend
+
+
+#: Schemes people write for a registered one (Google's own tools say gs://).
+_MISTAKEN_SCHEMES = {"gcs": "gs", "gcp": "gs", "google": "gs", "abs": "azure", "blob": "azure"}
+
+
+def did_you_mean(url: str) -> str:
+    """`` (did you mean 'gs://b/x'?)`` for a URL whose unregistered scheme is close to a registered one; else ``""``."""
+    scheme = split_url(url).scheme
+    if not scheme or scheme in _BACKENDS:
+        return ""
+    close = _MISTAKEN_SCHEMES.get(scheme) or next(
+        iter(difflib.get_close_matches(scheme, [s for s in _BACKENDS if len(s) > 1], n=1, cutoff=0.5)), None
+    )
+    return f" (did you mean {close + url[len(scheme) :]!r}?)" if close else ""
 
 
 def storage_for(url: str) -> Storage:

@@ -99,7 +99,7 @@ def test_convert_parquet_to_each_store(store, tmp_path):
     assert record["latest"]["source"]["kind"] == "parquet" and record["latest"]["samples"] == 500
     # The commit protocol of dataframe_to_mds: refuse a non-empty destination, append with one index update.
     code, _, err = run_cli("convert", source, out)
-    assert code == 1 and "mode='overwrite'" in err
+    assert code == 1 and "--mode overwrite" in err and "mode='" not in err
     assert run_cli("convert", source, out, "--mode", "append", "--quiet")[0] == 0
     assert run_cli("inspect", out, "--json", "--samples", "0")[1]["samples"] == 1000
 

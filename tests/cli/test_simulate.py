@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 import textwrap
@@ -46,7 +47,9 @@ def test_simulate_writes_summary_charts_and_one_html_file(tmp_path):
     code, text, _ = run_cli(
         "simulate", "--shards", "10", "--shard-samples", "100", "--shard-bytes", "1mb", "--batch-size", "8"
     )
-    assert code == 0 and "time to first batch" in text and "min cache_limit" in text
+    assert code == 0 and "time to first batch" in text and "smallest cache_limit without a stall" in text
+    # What the prediction assumed, defaults included (100mb/s, --step-time's default).
+    assert re.search(r"\nassumed per node +100\.0 MiB/s download, 0\.1 s per step\n", text), text
     assert run_cli("simulate", "--batch-size", "8")[0] == 2  # neither a dataset nor synthetic shards
 
 

@@ -30,6 +30,7 @@ NOT_RUNNABLE = {
         "%pip install /Volumes/main/default/mds_demo/mds_streaming-0.2.0-py3-none-any.whl",
     ): "an IPython/Databricks magic, not Python",
     ("docs/spark.md", "dbutils.library.restartPython()"): "`dbutils` exists only in a Databricks notebook",
+    ("docs/table-to-training.md", "%pip install mds-streaming"): "an IPython/Databricks magic, not Python",
 }
 
 _PLACES = re.compile(r"\b([a-z][a-z0-9+-]*)://|(/Volumes/|/local_disk/|/tmp/)")
@@ -43,12 +44,23 @@ def _spark_prelude(request: pytest.FixtureRequest) -> dict[str, Any]:
     return {"df": df, "spark": session}
 
 
+def _training_table_prelude(request: pytest.FixtureRequest) -> dict[str, Any]:
+    """The table ``main.ml.events`` the training page converts: 2,000 rows of 8 float features and a 0/1 label."""
+    session = request.getfixturevalue("docs_spark")
+    features = ", ".join(f"CAST(sin(id * {k + 1}) AS FLOAT)" for k in range(8))
+    table = session.range(2000).selectExpr("id", f"array({features}) AS features", "CAST(id % 2 AS INT) AS label")
+    table.write.mode("overwrite").saveAsTable("docs_events")
+    return {"spark": session}
+
+
 PRELUDES: dict[tuple[str, str], Callable[[pytest.FixtureRequest], dict[str, Any]]] = {
     ("docs/spark.md", "from streaming.spark import dataframe_to_mds"): _spark_prelude,
+    ("docs/table-to-training.md", "from streaming.spark import dataframe_to_mds"): _training_table_prelude,
+    ("README.md", "from streaming.spark import dataframe_to_mds"): _training_table_prelude,
 }
 # Names a block uses that stand for something on the user's side, and what they stand for here.
-TABLE_NAMES = {'"cat.sch.table"': '"docs_table"'}
-NEEDS_SPARK = {"docs/spark.md"}
+TABLE_NAMES = {'"cat.sch.table"': '"docs_table"', '"main.ml.events"': '"docs_events"'}
+NEEDS_SPARK = {"docs/spark.md", "docs/table-to-training.md", "README.md"}
 
 
 def _python_pages() -> list[Any]:
