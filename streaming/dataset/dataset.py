@@ -19,7 +19,7 @@ import warnings
 import weakref
 from array import array
 from bisect import bisect_right
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Any, cast
 
 import numpy as np
@@ -32,9 +32,11 @@ from torch.utils.data import IterableDataset, get_worker_info
 from streaming.dataset.algorithms import warn_unknown_algorithms
 from streaming.dataset.array import Array
 from streaming.dataset.batching import PlanInputs, batching_methods, default_predownload, generate_work
+from streaming.dataset.checkpoint_values import CheckpointBounds, checked_checkpoint
 from streaming.dataset.checkpoint_version import checked_resume, version_entry
 from streaming.dataset.coordination import InstanceState
 from streaming.dataset.coordination.local_claims import LocalDirClaims
+from streaming.dataset.errors import InvalidCheckpointError
 from streaming.dataset.partition import default_num_canonical_nodes
 from streaming.dataset.reader_pool import ReaderPool
 from streaming.dataset.shard_cache import ShardCache
@@ -389,16 +391,27 @@ class StreamingDataset(Array, IterableDataset):
         A state for an epoch this dataset has already started iterating cannot be honoured mid-way: then it
         warns (upstream ignores it silently) and takes effect from the next epoch boundary as upstream does.
         A checkpoint taken mid-epoch on another version of a dataset that ``incremental_to_mds`` keeps is refused
-        with a ValueError saying how to resume (`streaming.dataset.checkpoint_version`).
+        with a ValueError saying how to resume (`streaming.dataset.checkpoint_version`), and so is one with a value
+        out of range for this dataset, or whose epoch plan would not fit in memory (PlanMemoryError)
+        (`streaming.dataset.checkpoint_values`).
         """
-        if obj.get("epoch", -1) < self.next_epoch and self.next_epoch > 0:
+        if not isinstance(obj, Mapping):
+            raise InvalidCheckpointError(f"load_state_dict: a checkpoint is a dict, got {type(obj).__name__}.")
+        obj = checked_resume(dict(obj), self._dataset_version(), self.epoch_size)
+        world = self._parallel_world
+        batch_size = self.batch_size if isinstance(self.batch_size, int) and self.batch_size > 0 else None
+        obj = checked_checkpoint(
+            obj,
+            CheckpointBounds(self.epoch_size, world.num_nodes, world.num_ranks, self.num_canonical_nodes, batch_size),
+        )
+        if obj and obj["epoch"] < self.next_epoch and self.next_epoch > 0:
             warnings.warn(
                 f"load_state_dict: this dataset has already started epoch {self.next_epoch - 1}, so the "
                 f"checkpoint of epoch {obj.get('epoch')} at sample {obj.get('sample_in_epoch')} is stale "
                 f"and will be ignored; load checkpoints into a freshly constructed dataset.",
                 stacklevel=2,
             )
-        self._state.write_resume(dict(checked_resume(obj, self._dataset_version(), self.epoch_size)))
+        self._state.write_resume(obj)
 
     def _begin_epoch(self, world: World) -> tuple[int, int, int]:
         """Count this worker's iterations; return that count, and the epoch and position this one starts at."""

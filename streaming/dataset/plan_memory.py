@@ -16,6 +16,13 @@ from streaming.dataset.errors import PlanMemoryError
 PLAN_BYTES_PER_SAMPLE = 48
 
 
+def plan_positions(epoch_size: int, num_canonical_nodes: int, num_physical_nodes: int) -> int:
+    """At most how many positions a plan lays out before ranks and batches: the epoch's samples, padded to whole
+    canonical nodes (an epoch smaller than its canonical nodes repeats samples, one per node) and to the physical
+    nodes when there are more of those (each gets as many)."""
+    return int(epoch_size) + int(num_canonical_nodes) + int(num_physical_nodes)
+
+
 def estimate_plan_bytes(epoch_size: int, num_workers: int, batch_size: int) -> int:
     """The peak memory of building a plan of ``epoch_size`` samples (padding to whole batches included)."""
     return PLAN_BYTES_PER_SAMPLE * (int(epoch_size) + 2 * int(num_workers) * int(batch_size))
@@ -46,6 +53,8 @@ def available_memory() -> int | None:
 
 def check_plan_memory(epoch_size: int, num_workers: int, batch_size: int, where: str = "the dataset") -> None:
     """Refuse to build a plan whose estimated peak (`estimate_plan_bytes`) passes the memory available.
+
+    ``epoch_size`` counts the plan's positions (`plan_positions`), so many canonical nodes count as well.
 
     Raises:
         PlanMemoryError: naming the epoch's sample count, the estimate and what is available.

@@ -124,3 +124,70 @@ def test_removed_shuffle_algo_reads_in_order_and_fails_shuffled_at_the_first_epo
     shuffled = check_lifecycle(reference, id_folders, [{}], {"shuffle_algo": "py1b", "shuffle": True})
     failed_at, error = shuffled["steps"][-1]
     assert failed_at == "iterate" and "KeyError" in error["mro"] and "py1b" in error["message"], shuffled
+
+
+#: Checkpoints the reference writes or takes (id -> dataset arguments beside batch_size=2, the checkpoint): each
+#: resumes alike; `tests/dataset/test_checkpoint_values.py` has the ones we refuse and it does not.
+RESUMED = {
+    "mid-epoch": ({"shuffle": True}, {"epoch": 0, "sample_in_epoch": 4, "num_canonical_nodes": 2, "shuffle_seed": 3}),
+    "taken before the first epoch": (
+        {"shuffle": True},
+        {
+            "epoch": -1,
+            "sample_in_epoch": 0,
+            "num_canonical_nodes": 1,
+            "shuffle_seed": 9176,
+            "initial_physical_nodes": 1,
+        },
+    ),
+    "at the end of the epoch": (
+        {"shuffle": True},
+        {
+            "epoch": 0,
+            "sample_in_epoch": 20,
+            "num_canonical_nodes": 1,
+            "shuffle_seed": 9176,
+            "initial_physical_nodes": 1,
+        },
+    ),
+    "past the end by a rank's padding": (
+        {},
+        {
+            "epoch": 0,
+            "sample_in_epoch": 21,
+            "num_canonical_nodes": 1,
+            "shuffle_seed": 9176,
+            "initial_physical_nodes": 1,
+        },
+    ),
+    "past the end of the padding": (
+        {},
+        {
+            "epoch": 0,
+            "sample_in_epoch": 22,
+            "num_canonical_nodes": 1,
+            "shuffle_seed": 9176,
+            "initial_physical_nodes": 1,
+        },
+    ),
+    "py1s's 64 canonical nodes on 20 samples": (
+        {"shuffle": True, "shuffle_algo": "py1s"},
+        {
+            "epoch": 0,
+            "sample_in_epoch": 3,
+            "num_canonical_nodes": 64,
+            "shuffle_seed": 9176,
+            "initial_physical_nodes": 1,
+        },
+    ),
+    "a later epoch, stratified": (
+        {"shuffle": True, "batching_method": "stratified"},
+        {"epoch": 3, "sample_in_epoch": 6, "num_canonical_nodes": 1, "shuffle_seed": 5, "initial_physical_nodes": 1},
+    ),
+}
+
+
+@pytest.mark.parametrize("case", list(RESUMED))
+def test_checkpoints_of_the_reference_resume_alike(reference, id_folders, case):
+    kwargs, state = RESUMED[case]
+    check_lifecycle(reference, id_folders, [{}], kwargs, state)
