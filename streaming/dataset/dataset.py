@@ -189,8 +189,6 @@ class StreamingDataset(Array, IterableDataset):
             )
         if shuffle_seed < 0:
             raise ValueError(f"`shuffle_seed` must be a non-negative integer, but got: {shuffle_seed}.")
-        if predownload is not None and predownload < 0:
-            raise ValueError(f"predownload must be non-negative, got {predownload}.")
         # Upstream reads any false epoch_size (0, "") as no epoch_size.
         self.epoch_size_arg = number_abbrev_to_int(epoch_size) if epoch_size else None
         if self.epoch_size_arg is not None and self.epoch_size_arg < 0:
@@ -460,6 +458,9 @@ class StreamingDataset(Array, IterableDataset):
     def _epoch_work(self) -> tuple[np.ndarray, np.ndarray, int]:
         """Start this worker's next epoch: ``(shard ids, indices within the shards)`` of its samples in order,
         and the number of readers on the node (every rank's DataLoader workers)."""
+        if self.predownload < 0:
+            # Upstream accepts it (random access never uses it) and then waits forever at the first epoch.
+            raise ValueError(f"predownload must be non-negative to iterate, got {self.predownload}.")
         unique = self._unique_world.detect_workers()
         parallel = unique.replicate(self.replication) if self.replication is not None else unique
         iteration, epoch, sample_in_epoch = self._begin_epoch(unique)

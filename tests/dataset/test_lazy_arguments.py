@@ -1,4 +1,6 @@
-"""Unknown ``shuffle_algo``/``partition_algo`` names: warned of at construction, refused when used (issue 36).
+"""Arguments checked when they are used, as upstream checks them (issue 36): unknown ``shuffle_algo`` and
+``partition_algo`` names, warned of at construction and refused when a shuffle or a partition is built, and a
+negative ``predownload``, refused at the first epoch.
 
 MosaicML Streaming looks the names up only when it builds a shuffle or a partition; public code still builds
 in-order datasets with ``shuffle_algo='py1b'`` (removed upstream). The differential suite compares every step
@@ -49,3 +51,12 @@ def test_unknown_partition_algo_fails_at_the_first_epoch(local):
 def test_known_algorithms_build_without_a_warning(local, recwarn):
     StreamingDataset(local=local, batch_size=4, shuffle=True, shuffle_algo="py1br", partition_algo="orig")
     assert not [warning for warning in recwarn if "algo" in str(warning.message)]
+
+
+def test_negative_predownload_reads_by_index_and_fails_at_the_first_epoch(local):
+    """Upstream builds such a dataset and then waits forever at its first epoch; random access never uses it."""
+    with pytest.warns(UserWarning, match=r"predownload < batch_size \(-1 < 4\)"):
+        dataset = StreamingDataset(local=local, batch_size=4, predownload=-1)
+    assert dataset[7]["id"] == 7
+    with pytest.raises(ValueError, match="predownload must be non-negative to iterate, got -1"):
+        next(iter(dataset))
