@@ -27,7 +27,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from streaming.dataset.partition import get_partitions
-from streaming.dataset.plan_memory import check_plan_memory, plan_positions
+from streaming.dataset.plan_memory import check_plan_memory
 from streaming.dataset.shuffle import get_shuffle
 from streaming.dataset.weighting import resample_streams
 from streaming.dataset.world import World
@@ -461,6 +461,10 @@ def generate_work(
     # Sized before anything is allocated: an index declaring billions of samples is refused, not built.
     nodes = max(world.num_nodes, plan.initial_physical_nodes or 1)
     check_plan_memory(
-        plan_positions(plan.epoch_size, plan.num_canonical_nodes, nodes), world.num_workers, plan.batch_size
+        plan.epoch_size,
+        world.num_workers,
+        plan.batch_size,
+        num_canonical_nodes=plan.num_canonical_nodes,
+        num_physical_nodes=nodes,
     )
     return np.ascontiguousarray(method(dataset, world, epoch, sample_in_epoch))

@@ -116,6 +116,6 @@ def checked_checkpoint(obj: Any, bounds: CheckpointBounds) -> dict[str, Any]:
         positions + bounds.num_ranks,
         f"the epoch's {size} samples padded to {canonical} canonical nodes and {bounds.num_ranks} ranks",
     )
-    check_plan_memory(positions, bounds.num_ranks, bounds.batch_size or 1, "this checkpoint")
+    check_plan_memory(size, bounds.num_ranks, bounds.batch_size or 1, "this checkpoint", canonical, nodes)
     numbers_of = {"epoch": epoch, "sample_in_epoch": sample_in_epoch, "num_canonical_nodes": canonical}
     return {**obj, **numbers_of, "shuffle_seed": seed, "initial_physical_nodes": initial_nodes}

@@ -51,21 +51,30 @@ def available_memory() -> int | None:
     return min(found) if found else None
 
 
-def check_plan_memory(epoch_size: int, num_workers: int, batch_size: int, where: str = "the dataset") -> None:
-    """Refuse to build a plan whose estimated peak (`estimate_plan_bytes`) passes the memory available.
-
-    ``epoch_size`` counts the plan's positions (`plan_positions`), so many canonical nodes count as well.
+def check_plan_memory(
+    epoch_size: int,
+    num_workers: int,
+    batch_size: int,
+    where: str = "the dataset",
+    num_canonical_nodes: int = 0,
+    num_physical_nodes: int = 0,
+) -> None:
+    """Refuse to build a plan whose estimated peak (`estimate_plan_bytes` of its `plan_positions`) passes the
+    memory available.
 
     Raises:
-        PlanMemoryError: naming the epoch's sample count, the estimate and what is available.
+        PlanMemoryError: naming the epoch's sample count (and canonical nodes, when they outnumber the samples),
+            the estimate and what is available.
     """
-    needed = estimate_plan_bytes(epoch_size, num_workers, batch_size)
+    positions = plan_positions(epoch_size, num_canonical_nodes, num_physical_nodes)
+    needed = estimate_plan_bytes(positions, num_workers, batch_size)
     available = available_memory()
     if available is None or needed <= available:
         return
+    spread = f" laid out over {num_canonical_nodes} canonical nodes" if num_canonical_nodes > epoch_size else ""
     raise PlanMemoryError(
-        f"The epoch plan of {where} covers {epoch_size} samples, which needs about {needed / 2**30:.1f} GiB "
-        f"to build, more than the {available / 2**30:.1f} GiB of memory available; refusing to start it. "
-        f"If the index declares far more samples than the dataset holds it is corrupt or crafted (check it "
-        f"with `mds-streaming verify`); otherwise lower epoch_size or use fewer samples per epoch."
+        f"The epoch plan of {where} covers {epoch_size} samples{spread}, which needs about "
+        f"{needed / 2**30:.1f} GiB to build, more than the {available / 2**30:.1f} GiB of memory available; refusing "
+        f"to start it. If the index or checkpoint declares far more than the dataset holds it is corrupt or crafted "
+        f"(check an index with `mds-streaming verify`); otherwise lower epoch_size or num_canonical_nodes."
     )

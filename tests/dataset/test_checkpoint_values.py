@@ -65,13 +65,15 @@ def test_a_checkpoint_without_its_keys_is_refused_as_a_key_error(local):
 
 
 def test_the_plan_of_a_checkpoint_is_sized_with_its_canonical_nodes(local):
-    """The dataset's own num_canonical_nodes bounds a checkpoint's; a plan of 10**11 positions is refused at load,
+    """The dataset's own num_canonical_nodes bounds a checkpoint's; a plan of 10**11 canonical nodes is refused at load,
     and at the first epoch without a checkpoint, before anything is allocated."""
     canonical = 10**11
     dataset = StreamingDataset(local=local, batch_size=4, num_canonical_nodes=canonical)
-    with pytest.raises(PlanMemoryError, match="this checkpoint covers 100000000101 samples"):
+    with pytest.raises(
+        PlanMemoryError, match="this checkpoint covers 100 samples laid out over 100000000000 canonical nodes"
+    ):
         dataset.load_state_dict(_checkpoint(num_canonical_nodes=canonical))
-    with pytest.raises(PlanMemoryError, match="covers 100000000101 samples"):
+    with pytest.raises(PlanMemoryError, match="covers 100 samples laid out over 100000000000 canonical nodes"):
         next(iter(dataset))
 
 
