@@ -5,9 +5,9 @@ A checkpoint is read from a file, so it is checked like an index: ``epoch``, ``s
 older checkpoints) None or an integer, each within the range below, and the epoch plan it asks for must fit in
 memory (`plan_memory.check_plan_memory`, sized with the checkpoint's own canonical and initial nodes). Anything
 else is refused with `InvalidCheckpointError` (a ValueError, and the KeyError upstream raises for a missing key)
-naming the key, before it can take effect. Unchecked, ``num_canonical_nodes =
-10**9`` allocated gigabytes past the memory check, ``10**6`` made a one-million-sample epoch of a 100-sample
-dataset, and ``sample_in_epoch = -5`` yielded only the epoch's last five samples.
+naming the key, before it can take effect. Unchecked, ``num_canonical_nodes = 10**9`` allocated gigabytes past
+the memory check, ``10**6`` made a one-million-sample epoch of a 100-sample dataset, and ``sample_in_epoch = -5``
+yielded only the epoch's last five samples.
 
 An empty dict resumes nothing. The ranges hold every checkpoint MosaicML Streaming writes for the same dataset
 (`CheckpointBounds`):
