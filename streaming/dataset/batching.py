@@ -459,5 +459,12 @@ def generate_work(
         )
     plan = PlanInputs.from_dataset(dataset)
     # Sized before anything is allocated: an index declaring billions of samples is refused, not built.
-    check_plan_memory(plan.epoch_size, world.num_workers, plan.batch_size)
+    nodes = max(world.num_nodes, plan.initial_physical_nodes or 1)
+    check_plan_memory(
+        plan.epoch_size,
+        world.num_workers,
+        plan.batch_size,
+        num_canonical_nodes=plan.num_canonical_nodes,
+        num_physical_nodes=nodes,
+    )
     return np.ascontiguousarray(method(dataset, world, epoch, sample_in_epoch))

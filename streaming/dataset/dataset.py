@@ -19,7 +19,7 @@ import warnings
 import weakref
 from array import array
 from bisect import bisect_right
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Any, cast
 
 import numpy as np
@@ -29,16 +29,18 @@ import numpy as np
 import numpy.random
 from torch.utils.data import IterableDataset, get_worker_info
 
+from streaming.dataset.algorithms import warn_unknown_algorithms
 from streaming.dataset.array import Array
 from streaming.dataset.batching import PlanInputs, batching_methods, default_predownload, generate_work
+from streaming.dataset.checkpoint_values import CheckpointBounds, checked_checkpoint
 from streaming.dataset.checkpoint_version import checked_resume, version_entry
 from streaming.dataset.coordination import InstanceState
 from streaming.dataset.coordination.local_claims import LocalDirClaims
-from streaming.dataset.errors import UnknownAlgorithmError
-from streaming.dataset.partition import default_num_canonical_nodes, partition_algos
+from streaming.dataset.errors import InvalidCheckpointError
+from streaming.dataset.partition import default_num_canonical_nodes
 from streaming.dataset.reader_pool import ReaderPool
 from streaming.dataset.shard_cache import ShardCache
-from streaming.dataset.shuffle import default_shuffle_block_size, shuffle_algos
+from streaming.dataset.shuffle import default_shuffle_block_size
 from streaming.dataset.stream import Stream, StreamDefaults
 from streaming.dataset.weighting import SAMPLING_METHODS, resolve_weights
 from streaming.dataset.world import World
@@ -178,15 +180,8 @@ class StreamingDataset(Array, IterableDataset):
             raise ValueError(f"Invalid sampling method: {sampling_method}. Must be one of `balanced` or `fixed`.")
         if sampling_granularity <= 0:
             raise ValueError(f"`sampling_granularity` must be a positive integer, but got: {sampling_granularity}.")
-        # Refused here rather than at the first epoch as upstream does, with upstream's KeyError type as well.
-        if partition_algo not in partition_algos:
-            raise UnknownAlgorithmError(
-                f"Invalid partition_algo {partition_algo!r}; choose one of {sorted(partition_algos)}."
-            )
-        if shuffle_algo not in shuffle_algos:
-            raise UnknownAlgorithmError(
-                f"Invalid shuffle_algo {shuffle_algo!r}; choose one of {sorted(shuffle_algos)}."
-            )
+        # Looked up when a partition or a shuffle is built, as upstream does: named here, refused there.
+        warn_unknown_algorithms(shuffle, shuffle_algo, partition_algo)
         if batching_method not in batching_methods:
             raise ValueError(
                 f"Invalid batching method: {batching_method}. Must be one of `random`, `stratified`, `per_stream`, "
@@ -194,19 +189,8 @@ class StreamingDataset(Array, IterableDataset):
             )
         if shuffle_seed < 0:
             raise ValueError(f"`shuffle_seed` must be a non-negative integer, but got: {shuffle_seed}.")
-        if num_canonical_nodes is not None and num_canonical_nodes < 1:
-            raise ValueError(f"num_canonical_nodes must be a positive integer, got {num_canonical_nodes}.")
-        if batch_size is not None and batch_size < 1:
-            raise ValueError(f"batch_size must be a positive integer, got {batch_size}.")
-        if shuffle_block_size is not None and shuffle_block_size < 1:
-            raise ValueError(f"shuffle_block_size must be a positive integer, got {shuffle_block_size}.")
-        if predownload is not None and predownload < 0:
-            raise ValueError(f"predownload must be non-negative, got {predownload}.")
-        if download_retry < 0:
-            raise ValueError(f"`download_retry` must be non-negative, got {download_retry}.")
-        if download_timeout <= 0:
-            raise ValueError(f"`download_timeout` must be positive, got {download_timeout}.")
-        self.epoch_size_arg = None if epoch_size is None else number_abbrev_to_int(epoch_size)
+        # Upstream reads any false epoch_size (0, "") as no epoch_size.
+        self.epoch_size_arg = number_abbrev_to_int(epoch_size) if epoch_size else None
         if self.epoch_size_arg is not None and self.epoch_size_arg < 0:
             raise ValueError(
                 f"Epoch size cannot be negative. Received {self.epoch_size_arg} (epoch_size={epoch_size!r})."
@@ -235,7 +219,7 @@ class StreamingDataset(Array, IterableDataset):
 
         world = World.detect()
         self._unique_world = world
-        self._parallel_world = world.replicate(replication) if replication else world
+        self._parallel_world = world.replicate(replication) if replication is not None else world
 
         defaults = StreamDefaults(remote, local, split, download_retry, download_timeout, validate_hash, keep_zip)
         if streams:
@@ -331,9 +315,9 @@ class StreamingDataset(Array, IterableDataset):
 
     def _plan_inputs(self) -> PlanInputs:
         ncn = self.num_canonical_nodes
-        if ncn is None:
+        if not ncn:  # upstream takes 0 for "not given" too
             ncn = default_num_canonical_nodes(self.shuffle_algo, self._parallel_world.num_nodes)
-        block = self.shuffle_block_size or default_shuffle_block_size(ncn)
+        block = default_shuffle_block_size(ncn) if self.shuffle_block_size is None else self.shuffle_block_size
         if self.batch_size is None:
             raise ValueError(
                 "Please pass `batch_size` to StreamingDataset. It should be set the same as the DataLoader, and is "
@@ -388,7 +372,7 @@ class StreamingDataset(Array, IterableDataset):
         if resumed is not None and resumed.get("epoch") == epoch:
             offset = int(resumed["sample_in_epoch"])
         ncn = self.num_canonical_nodes
-        if ncn is None:
+        if not ncn:
             ncn = default_num_canonical_nodes(self.shuffle_algo, self._parallel_world.num_nodes)
         return {
             "epoch": epoch,
@@ -405,16 +389,27 @@ class StreamingDataset(Array, IterableDataset):
         A state for an epoch this dataset has already started iterating cannot be honoured mid-way: then it
         warns (upstream ignores it silently) and takes effect from the next epoch boundary as upstream does.
         A checkpoint taken mid-epoch on another version of a dataset that ``incremental_to_mds`` keeps is refused
-        with a ValueError saying how to resume (`streaming.dataset.checkpoint_version`).
+        with a ValueError saying how to resume (`streaming.dataset.checkpoint_version`), and so is one with a value
+        out of range for this dataset, or whose epoch plan would not fit in memory (PlanMemoryError)
+        (`streaming.dataset.checkpoint_values`).
         """
-        if obj.get("epoch", -1) < self.next_epoch and self.next_epoch > 0:
+        if not isinstance(obj, Mapping):
+            raise InvalidCheckpointError(f"load_state_dict: a checkpoint is a dict, got {type(obj).__name__}.")
+        obj = checked_resume(dict(obj), self._dataset_version(), self.epoch_size)
+        world = self._parallel_world
+        batch_size = self.batch_size if isinstance(self.batch_size, int) and self.batch_size > 0 else None
+        obj = checked_checkpoint(
+            obj,
+            CheckpointBounds(self.epoch_size, world.num_nodes, world.num_ranks, self.num_canonical_nodes, batch_size),
+        )
+        if obj and obj["epoch"] < self.next_epoch and self.next_epoch > 0:
             warnings.warn(
                 f"load_state_dict: this dataset has already started epoch {self.next_epoch - 1}, so the "
                 f"checkpoint of epoch {obj.get('epoch')} at sample {obj.get('sample_in_epoch')} is stale "
                 f"and will be ignored; load checkpoints into a freshly constructed dataset.",
                 stacklevel=2,
             )
-        self._state.write_resume(dict(checked_resume(obj, self._dataset_version(), self.epoch_size)))
+        self._state.write_resume(obj)
 
     def _begin_epoch(self, world: World) -> tuple[int, int, int]:
         """Count this worker's iterations; return that count, and the epoch and position this one starts at."""
@@ -463,8 +458,11 @@ class StreamingDataset(Array, IterableDataset):
     def _epoch_work(self) -> tuple[np.ndarray, np.ndarray, int]:
         """Start this worker's next epoch: ``(shard ids, indices within the shards)`` of its samples in order,
         and the number of readers on the node (every rank's DataLoader workers)."""
+        if self.predownload < 0:
+            # Upstream accepts it (random access never uses it) and then waits forever at the first epoch.
+            raise ValueError(f"predownload must be non-negative to iterate, got {self.predownload}.")
         unique = self._unique_world.detect_workers()
-        parallel = unique.replicate(self.replication) if self.replication else unique
+        parallel = unique.replicate(self.replication) if self.replication is not None else unique
         iteration, epoch, sample_in_epoch = self._begin_epoch(unique)
         if iteration > 0:
             _share_batches_by_name()

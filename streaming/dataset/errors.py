@@ -12,3 +12,10 @@ class UnknownAlgorithmError(ValueError, KeyError):
 class PlanMemoryError(MemoryError):
     """An epoch plan that would need more memory than the machine has (an index declaring impossibly many
     samples, or an epoch_size far beyond the data): refused before anything is allocated."""
+
+
+class InvalidCheckpointError(ValueError, KeyError):
+    """A checkpoint ``load_state_dict`` refuses (`streaming.dataset.checkpoint_values`): a ValueError, and the
+    KeyError upstream raises at the next epoch for a checkpoint that lacks a key."""
+
+    __str__ = ValueError.__str__

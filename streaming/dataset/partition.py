@@ -240,13 +240,13 @@ def get_partitions(
         int64 array of shape (nodes, ranks per node, workers per rank, batches per worker,
         batch size), -1 where there is no sample.
     """
-    partition = partition_algos.get(algo)
-    if partition is None:
-        raise UnknownAlgorithmError(f"Unknown partition_algo {algo!r}; choose one of {sorted(partition_algos)}.")
     world_size = ranks_per_node * num_physical_nodes
     repeated = world_size - num_samples % world_size
     if num_samples + repeated < drop_first:
         raise ValueError(f"Resuming further into the dataset ({drop_first}) than it has samples ({num_samples})")
+    partition = partition_algos.get(algo)
+    if partition is None:
+        raise UnknownAlgorithmError(f"Unknown partition_algo {algo!r}; choose one of {sorted(partition_algos)}.")
     return partition(
         num_samples,
         num_canonical_nodes,

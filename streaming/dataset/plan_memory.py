@@ -16,6 +16,13 @@ from streaming.dataset.errors import PlanMemoryError
 PLAN_BYTES_PER_SAMPLE = 48
 
 
+def plan_positions(epoch_size: int, num_canonical_nodes: int, num_physical_nodes: int) -> int:
+    """At most how many positions a plan lays out before ranks and batches: the epoch's samples, padded to whole
+    canonical nodes (an epoch smaller than its canonical nodes repeats samples, one per node) and to the physical
+    nodes when there are more of those (each gets as many)."""
+    return int(epoch_size) + int(num_canonical_nodes) + int(num_physical_nodes)
+
+
 def estimate_plan_bytes(epoch_size: int, num_workers: int, batch_size: int) -> int:
     """The peak memory of building a plan of ``epoch_size`` samples (padding to whole batches included)."""
     return PLAN_BYTES_PER_SAMPLE * (int(epoch_size) + 2 * int(num_workers) * int(batch_size))
@@ -44,19 +51,30 @@ def available_memory() -> int | None:
     return min(found) if found else None
 
 
-def check_plan_memory(epoch_size: int, num_workers: int, batch_size: int, where: str = "the dataset") -> None:
-    """Refuse to build a plan whose estimated peak (`estimate_plan_bytes`) passes the memory available.
+def check_plan_memory(
+    epoch_size: int,
+    num_workers: int,
+    batch_size: int,
+    where: str = "the dataset",
+    num_canonical_nodes: int = 0,
+    num_physical_nodes: int = 0,
+) -> None:
+    """Refuse to build a plan whose estimated peak (`estimate_plan_bytes` of its `plan_positions`) passes the
+    memory available.
 
     Raises:
-        PlanMemoryError: naming the epoch's sample count, the estimate and what is available.
+        PlanMemoryError: naming the epoch's sample count (and canonical nodes, when they outnumber the samples),
+            the estimate and what is available.
     """
-    needed = estimate_plan_bytes(epoch_size, num_workers, batch_size)
+    positions = plan_positions(epoch_size, num_canonical_nodes, num_physical_nodes)
+    needed = estimate_plan_bytes(positions, num_workers, batch_size)
     available = available_memory()
     if available is None or needed <= available:
         return
+    spread = f" laid out over {num_canonical_nodes} canonical nodes" if num_canonical_nodes > epoch_size else ""
     raise PlanMemoryError(
-        f"The epoch plan of {where} covers {epoch_size} samples, which needs about {needed / 2**30:.1f} GiB "
-        f"to build, more than the {available / 2**30:.1f} GiB of memory available; refusing to start it. "
-        f"If the index declares far more samples than the dataset holds it is corrupt or crafted (check it "
-        f"with `mds-streaming verify`); otherwise lower epoch_size or use fewer samples per epoch."
+        f"The epoch plan of {where} covers {epoch_size} samples{spread}, which needs about "
+        f"{needed / 2**30:.1f} GiB to build, more than the {available / 2**30:.1f} GiB of memory available; refusing "
+        f"to start it. If the index or checkpoint declares far more than the dataset holds it is corrupt or crafted "
+        f"(check an index with `mds-streaming verify`); otherwise lower epoch_size or num_canonical_nodes."
     )

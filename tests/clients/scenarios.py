@@ -63,6 +63,8 @@ TEXT: dict[str, dict[str, Any]] = {
     "converted-json-text": {"data": "json_text", "dataset": {"shuffle": False}},
     "converted-text-4-processes": {"data": "txt_4", "remote": True, "dataset": {"shuffle": True}, "workers": 2},
     "unknown-shuffle-algo": {"data": "tokens_sharded", "dataset": {"shuffle": True, "shuffle_algo": "py1b"}},
+    # Issue 36: in order, the removed name is never looked up, so both read the data.
+    "unknown-shuffle-algo-in-order": {"data": "tokens_sharded", "dataset": {"shuffle": False, "shuffle_algo": "py1b"}},
     "sequence-ids-from-eos": {"data": "tokens_sharded", "dataset": {"shuffle": True, "eos_token_id": 2}},
     "streams-proportions": {
         "streams": {"a": {"data": "tokens_sharded", "proportion": 0.7}, "b": {"data": "txt_4", "proportion": 0.3}},

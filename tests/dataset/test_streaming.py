@@ -162,10 +162,8 @@ def test_argument_validation(tmp_path, remote):
     with pytest.raises(ValueError, match="either `streams` or `remote`/`local`"):
         StreamingDataset(batch_size=1)
     for bad in (
-        {"shuffle_algo": "py9"},
         {"batching_method": "x"},
         {"sampling_method": "x"},
-        {"partition_algo": "x"},
         {"shuffle_seed": -1},
         {"epoch_size": -5},
     ):

@@ -41,6 +41,11 @@ ALLOWED_DEVIATIONS = {
         "get_partitions of an epoch of 0 samples: the reference crashes with ZeroDivisionError inside its "
         "arithmetic; ours raises ValueError('Cannot partition an epoch of 0 samples.')."
     ),
+    "zero-batch-size": (
+        "StreamingDataset(batch_size=0): both build the dataset and fail at the first epoch, the reference with "
+        "ZeroDivisionError inside its partition arithmetic, ours with the ValueError it raises for any batch_size "
+        "that is not a positive int ('Please pass `batch_size`...')."
+    ),
 }
 
 
@@ -74,6 +79,7 @@ def open_difference(ours: dict[str, Any], reference: dict[str, Any]) -> str | No
 # (function or operation, the reference's error, ours) -> the allowed deviation that explains the pair.
 ALLOWED_ERROR_PAIRS = {
     ("partitions", "ZeroDivisionError", "ValueError"): "empty-epoch-partition",
+    ("iterate", "ZeroDivisionError", "ValueError"): "zero-batch-size",
 }
 
 
@@ -177,3 +183,26 @@ def result_difference(ours: dict[str, Any], reference: dict[str, Any], operation
 def _abridged(value: Any) -> str:
     text = repr(value)
     return text if len(text) < 1500 else text[:1500] + "..."
+
+
+def lifecycle_difference(ours: dict[str, Any], reference: dict[str, Any]) -> str | None:
+    """``None`` if two ``dataset_lifecycle`` results agree step by step: the same steps reached, the same values,
+    and a failure at the same step with a compatible type (so the call that fails under the reference fails here,
+    and no earlier one)."""
+    ours_steps, reference_steps = ours["steps"], reference["steps"]
+    for (ours_name, ours_value), (reference_name, reference_value) in zip(ours_steps, reference_steps):
+        if ours_name != reference_name:
+            return f"ours reached {ours_name!r} where the reference reached {reference_name!r}"
+        ours_failed = isinstance(ours_value, dict) and "error" in ours_value
+        reference_failed = isinstance(reference_value, dict) and "error" in reference_value
+        if ours_failed or reference_failed:
+            difference = error_difference(
+                ours_value if ours_failed else {}, reference_value if reference_failed else {}, ours_name
+            )
+        else:
+            difference = None if ours_value == reference_value else result_difference(ours_value, reference_value)
+        if difference:
+            return f"at {ours_name}: {difference}"
+    if len(ours_steps) != len(reference_steps):
+        return f"ours ran {[name for name, _ in ours_steps]}, the reference {[name for name, _ in reference_steps]}"
+    return None

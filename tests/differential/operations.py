@@ -279,6 +279,40 @@ def resumed_ids(local: str, dataset_kwargs: dict[str, Any], state: dict[str, Any
     return _on_dataset([{"local": local}], dataset_kwargs, resume)
 
 
+def dataset_lifecycle(
+    streams: list[dict[str, Any]], dataset_kwargs: dict[str, Any], state: dict[str, Any] | None = None
+) -> dict[str, Any]:
+    """Each public step of a StreamingDataset's life, in order, until one fails: construction, ``state_dict``
+    before any epoch, ``load_state_dict(state)`` when ``state`` is given, one epoch's sample ids (its ``id``
+    column), and ``state_dict`` after it.
+
+    Returns ``{"steps": [(step, result), ...]}``: each result is a value or the error as data (`error_result`), the
+    failing step last. Where a package fails (construction or iteration) matters as much as its type: code written
+    against the reference builds a dataset with arguments it only checks when it uses them.
+    """
+    steps: list[tuple[str, Any]] = []
+
+    def walk(dataset: Any) -> dict[str, Any]:
+        steps.append(("construct", {"length": len(dataset)}))
+        plan: list[tuple[str, Any]] = [("state_dict", lambda: dataset.state_dict(0, False))]
+        if state is not None:
+            plan.append(("load_state_dict", lambda: dataset.load_state_dict(state)))
+        plan.append(("iterate", lambda: [int(sample["id"]) for sample in dataset]))
+        plan.append(("state_dict after", lambda: dataset.state_dict(1, False)))
+        for name, step in plan:
+            try:
+                steps.append((name, step()))
+            except Exception as err:
+                steps.append((name, error_result(err)))
+                break
+        return {"steps": steps}
+
+    result = _on_dataset(streams, dataset_kwargs, walk)
+    if "error" in result:
+        steps.append(("construct", result))
+    return {"steps": steps}
+
+
 OPERATIONS = {
     "write": write,
     "read": read,
@@ -286,4 +320,5 @@ OPERATIONS = {
     "order_function": order_function,
     "epoch_plan": epoch_plan,
     "resumed_ids": resumed_ids,
+    "dataset_lifecycle": dataset_lifecycle,
 }
