@@ -34,6 +34,7 @@ GENERATED = (
     ".ci/node",
     ".ci/databricks-sdk-",
     ".ci/clients",
+    ".ci/core-venv",
     "dist",
     "site",
     ".bench",
