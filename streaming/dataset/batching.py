@@ -255,6 +255,14 @@ def generate_work_random_batching(dataset: Any, world: World, epoch: int, sample
     """``random`` batching: one partition of the whole resampled epoch."""
     plan = PlanInputs.from_dataset(dataset)
     units, sample_ids = plan.resample(epoch)
+    # Shuffled before partitioning (neither draws from the other's generator): the shuffle's working arrays, the
+    # largest of the plan, then never coexist with the partition's, which halves the peak memory of a plan.
+    if plan.shuffle:
+        # EpochPlan refuses to shuffle without an int block size (see its __post_init__).
+        block_size = cast(int, plan.shuffle_block_size)
+        order = get_shuffle(plan.shuffle_algo, units, plan.num_canonical_nodes, plan.shuffle_seed, epoch, block_size)
+        sample_ids = sample_ids[order]
+        del order
     positions = get_partitions(
         plan.partition_algo,
         plan.epoch_size,
@@ -266,11 +274,6 @@ def generate_work_random_batching(dataset: Any, world: World, epoch: int, sample
         sample_in_epoch,
         plan.initial_physical_nodes,
     )
-    if plan.shuffle:
-        # EpochPlan refuses to shuffle without an int block size (see its __post_init__).
-        block_size = cast(int, plan.shuffle_block_size)
-        order = get_shuffle(plan.shuffle_algo, units, plan.num_canonical_nodes, plan.shuffle_seed, epoch, block_size)
-        sample_ids = sample_ids[order]
     return _lookup(sample_ids, positions)
 
 
