@@ -129,8 +129,9 @@ def test_default_predownload():
 
 @pytest.mark.parametrize("shuffle_algo", ["py1e", "py1s", "py2s", "py1br", "naive"])
 def test_a_shuffled_plan_peaks_at_a_few_arrays_of_the_epoch(shuffle_algo):
-    """Building the default plan (random batching, one canonical node) holds at most four int64 arrays of the epoch
-    at once: it held eight (the shuffle's working arrays beside the partition's, and py1e's shifts twice)."""
+    """Building the default plan (random batching, one canonical node, no weights) holds at most three int64
+    arrays of the epoch at once (py2s: four): it held up to eight (the shuffle's working arrays beside the
+    partition's and the sample ids, and py1e's shifts twice)."""
     import tracemalloc
 
     num_samples = 1_000_000
@@ -152,4 +153,5 @@ def test_a_shuffled_plan_peaks_at_a_few_arrays_of_the_epoch(shuffle_algo):
         peak = tracemalloc.get_traced_memory()[1]
     finally:
         tracemalloc.stop()
-    assert peak <= 4 * 8 * num_samples * 1.05, f"{peak / num_samples:.1f} bytes per sample at the peak"
+    arrays = 4 if shuffle_algo == "py2s" else 3
+    assert peak <= arrays * 8 * num_samples * 1.1, f"{peak / num_samples:.1f} bytes per sample at the peak"
