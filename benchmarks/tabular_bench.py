@@ -129,9 +129,11 @@ class _Bar:
         import numpy as np
 
         from streaming import StreamingDataset
+        from streaming.dataset.share import WorkerShare
 
         dataset = StreamingDataset(local=data, batch_size=BATCH, shuffle=True)
-        shard_ids, indices, _ = dataset._epoch_work()
+        sample_ids, _ = dataset._epoch_work()
+        shard_ids, indices = WorkerShare(sample_ids, dataset.sample_offset_per_shard).take(len(sample_ids))
         self.plan = [(shard_ids[s : s + BATCH], indices[s : s + BATCH]) for s in range(0, len(indices), BATCH)]
         self.records = []
         for shard in range(dataset.num_shards):

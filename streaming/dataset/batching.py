@@ -38,6 +38,8 @@ WorkFn = Callable[[Any, World, int, int], NDArray[np.int64]]
 
 _PREDOWNLOAD_BATCHES = 8
 _PREDOWNLOAD_WITHOUT_BATCH_SIZE = 64
+#: Sample ids compared at once when checking that an epoch is its samples in id order.
+_IDENTITY_CHUNK = 1 << 20
 
 
 def default_predownload(batch_size: int | None) -> int:
@@ -198,6 +200,15 @@ class PlanInputs:
         return _lookup(sample_ids, partition)
 
 
+def _is_identity(ids: NDArray[np.int64]) -> bool:
+    """Whether ``ids[k] == k`` for every ``k``, compared a chunk at a time (no temporary of the epoch's size)."""
+    for start in range(0, len(ids), _IDENTITY_CHUNK):
+        chunk = ids[start : start + _IDENTITY_CHUNK]
+        if not np.array_equal(chunk, np.arange(start, start + len(chunk))):
+            return False
+    return True
+
+
 def _lookup(table: NDArray[np.int64], positions: NDArray[np.int64]) -> NDArray[np.int64]:
     """``table[positions]``, keeping -1 (no sample) as -1."""
     out = table[positions]
@@ -255,6 +266,18 @@ def generate_work_random_batching(dataset: Any, world: World, epoch: int, sample
     """``random`` batching: one partition of the whole resampled epoch."""
     plan = PlanInputs.from_dataset(dataset)
     units, sample_ids = plan.resample(epoch)
+    # Every sample once, in id order (no weights): the epoch's positions are its sample ids, so that array is not
+    # kept through the shuffle, whose working arrays are the largest of the plan.
+    table = None if _is_identity(sample_ids) else sample_ids
+    del sample_ids
+    # Shuffled before partitioning (neither draws from the other's generator): the shuffle's working arrays then
+    # never coexist with the partition's, which halves the peak memory of a plan.
+    if plan.shuffle:
+        # EpochPlan refuses to shuffle without an int block size (see its __post_init__).
+        block_size = cast(int, plan.shuffle_block_size)
+        order = get_shuffle(plan.shuffle_algo, units, plan.num_canonical_nodes, plan.shuffle_seed, epoch, block_size)
+        table = order if table is None else table[order]
+        del order
     positions = get_partitions(
         plan.partition_algo,
         plan.epoch_size,
@@ -266,12 +289,7 @@ def generate_work_random_batching(dataset: Any, world: World, epoch: int, sample
         sample_in_epoch,
         plan.initial_physical_nodes,
     )
-    if plan.shuffle:
-        # EpochPlan refuses to shuffle without an int block size (see its __post_init__).
-        block_size = cast(int, plan.shuffle_block_size)
-        order = get_shuffle(plan.shuffle_algo, units, plan.num_canonical_nodes, plan.shuffle_seed, epoch, block_size)
-        sample_ids = sample_ids[order]
-    return _lookup(sample_ids, positions)
+    return positions if table is None else _lookup(table, positions)
 
 
 def _stratified_slots(plan: PlanInputs, global_batch_size: int) -> NDArray[np.int64]:

@@ -40,6 +40,7 @@ from streaming.dataset.errors import InvalidCheckpointError
 from streaming.dataset.partition import default_num_canonical_nodes
 from streaming.dataset.reader_pool import ReaderPool
 from streaming.dataset.shard_cache import ShardCache
+from streaming.dataset.share import WorkerShare, first_needs
 from streaming.dataset.shuffle import default_shuffle_block_size
 from streaming.dataset.stream import Stream, StreamDefaults
 from streaming.dataset.weighting import SAMPLING_METHODS, resolve_weights
@@ -427,7 +428,8 @@ class StreamingDataset(Array, IterableDataset):
     # ------------------------------------------------------------------ iteration
 
     def _get_work(self, world: World, epoch: int, sample_in_epoch: int) -> np.ndarray:
-        """This worker's sample ids for the epoch (the plan is built once per rank and shared by its workers)."""
+        """This worker's sample ids for the epoch, -1 where there is none: a view of the mapped plan file, read
+        only as iteration reaches it (the plan is built once per rank and shared by its workers)."""
         plan = self._plan_inputs()
         # The file name is the plan's identity: any input that changes the order names another file, so
         # workers never reuse a stale plan and the first one to ask builds it (under the file's build lock).
@@ -443,7 +445,8 @@ class StreamingDataset(Array, IterableDataset):
                 np.save(out, work[world.node], allow_pickle=False)
 
         node_work = np.load(self._state.shared_file(key, build), mmap_mode="r")
-        return np.array(node_work[world.rank_of_node, world.worker_of_rank]).reshape(-1)
+        # One worker's batches are contiguous in the file: the reshape is a view, nothing is read yet.
+        return node_work[world.rank_of_node, world.worker_of_rank].reshape(-1)
 
     def __iter__(self) -> Iterator[Any]:
         """This worker's samples of the next epoch, each as ``self[sample_id]`` returns it (upstream's contract).
@@ -455,9 +458,10 @@ class StreamingDataset(Array, IterableDataset):
         """
         return self._iter_epoch(through_getitem=overrides_item_access(type(self)))
 
-    def _epoch_work(self) -> tuple[np.ndarray, np.ndarray, int]:
-        """Start this worker's next epoch: ``(shard ids, indices within the shards)`` of its samples in order,
-        and the number of readers on the node (every rank's DataLoader workers)."""
+    def _epoch_work(self) -> tuple[np.ndarray, int]:
+        """Start this worker's next epoch: its sample ids in order (-1 where there is none, a view of the mapped
+        plan that `WorkerShare` reads a chunk at a time), and the number of readers on the node (every rank's
+        DataLoader workers)."""
         if self.predownload < 0:
             # Upstream accepts it (random access never uses it) and then waits forever at the first epoch.
             raise ValueError(f"predownload must be non-negative to iterate, got {self.predownload}.")
@@ -466,36 +470,40 @@ class StreamingDataset(Array, IterableDataset):
         iteration, epoch, sample_in_epoch = self._begin_epoch(unique)
         if iteration > 0:
             _share_batches_by_name()
-        ids = self._get_work(parallel, epoch, sample_in_epoch)
-        ids = ids[ids >= 0]
-        shards_of = np.searchsorted(self.sample_offset_per_shard, ids, "right") - 1
-        indices = (ids - self.sample_offset_per_shard[shards_of]).astype(np.int64)
-        return shards_of.astype(np.int64), indices, unique.workers_per_node
+        return self._get_work(parallel, epoch, sample_in_epoch), unique.workers_per_node
+
+    def _prefetching(self, sample_ids: np.ndarray, readers_on_node: int) -> contextlib.AbstractContextManager[Any]:
+        """The shard cache's prefetcher for a reader of ``sample_ids`` when shards must be prepared ahead, else a
+        context of None."""
+        if not self._shard_cache.prefetches:
+            return contextlib.nullcontext()
+        needs = first_needs(sample_ids, self.sample_offset_per_shard)
+        return self._shard_cache.prefetch(needs, self.predownload, readers_on_node)
 
     def _iter_epoch(self, through_getitem: bool) -> Iterator[Any]:
         """The next epoch's samples of this worker: ``self[sample_id]`` when ``through_getitem``, else the stored
         samples straight from the shard readers."""
-        shards_of, positions, readers_on_node = self._epoch_work()
-        # Compact int64 arrays, not lists of ints: a DataLoader worker keeps its epoch's order for the whole
-        # epoch, and as lists it costs ~40 bytes per sample of memory unique to that worker.
-        indices = array("q", positions.tobytes())
-        shard_ids = array("q", shards_of.tobytes())
-        del shards_of, positions
-        read = self._read_through_getitem if through_getitem else self._read
-        if self._shard_cache.prefetches:
-            yield from self._releasing_pages(
-                shard_ids, self._iter_prefetching(shard_ids, indices, readers_on_node, read)
-            )
-            return
-        if through_getitem:
-            yield from self._releasing_pages(shard_ids, map(read, shard_ids, indices))
-            return
+        sample_ids, readers_on_node = self._epoch_work()
+        share = WorkerShare(sample_ids, self.sample_offset_per_shard)
         readers = self.readers
-        for start in range(0, len(shard_ids), RELEASE_PAGES_EVERY):
-            chunk = shard_ids[start : start + RELEASE_PAGES_EVERY]
-            for shard_id, index in zip(chunk, indices[start : start + RELEASE_PAGES_EVERY]):
-                yield readers[shard_id].get_item(index)
-            readers.release_pages(set(chunk))
+        position = 0
+        with self._prefetching(sample_ids, readers_on_node) as prefetcher:
+            # A chunk is as many samples as are read between two releases of their shards' pages.
+            for shard_chunk, index_chunk in share.chunks(RELEASE_PAGES_EVERY):
+                shard_ids = shard_chunk.tolist()
+                if prefetcher is not None:
+                    read = self._read_through_getitem if through_getitem else self._read
+                    for shard_id, index in zip(shard_ids, index_chunk.tolist()):
+                        prefetcher.reached(position, shard_id)
+                        position += 1
+                        yield read(shard_id, index)
+                elif through_getitem:
+                    for shard_id, index in zip(shard_ids, index_chunk.tolist()):
+                        yield self._read_through_getitem(shard_id, index)
+                else:
+                    for shard_id, index in zip(shard_ids, index_chunk.tolist()):
+                        yield readers[shard_id].get_item(index)
+                readers.release_pages(set(shard_ids))
 
     def iter_batches(self, batch_size: int | None = None, drop_last: bool = False) -> Iterator[Columns]:
         """This worker's samples of the next epoch, ``batch_size`` at a time, each batch read as columns.
@@ -539,15 +547,8 @@ class StreamingDataset(Array, IterableDataset):
         return self._iter_batch_reads(size, drop_last, counts)
 
     def _iter_batch_reads(self, batch_size: int, drop_last: bool, counts: Iterator[int]) -> Iterator[BatchRead]:
-        shard_ids, indices, readers_on_node = self._epoch_work()
-        total = len(shard_ids)
-        if drop_last:
-            total -= total % batch_size
-        prefetch = (
-            self._shard_cache.prefetch(shard_ids, self.predownload, readers_on_node)  # type: ignore[arg-type]
-            if self._shard_cache.prefetches
-            else contextlib.nullcontext()
-        )
+        sample_ids, readers_on_node = self._epoch_work()
+        share = WorkerShare(sample_ids, self.sample_offset_per_shard)
         # Samples smaller than a page drawn from across large shards (a shuffled table) map a page each, and
         # unmapping a shard whose pages are all mapped, then faulting them in again, costs more than gathering the
         # rows: 4,096 random rows of 400 bytes from 400 MB take 1.0 ms mapped, 4 ms releasing after every batch,
@@ -559,50 +560,31 @@ class StreamingDataset(Array, IterableDataset):
         unreleased: set[int] = set()
         read_since_release = 0
         start = 0
-        with prefetch as prefetcher:
-            while start < total:
-                stop = min(start + max(1, next(counts)) * batch_size, total)
-                groups = _by_shard(shard_ids[start:stop])
+        with self._prefetching(sample_ids, readers_on_node) as prefetcher:
+            while share.has_more():
+                shard_ids, indices = share.take(max(1, next(counts)) * batch_size)
+                if drop_last:
+                    # Only the share's last read can be short of whole batches.
+                    whole = len(shard_ids) - len(shard_ids) % batch_size
+                    shard_ids, indices = shard_ids[:whole], indices[:whole]
+                    if not whole:
+                        return
+                groups = _by_shard(shard_ids)
                 if prefetcher is not None:
                     for shard_id, positions in groups:
                         prefetcher.reached(start + (0 if positions is None else int(positions[0])), shard_id)
-                yield self._prepare_batch(shard_ids[start:stop], indices[start:stop], groups)
+                yield self._prepare_batch(shard_ids, indices, groups)
                 unreleased.update(shard_id for shard_id, _ in groups)
-                read_since_release += stop - start
-                scattered = small_samples and _scattered(indices[start:stop], groups)
+                read_since_release += len(indices)
+                scattered = small_samples and _scattered(indices, groups)
                 if read_since_release >= (release_scattered if scattered else RELEASE_PAGES_EVERY):
                     self.readers.release_pages(unreleased)
                     unreleased.clear()
                     read_since_release = 0
-                start = stop
+                start += len(indices)
 
     def _read_through_getitem(self, shard_id: int, index: int) -> Any:
         return self[self._shard_starts[shard_id] + index]
-
-    def _releasing_pages(self, shard_ids: Sequence[int], samples: Iterator[Any]) -> Iterator[Any]:
-        """Pass ``samples`` (read from ``shard_ids`` in order) through, releasing their shards' pages as the plain
-        read loop does."""
-        for position, sample in enumerate(samples, 1):
-            yield sample
-            if position % RELEASE_PAGES_EVERY == 0:
-                self.readers.release_pages(set(shard_ids[position - RELEASE_PAGES_EVERY : position]))
-
-    def _iter_prefetching(
-        self,
-        shard_ids: Sequence[int],
-        indices: Sequence[int],
-        readers_on_node: int,
-        read: Callable[[int, int], Any],
-    ) -> Iterator[Any]:
-        """Yield samples while the shard cache prepares, ahead of this reader, the shards it will need.
-
-        ``readers_on_node`` (DataLoader workers of every rank here) share the node's ``cache_limit``; ``read``
-        turns a shard and an index in it into the sample to yield.
-        """
-        with self._shard_cache.prefetch(shard_ids, self.predownload, readers_on_node) as prefetch:
-            for position, (shard_id, index) in enumerate(zip(shard_ids, indices)):
-                prefetch.reached(position, shard_id)
-                yield read(shard_id, index)
 
     # ------------------------------------------------------------------ shards and random access (upstream's API)
 

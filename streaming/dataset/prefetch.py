@@ -23,9 +23,6 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from types import TracebackType
 from typing import Protocol
 
-import numpy as np
-
-
 class PreparingCache(Protocol):
     """What a prefetch schedule needs of the shard cache (a `streaming.dataset.shard_cache.ShardCache`). Named here
     so that this module, which the cache uses, does not import it back."""
@@ -46,20 +43,22 @@ class Prefetcher:
 
     Args:
         cache: the dataset's shard cache (it prepares the shards).
-        shard_ids: the shard of each sample the reader will read, in order.
+        first_needs: ``(position, shard)`` of every shard the reader will read, at the position of the sample
+            that first needs it, by position (`streaming.dataset.share.first_needs`).
         lookahead: samples ahead of the reader whose shards are always being prepared (``predownload``).
         readers_on_node: readers sharing the node's ``cache_limit`` (DataLoader workers of every rank here).
     """
 
-    def __init__(self, cache: PreparingCache, shard_ids: Sequence[int], lookahead: int, readers_on_node: int) -> None:
+    def __init__(
+        self, cache: PreparingCache, first_needs: Sequence[tuple[int, int]], lookahead: int, readers_on_node: int
+    ) -> None:
         self.cache = cache
         ready = cache.ready_flags()
-        unique, first = np.unique(np.asarray(shard_ids, np.int64), return_index=True)
-        missing = sorted(
+        missing = [
             (position, shard)
-            for position, shard in zip(first.tolist(), unique.tolist())
+            for position, shard in first_needs
             if not ready[shard] and not cache.present_on_disk(shard)
-        )
+        ]
         #: ``(position of first need, shard)`` of the shards not prepared yet, in that order.
         self.queue = deque(missing)
         self.lookahead = max(lookahead, 1)

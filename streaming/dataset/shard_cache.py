@@ -261,10 +261,11 @@ class ShardCache:
                 self._prepare_within_limit(shard_id, stream_id, reader, self.limit)
         self.ready_flags()[shard_id] = 1
 
-    def prefetch(self, shard_ids: Sequence[int], lookahead: int, readers_on_node: int) -> Prefetcher:
-        """A scheduler preparing, ahead of a reader that reads ``shard_ids`` in order, the shards it will need
-        (`streaming.dataset.prefetch`); ``readers_on_node`` readers share the node's ``cache_limit``."""
-        return Prefetcher(self, shard_ids, lookahead, readers_on_node)
+    def prefetch(self, first_needs: Sequence[tuple[int, int]], lookahead: int, readers_on_node: int) -> Prefetcher:
+        """A scheduler preparing, ahead of a reader that first needs each shard at the position ``first_needs``
+        gives, the shards it will need (`streaming.dataset.prefetch`); ``readers_on_node`` readers share the
+        node's ``cache_limit``."""
+        return Prefetcher(self, first_needs, lookahead, readers_on_node)
 
     def _fetch(self, stream_id: int, reader: Reader) -> None:
         """Download, verify and decompress a shard's files (the caller holds its lock and made room for it)."""

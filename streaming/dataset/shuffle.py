@@ -226,8 +226,9 @@ def get_shuffle_py1e(
     """
     begins, sizes, edges, epoch_rng = _canonical_spans(shard_sizes, num_canonical_nodes, seed, epoch)
     low, high = int(0.75 * block_size), int(1.25 * block_size)
-    ids = np.empty(int(sizes.sum()), np.int64)
-    node_offset = 0
+    # Each node's order is kept apart and joined at the end: one node (the default on one physical node) is then
+    # the result itself, not a copy of it into an epoch-sized array allocated beforehand.
+    node_orders: list[NDArray[np.int64]] = []
     piece_larger_than_block = False
     for node, (part_begin, part_end) in enumerate(zip(edges[:-1].tolist(), edges[1:].tolist())):
         node_sizes = sizes[part_begin:part_end]
@@ -238,13 +239,16 @@ def get_shuffle_py1e(
                 f"number of samples in this stream is less than the number of canonical nodes, which is "
                 f"{num_canonical_nodes}. Please check your index.json file and ensure that your dataset has been "
                 f"written out correctly. If this was intended, reduce num_canonical_nodes (canonical node {node}, "
-                f"{len(ids)} samples)."
+                f"{int(sizes.sum())} samples)."
             )
         node_samples = _concat_ranges(begins[part_begin:part_end], node_sizes)
         offsets = np.cumsum(node_sizes) - node_sizes
         _shuffle_segments(epoch_rng, node_samples, offsets, node_sizes)
 
-        draw_block, draw_shifts, shifts = epoch_rng.integers, epoch_rng.uniform, []
+        # Each piece's shifts are added into the positions as they are drawn: collecting them first held two
+        # more float64 arrays of the node's size at the peak of building a plan.
+        draw_block, draw_shifts = epoch_rng.integers, epoch_rng.uniform
+        positions = np.arange(num_node_samples, dtype=np.float64)
         for offset, size in zip(offsets.tolist(), node_sizes.tolist()):
             cutoff = (int(draw_block(low, high)) - size) / 2
             if cutoff < 0:
@@ -252,10 +256,11 @@ def get_shuffle_py1e(
                 piece_larger_than_block = True
             lower = max(-cutoff, -offset)
             upper = min(cutoff, num_node_samples - offset - size)
-            shifts.append(draw_shifts(lower, upper, size))
-        positions = np.arange(num_node_samples, dtype=np.float64) + np.concatenate(shifts)
-        ids[node_offset : node_offset + num_node_samples] = node_samples[np.argsort(positions)]
-        node_offset += num_node_samples
+            positions[offset : offset + size] += draw_shifts(lower, upper, size)
+        order = np.argsort(positions)
+        del positions
+        node_orders.append(node_samples[order])
+        del order, node_samples
 
     if piece_larger_than_block:
         warnings.warn(
@@ -264,7 +269,7 @@ def get_shuffle_py1e(
             "shuffle.",
             stacklevel=2,
         )
-    return ids
+    return node_orders[0] if len(node_orders) == 1 else np.concatenate(node_orders)
 
 
 shuffle_algos: dict[str, ShuffleFn] = {

@@ -125,3 +125,33 @@ def test_unshuffled_single_process_plan_is_the_identity():
 def test_default_predownload():
     assert default_predownload(None) == 64
     assert default_predownload(4) == 32
+
+
+@pytest.mark.parametrize("shuffle_algo", ["py1e", "py1s", "py2s", "py1br", "naive"])
+def test_a_shuffled_plan_peaks_at_a_few_arrays_of_the_epoch(shuffle_algo):
+    """Building the default plan (random batching, one canonical node, no weights) holds at most three int64
+    arrays of the epoch at once (py2s: four): it held up to eight (the shuffle's working arrays beside the
+    partition's and the sample ids, and py1e's shifts twice)."""
+    import tracemalloc
+
+    num_samples = 1_000_000
+    plan = PlanInputs(
+        samples_per_shard=np.full(100, 10_000),
+        shards_per_stream=[100],
+        choose_per_stream=[num_samples],
+        proportion_per_stream=[1.0],
+        epoch_size=num_samples,
+        batch_size=32,
+        num_canonical_nodes=1,
+        shuffle=True,
+        shuffle_algo=shuffle_algo,
+        shuffle_block_size=1 << 18,
+    )
+    tracemalloc.start()
+    try:
+        generate_work("random", plan, World(1, 1, 1, 0), 0, 0)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    arrays = 4 if shuffle_algo == "py2s" else 3
+    assert peak <= arrays * 8 * num_samples * 1.1, f"{peak / num_samples:.1f} bytes per sample at the peak"

@@ -1,0 +1,267 @@
+"""Epoch start at scale: construction, first sample and first batch over synthetic datasets of millions of samples.
+
+Every dataset is one real MDS shard of 10,000 int64 samples hard-linked under every shard name of an index that
+lists ``samples / 10,000`` shards, so only planning (the shard table, the epoch plan, the worker's share) differs
+between sizes and sides. Each measurement runs in fresh processes; both sides read the same files.
+
+Modes:
+
+* ``sample``: ``StreamingDataset(local=..., shuffle=True, batch_size=32)`` in one process; construction time,
+  time from construction to the first sample, peak RSS (``ru_maxrss``).
+* ``loader``: the same dataset through ``StreamingDataLoader(batch_size=32, num_workers=2)`` on ``--ranks`` ranks
+  of one node (one process per rank, ``RANK``/``WORLD_SIZE``/``LOCAL_RANK``/``LOCAL_WORLD_SIZE`` set as a
+  launcher sets them); time to the first batch, and the peak RSS (``VmHWM``) of every rank and DataLoader worker.
+
+Usage (the reference side needs a virtualenv with streaming-community 0.14.2, ``.venv-ref`` by default)::
+
+    .venv/bin/python benchmarks/epoch_start.py --samples 10M 100M --modes sample loader
+    .venv/bin/python benchmarks/epoch_start.py --samples 1B --modes loader --ranks 2 --sides ours
+
+Datasets are built once under ``--scratch`` (default ``.bench/epoch-start``) and kept for the next run.
+Results: a table on stdout and one JSON line per measurement in ``--out`` (default
+``<scratch>/results.jsonl``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+SAMPLES_PER_SHARD = 10_000
+BATCH_SIZE = 32
+SUFFIXES = {"K": 10**3, "M": 10**6, "B": 10**9}
+
+
+def parse_count(text: str) -> int:
+    """``10M`` -> 10,000,000; a multiple of the shard size."""
+    scale = SUFFIXES.get(text[-1].upper(), 1)
+    count = int(float(text[:-1] if text[-1].upper() in SUFFIXES else text) * scale)
+    if count % SAMPLES_PER_SHARD:
+        raise SystemExit(f"--samples {text}: must be a multiple of {SAMPLES_PER_SHARD} samples")
+    return count
+
+
+def build_dataset(scratch: Path, num_samples: int, python: str) -> Path:
+    """The synthetic dataset of ``num_samples`` samples under ``scratch`` (built once, then reused)."""
+    root = scratch / f"ds-{num_samples}"
+    if (root / "index.json").exists():
+        return root
+    template = scratch / "template"
+    if not (template / "index.json").exists():
+        shutil.rmtree(template, ignore_errors=True)
+        # Written by whichever interpreter runs this script: both libraries write MDS identically.
+        code = (
+            "import sys, numpy as np; from streaming import MDSWriter\n"
+            "with MDSWriter(out=sys.argv[1], columns={'x': 'int64'}, size_limit=1 << 30) as w:\n"
+            f"    [w.write({{'x': np.int64(i)}}) for i in range({SAMPLES_PER_SHARD})]\n"
+        )
+        subprocess.run([python, "-c", code, str(template)], check=True, env=_env_for(python))
+    index = json.loads((template / "index.json").read_text())
+    (entry,) = index["shards"]
+    shard_file = template / entry["raw_data"]["basename"]
+    building = Path(tempfile.mkdtemp(prefix=f"ds-{num_samples}.", dir=scratch))
+    num_shards = num_samples // SAMPLES_PER_SHARD
+    shards = []
+    for shard_id in range(num_shards):
+        basename = f"shard.{shard_id:06d}.mds"
+        os.link(shard_file, building / basename)
+        shards.append({**entry, "raw_data": {**entry["raw_data"], "basename": basename}})
+    (building / "index.json").write_text(json.dumps({"version": 2, "shards": shards}))
+    building.rename(root)
+    return root
+
+
+def _env_for(python: str) -> dict[str, str]:
+    """The environment of a child: ours sees this checkout first; the reference never does."""
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH",)}
+    if python == OURS_PYTHON:
+        env["PYTHONPATH"] = str(REPO)
+    return env
+
+
+OURS_PYTHON = sys.executable
+
+
+# ---------------------------------------------------------------------------------------------- child side
+
+
+def _peak_rss_of(pid: int) -> int:
+    """A live process's peak resident set (``VmHWM``), bytes."""
+    with open(f"/proc/{pid}/status", encoding="ascii") as status:
+        for line in status:
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) * 1024
+    return 0
+
+
+def _children_of(parent: int) -> list[int]:
+    """Live child processes of ``parent`` (the DataLoader's workers), from /proc: the reference's venv has no
+    psutil."""
+    children = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat", encoding="ascii") as stat:
+                fields = stat.read().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if int(fields[1]) == parent:
+            children.append(int(entry))
+    return children
+
+
+def child_sample(local: str) -> dict:
+    import resource
+
+    from streaming import StreamingDataset
+
+    start = time.perf_counter()
+    dataset = StreamingDataset(local=local, shuffle=True, batch_size=BATCH_SIZE)
+    constructed = time.perf_counter()
+    first = next(iter(dataset))
+    done = time.perf_counter()
+    return {
+        "construct_s": constructed - start,
+        "first_sample_s": done - constructed,
+        "peak_rss": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024,
+        "ok": "x" in first,
+    }
+
+
+def child_loader(local: str) -> dict:
+    from streaming import StreamingDataLoader, StreamingDataset
+
+    start = time.perf_counter()
+    dataset = StreamingDataset(local=local, shuffle=True, batch_size=BATCH_SIZE)
+    constructed = time.perf_counter()
+    loader = StreamingDataLoader(dataset, batch_size=BATCH_SIZE, num_workers=2)
+    batches = iter(loader)
+    batch = next(batches)
+    done = time.perf_counter()
+    worker_peaks = []
+    for pid in _children_of(os.getpid()):
+        try:
+            worker_peaks.append(_peak_rss_of(pid))
+        except OSError:
+            pass
+    result = {
+        "construct_s": constructed - start,
+        "first_batch_s": done - constructed,
+        "peak_rss": _peak_rss_of(os.getpid()),
+        "worker_peak_rss": worker_peaks,
+        "ok": len(batch["x"]) == BATCH_SIZE,
+    }
+    del batches
+    return result
+
+
+# ---------------------------------------------------------------------------------------------- driver side
+
+
+def run_child(python: str, mode: str, local: Path, ranks: int, timeout: float) -> dict:
+    """One measurement: ``ranks`` processes of one node (rank 0 reports, every rank's figures are kept)."""
+    shm_dir = tempfile.mkdtemp(prefix="epoch-start-")
+    procs = []
+    try:
+        for rank in range(ranks):
+            env = _env_for(python)
+            if ranks > 1:
+                env.update(RANK=str(rank), WORLD_SIZE=str(ranks), LOCAL_RANK=str(rank), LOCAL_WORLD_SIZE=str(ranks))
+                env.update(MASTER_ADDR="127.0.0.1", MASTER_PORT="29517")
+            out = Path(shm_dir) / f"rank{rank}.json"
+            command = [python, __file__, "--child", mode, "--local", str(local), "--child-out", str(out)]
+            with open(Path(shm_dir) / f"rank{rank}.err", "w") as errors:
+                procs.append((subprocess.Popen(command, env=env, stderr=errors), out))
+        results = []
+        deadline = time.monotonic() + timeout
+        for rank, (proc, out) in enumerate(procs):
+            try:
+                proc.wait(timeout=max(1.0, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                return {"error": f"timed out after {timeout:.0f} s"}
+            if proc.returncode:
+                stderr = (Path(shm_dir) / f"rank{rank}.err").read_text().strip()
+                return {"error": stderr.splitlines()[-1] if stderr else f"exit {proc.returncode}"}
+            results.append(json.loads(out.read_text()))
+        return {**results[0], "ranks": results}
+    finally:
+        for proc, _ in procs:
+            if proc.poll() is None:
+                proc.kill()
+        shutil.rmtree(shm_dir, ignore_errors=True)
+
+
+def _gb(value: float) -> str:
+    return f"{value / 1e9:.2f} GB"
+
+
+def describe(mode: str, result: dict) -> str:
+    if "error" in result:
+        return f"error: {result['error'][:120]}"
+    if mode == "sample":
+        return (
+            f"construct {result['construct_s']:.2f} s, first sample {result['first_sample_s']:.2f} s, "
+            f"peak RSS {_gb(result['peak_rss'])}"
+        )
+    ranks = result["ranks"]
+    rank_peak = max(r["peak_rss"] for r in ranks)
+    worker_peak = max((p for r in ranks for p in r["worker_peak_rss"]), default=0)
+    slowest = max(r["construct_s"] + r["first_batch_s"] for r in ranks)
+    return (
+        f"construct {max(r['construct_s'] for r in ranks):.2f} s, first batch {slowest:.2f} s after start, "
+        f"peak RSS rank {_gb(rank_peak)} worker {_gb(worker_peak)} ({len(ranks)} ranks)"
+    )
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--samples", nargs="+", default=["10M", "100M"])
+    parser.add_argument("--modes", nargs="+", default=["sample", "loader"], choices=["sample", "loader"])
+    parser.add_argument("--sides", nargs="+", default=["ours", "ref"], choices=["ours", "ref"])
+    parser.add_argument("--ranks", type=int, default=1, help="ranks of the one node in loader mode")
+    parser.add_argument("--rounds", type=int, default=1)
+    parser.add_argument(
+        "--ref-python", default=os.environ.get("MDS_REFERENCE_PYTHON", str(REPO / ".venv-ref/bin/python"))
+    )
+    parser.add_argument("--scratch", default=str(REPO / ".bench" / "epoch-start"))
+    parser.add_argument("--out")
+    parser.add_argument("--timeout", type=float, default=1800)
+    parser.add_argument("--child", help=argparse.SUPPRESS)
+    parser.add_argument("--local", help=argparse.SUPPRESS)
+    parser.add_argument("--child-out", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+
+    if args.child:
+        result = child_sample(args.local) if args.child == "sample" else child_loader(args.local)
+        Path(args.child_out).write_text(json.dumps(result))
+        return
+
+    scratch = Path(args.scratch)
+    scratch.mkdir(parents=True, exist_ok=True)
+    out = Path(args.out or scratch / "results.jsonl")
+    pythons = {"ours": OURS_PYTHON, "ref": args.ref_python}
+    for text in args.samples:
+        num_samples = parse_count(text)
+        local = build_dataset(scratch, num_samples, OURS_PYTHON)
+        for mode in args.modes:
+            for round_index in range(args.rounds):
+                # Sides alternate within a round, so a busy machine weighs on both alike.
+                for side in args.sides:
+                    result = run_child(pythons[side], mode, local, args.ranks if mode == "loader" else 1, args.timeout)
+                    record = {"samples": num_samples, "mode": mode, "side": side, "round": round_index, **result}
+                    with out.open("a") as sink:
+                        sink.write(json.dumps(record) + "\n")
+                    print(f"{text:>5} {mode:<6} {side:<4} round {round_index}: {describe(mode, result)}", flush=True)
+
+
+if __name__ == "__main__":
+    main()
