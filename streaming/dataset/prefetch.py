@@ -23,6 +23,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from types import TracebackType
 from typing import Protocol
 
+
 class PreparingCache(Protocol):
     """What a prefetch schedule needs of the shard cache (a `streaming.dataset.shard_cache.ShardCache`). Named here
     so that this module, which the cache uses, does not import it back."""
