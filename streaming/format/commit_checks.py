@@ -23,7 +23,7 @@ OPERATIONS = ("append", "overwrite", "replace")
 _KEY_DIGEST = re.compile(r"^[0-9a-f]{32}$")
 
 
-def load_json(text: str, where: str) -> Any:
+def load_json(text: str | bytes, where: str) -> Any:
     """Parse ``text``; JSONDecodeError when it is not (yet) JSON, a ValueError naming ``where`` for JSON Python
     will not read (nested past the recursion limit, an integer past the 4,300-digit conversion limit)."""
     try:

@@ -198,7 +198,7 @@ def checkpoint_file(version: int, data: bytes) -> None:
     one names only files inside the dataset and republishes as a valid index."""
     root = DatasetRoot(os.path.join(_SCRATCH, "checkpoint"))
     root.write_bytes(commit_log.checkpoint_path(version), gzip.compress(data, mtime=0))
-    state = commit_log._read_checkpoint(root, version)
+    state = commit_log._read_checkpoint(root, version, commit_log.CHECKPOINT_SLACK)
     if state is None:
         return
     for name in commit_log.removed_files(state, commit_log.Snapshot(version + 1)):
