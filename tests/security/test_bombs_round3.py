@@ -12,6 +12,8 @@ import gzip
 import json
 import os
 import struct
+import subprocess
+import sys
 
 from streaming.format import commit_log
 from streaming.format.commit_log import CHECKPOINT_INTERVAL, checkpoint_path, commit, publish_checkpoint
@@ -66,3 +68,86 @@ def test_a_commit_log_checkpoint_bomb_is_refused_before_it_is_decompressed(tmp_p
     assert growth < GROWTH_LIMIT, f"inspect grew by {growth >> 20} MiB reading a {len(bomb) >> 10} KiB checkpoint"
     code, report, _ = run_cli("inspect", path, "--json")
     assert code == 0 and report["shards"] == CHECKPOINT_INTERVAL + 2  # rebuilt from the commits instead
+
+
+def _mirror_of(tmp_path, rows: int) -> tuple[str, str]:
+    """A Delta table of ``rows`` ids (delta-rs) and its mirror, a few rows a shard."""
+    import pyarrow as pa
+    from deltalake import write_deltalake
+
+    table, out = str(tmp_path / "table"), str(tmp_path / "out")
+    ids = pa.table({"id": pa.array(range(rows), pa.int64()), "text": [f"row {i}" for i in range(rows)]})
+    write_deltalake(table, ids, configuration={"delta.enableChangeDataFeed": "true"})
+    _mirror(table, out)
+    return table, out
+
+
+def _growth_in_fresh_process(call: str) -> tuple[int, str]:
+    """Peak RSS growth and outcome of ``call`` (Python source) in a fresh interpreter with the package imported
+    (delta-rs's threads do not survive a fork, so `_peak_rss_growth` cannot run it)."""
+    script = f"""
+import json, resource, sys
+from tests.security.test_bombs_round3 import _mirror
+from streaming.spark.incremental import incremental_to_mds
+before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+outcome = "ok"
+try:
+    {call}
+except Exception as err:
+    outcome = f"{{type(err).__name__}}: {{err}}"
+after = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+print(json.dumps([(after - before) * 1024, outcome]))
+"""
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=600, check=True)
+    growth, outcome = json.loads(done.stdout.strip().splitlines()[-1])
+    return growth, outcome
+
+
+def _mirror(table: str, out: str):
+    from streaming.spark.incremental import incremental_to_mds
+
+    return incremental_to_mds(table, out, mode="mirror", key=["id"], size_limit=400, progress=False)
+
+
+def test_a_key_map_bomb_is_refused_from_its_footer_before_it_is_read(tmp_path):
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+    from deltalake import DeltaTable
+
+    from streaming.convert import key_map
+
+    table, out = _mirror_of(tmp_path, 200)
+    state = commit_log.read_snapshot(DatasetRoot(out))
+    [name] = key_map.mirror_record(state)["files"]
+    rows = 8_000_000
+    bomb = pa.table(
+        {
+            "key": pa.array([b"k" * 16], pa.binary()).take(pa.array([0] * rows)),
+            "shard": pa.array([key_map.shard_id(state.shards[0])]).take(pa.array([0] * rows)),
+            "sample": pa.array([0] * rows, pa.int64()),
+        }
+    )
+    pq.write_table(bomb, os.path.join(out, name), compression="zstd", row_group_size=rows)
+    del bomb
+    assert os.path.getsize(os.path.join(out, name)) < 1 << 20
+    DeltaTable(table).delete("id = 5")
+    growth, outcome = _growth_in_fresh_process(f"_mirror({table!r}, {out!r})")
+    assert growth < GROWTH_LIMIT, f"the mirror run grew by {growth >> 20} MiB reading a planted key map"
+    assert "LogDamagedError" in outcome and name in outcome and "8000000 rows" in outcome, outcome
+
+
+def test_a_key_map_is_compacted_once_deletes_leave_a_file_larger_than_the_dataset(tmp_path):
+    """Most rows deleted: the next run writes the whole live map as one file, so no file holds more rows than the
+    dataset has samples (what `key_map.load` checks), and the runs after it go on."""
+    from deltalake import DeltaTable
+
+    from streaming.convert import key_map
+
+    table, out = _mirror_of(tmp_path, 100)
+    DeltaTable(table).delete("id >= 10")
+    _mirror(table, out)
+    state = commit_log.read_snapshot(DatasetRoot(out))
+    files = key_map.mirror_record(state)["files"]
+    assert len(files) == 1 and key_map.load(DatasetRoot(out), files, state.shards).largest_file == 10
+    DeltaTable(table).delete("id = 3")
+    assert _mirror(table, out).removed == 1
