@@ -14,9 +14,9 @@ need no rewriting of older files. Once a map has more than `MAX_FILES` files, or
 the dataset will have samples (rows deleted since it was written), the run writes the whole live map as one file
 instead (compaction), so a run reads at most `MAX_FILES` files, none of more rows than the dataset's samples.
 `load` checks that from each file's footer before reading it (`streaming.format.parquet_bounds`): a small file
-of millions of identical rows planted in ``_mds_keys/`` is refused before it takes any memory. A run reads the whole map (about
-17 bytes a row in Parquet: digests do not compress): small next to the shards of any real dataset, and it also
-proves every new key unique in the table.
+of millions of identical rows planted in ``_mds_keys/`` is refused before it takes any memory. A run reads the
+whole map (about 17 bytes a row in Parquet: digests do not compress): small next to the shards of any real
+dataset, and it also proves every new key unique in the table.
 
 The identity is a digest, not the key's value, so the map and the audit (a mirror commit's ``audit``) name no key
 in clear. It is a pseudonym, not anonymity: whoever has a key's value (or can enumerate a small key space) can
