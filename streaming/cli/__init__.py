@@ -15,7 +15,7 @@ import sys
 from collections.abc import Sequence
 
 from streaming._version import DISTRIBUTION_VERSION
-from streaming.cli.console import PROBLEMS, USAGE, UsageError
+from streaming.cli.console import PROBLEMS, USAGE, UsageError, error_line
 
 COMMANDS = ("convert", "incremental", "inspect", "verify", "rebuild_index", "merge_index", "cp", "vacuum", "simulate")
 
@@ -64,7 +64,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         return int(args.run(args))
     except UsageError as err:
-        print(f"mds-streaming {args.command}: error: {err}", file=sys.stderr)
+        print(error_line(args.command, str(err)), file=sys.stderr)
         return USAGE
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
@@ -72,6 +72,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     except Exception as err:
         if args.debug:
             raise
-        print(f"mds-streaming {args.command}: error: {type(err).__name__}: {err}", file=sys.stderr)
+        print(error_line(args.command, f"{type(err).__name__}: {err}"), file=sys.stderr)
         print("(run again with --debug for the full traceback)", file=sys.stderr)
         return PROBLEMS

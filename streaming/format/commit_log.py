@@ -270,8 +270,8 @@ def referenced_files(destination: DatasetRoot, since: float) -> set[str]:
 
 def recent_audits(destination: DatasetRoot, count: int) -> list[dict[str, Any]]:
     """The ``audit`` of the newest ``count`` commits that have one (mirror runs), oldest first, each with its
-    commit's ``version`` and ``committed_at``. Only commit files still present are read (``vacuum`` removes
-    those past its retention), newest first until ``count`` are found."""
+    commit's ``version``, ``file`` (where it was read) and ``committed_at``. Only commit files still present are
+    read (``vacuum`` removes those past its retention), newest first until ``count`` are found."""
     found: list[dict[str, Any]] = []
     for version in reversed(commit_versions(destination)):
         if len(found) >= count:
@@ -281,7 +281,8 @@ def recent_audits(destination: DatasetRoot, count: int) -> list[dict[str, Any]]:
         except OSError:  # vacuumed meanwhile
             continue
         if body is not None and "audit" in body:
-            found.append({"version": version, "committed_at": body.get("committed_at"), **body["audit"]})
+            where = {"version": version, "file": commit_path(version), "committed_at": body.get("committed_at")}
+            found.append({**body["audit"], **where})  # where it was read wins over anything the audit says
     return found[::-1]
 
 

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import os
 import posixpath
-import re
 from dataclasses import dataclass
 from urllib.parse import urlsplit
 
@@ -114,15 +113,6 @@ def without_password(url: str) -> str:
     if parts.password is None:
         return url
     return parts._replace(netloc=f"{parts.username}:***@{parts.netloc.rpartition('@')[2]}").geturl()
-
-
-#: The password of a URL's user info anywhere in a text: ``scheme://user:password@``.
-_USERINFO_PASSWORD = re.compile(r"([A-Za-z][A-Za-z0-9+.-]*://[^\s/:@]*):[^\s/@]*@")
-
-
-def scrub(text: str) -> str:
-    """``text`` with the password of every URL in it (``scheme://user:password@host``) replaced by ``***``."""
-    return _USERINFO_PASSWORD.sub(r"\1:***@", text)
 
 
 def scheme_of(url: str) -> str:

@@ -30,7 +30,8 @@ from streaming.format.mds.encodings import get_mds_coder, get_mds_encodings, is_
 from streaming.format.mds.reader import MDSReader
 from streaming.format.table import ShardTable
 from streaming.storage.dataset_root import DatasetRoot
-from streaming.storage.url import check_segments, scrub, split_url, without_password
+from streaming.storage.secrets import scrub
+from streaming.storage.url import check_segments, split_url, without_password
 
 #: Every safe MDS encoding (``pkl`` runs code by design and is refused before decoding).
 SAFE_ENCODINGS = sorted(name for name in get_mds_encodings() if is_mds_encoding_safe(name))
