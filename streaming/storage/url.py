@@ -50,7 +50,11 @@ def check_segments(url: str) -> None:
     location = split_url(url)
     if location.scheme in LOCAL_SCHEMES and not location.key.startswith("/Volumes/"):
         return
-    key = location.key.rstrip("/").lstrip("/")  # a trailing "/" names a prefix; dbfs and paths start with "/"
+    # The key as written: `split_url` drops the slashes that start it, so `s3://bucket//key` would pass as `key`.
+    if location.scheme in ("dbfs", *LOCAL_SCHEMES):
+        key = location.key.rstrip("/").removeprefix("/")  # a trailing "/" names a prefix; these start with "/"
+    else:
+        key = urlsplit(url).path.rstrip("/")[1:]
     segments = key.split("/") if key else []
     if any(segment in ("", ".", "..") for segment in segments):
         raise ValueError(
