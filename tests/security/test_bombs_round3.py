@@ -15,8 +15,11 @@ import struct
 import subprocess
 import sys
 
+import pytest
+
 from streaming.format import commit_log
 from streaming.format.commit_log import CHECKPOINT_INTERVAL, checkpoint_path, commit, publish_checkpoint
+from streaming.spark.incremental import incremental_to_mds
 from streaming.storage.dataset_root import DatasetRoot
 from tests.cli.conftest import run_cli
 from tests.security.test_bounded import _peak_rss_growth
@@ -151,3 +154,34 @@ def test_a_key_map_is_compacted_once_deletes_leave_a_file_larger_than_the_datase
     assert len(files) == 1 and key_map.load(DatasetRoot(out), files, state.shards).largest_file == 10
     DeltaTable(table).delete("id = 3")
     assert _mirror(table, out).removed == 1
+
+
+def _deepen_commit_info(table: str, version: int) -> str:
+    """Rewrite commit ``version`` of ``table`` with its ``commitInfo`` nested 5,000 deep; returns its file."""
+    path = os.path.join(table, "_delta_log", f"{version:020d}.json")
+    with open(path) as file:
+        lines = file.read().splitlines()
+    deep = "[" * 5000 + "]" * 5000
+    out = []
+    for line in lines:
+        action = json.loads(line)
+        if "commitInfo" in action:
+            line = json.dumps(action)[:-2] + f', "deep": {deep}}}}}'
+        out.append(line)
+    with open(path, "w") as file:
+        file.write("\n".join(out) + "\n")
+    return path
+
+
+def test_deep_json_in_a_delta_commit_fails_naming_the_table_and_the_commit(tmp_path):
+    import pyarrow as pa
+    from deltalake import write_deltalake
+
+    table, out = str(tmp_path / "table"), str(tmp_path / "out")
+    write_deltalake(table, pa.table({"id": pa.array(range(10), pa.int64())}))
+    incremental_to_mds(table, out, progress=False)
+    write_deltalake(table, pa.table({"id": pa.array(range(10, 20), pa.int64())}), mode="append")
+    _deepen_commit_info(table, 1)
+    with pytest.raises(ValueError, match="00000000000000000001.json line 1 is not JSON Python can read") as info:
+        incremental_to_mds(table, out, progress=False)
+    assert table in str(info.value) and "nests too deeply" in str(info.value)
