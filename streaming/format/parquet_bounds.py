@@ -49,3 +49,20 @@ def bounded_row_groups(
                 f"{group.num_rows} rows may take; it was not read."
             )
         yield parquet.read_row_group(number, columns=list(columns) if columns is not None else None)
+
+
+def declared_values(source: Any, column: str) -> int:
+    """How many non-null values the Parquet file ``source`` declares for the leaf ``column`` (a dotted path, such
+    as a Delta checkpoint's ``add.path``), from its footer alone: each row group's rows less its null count
+    (all its rows where the writer kept no statistics, so the count never falls short)."""
+    footer = pq.ParquetFile(source).metadata
+    paths = [footer.schema.column(number).path for number in range(footer.num_columns)]
+    if column not in paths:
+        return 0
+    index, total = paths.index(column), 0
+    for number in range(footer.num_row_groups):
+        group = footer.row_group(number)
+        statistics = group.column(index).statistics
+        nulls = statistics.null_count if statistics is not None and statistics.has_null_count else 0
+        total += group.num_rows - nulls
+    return total

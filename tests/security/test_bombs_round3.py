@@ -185,3 +185,35 @@ def test_deep_json_in_a_delta_commit_fails_naming_the_table_and_the_commit(tmp_p
     with pytest.raises(ValueError, match="00000000000000000001.json line 1 is not JSON Python can read") as info:
         incremental_to_mds(table, out, progress=False)
     assert table in str(info.value) and "nests too deeply" in str(info.value)
+
+
+def test_a_delta_checkpoint_bomb_is_refused_from_its_footer_before_the_row_id_listing_reads_it(tmp_path):
+    """A row-id mirror lists the table's files from its newest checkpoint; one of 2M identical ``add`` actions
+    (a few KiB of Parquet) declares far more adds than the table holds files, and is refused unread.
+
+    Measured on the listing itself (`live_files`): delta-rs, which opens the table before it, still expands such
+    a checkpoint itself (about 440 MiB here), which this package does not yet prevent."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from tests.incremental.row_tracked_table import TrackedTable
+
+    table = TrackedTable(tmp_path / "events", [{"id": i, "name": f"user {i}"} for i in range(20)])
+    table.delete({3})
+    table.checkpoint(drop_commits=False)
+    path = table.path / "_delta_log" / f"{table.version:020d}.checkpoint.parquet"
+    actions = pq.read_table(path)
+    adds = actions.filter(actions.column("add").is_valid())
+    bomb = pa.concat_tables([actions, adds.take(pa.array([0] * 2_000_000))])
+    pq.write_table(bomb, path, compression="zstd")
+    del actions, adds, bomb
+    assert path.stat().st_size < 1 << 20
+    listing = (
+        "from pyarrow.fs import LocalFileSystem, SubTreeFileSystem\n"
+        "    from streaming.convert.delta_row_ids import live_files\n"
+        f"    fs = SubTreeFileSystem({str(table.path)!r}, LocalFileSystem())\n"
+        f"    live_files(fs, lambda name: None, {table.version}, 'events')"
+    )
+    growth, outcome = _growth_in_fresh_process(listing)
+    assert growth < GROWTH_LIMIT, f"the row-id listing grew by {growth >> 20} MiB reading a planted checkpoint"
+    assert "ParquetBoundsError" in outcome and "add actions" in outcome and path.name in outcome, outcome
