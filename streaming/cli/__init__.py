@@ -16,7 +16,7 @@ from collections.abc import Sequence
 
 from streaming._extras import explain_missing
 from streaming._version import DISTRIBUTION_VERSION
-from streaming.cli.console import PROBLEMS, USAGE, UsageError
+from streaming.cli.console import PROBLEMS, USAGE, UsageError, error_line
 
 COMMANDS = ("convert", "incremental", "inspect", "verify", "rebuild_index", "merge_index", "cp", "vacuum", "simulate")
 
@@ -65,7 +65,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         return int(args.run(args))
     except UsageError as err:
-        print(f"mds-streaming {args.command}: error: {err}", file=sys.stderr)
+        print(error_line(args.command, str(err)), file=sys.stderr)
         return USAGE
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
@@ -75,8 +75,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             raise
         if isinstance(err, ModuleNotFoundError) and (missing := explain_missing(err, "this command")):
             # An optional package is missing: the one sentence that names its extra is the whole answer.
-            print(f"mds-streaming {args.command}: error: {missing}", file=sys.stderr)
+            print(error_line(args.command, missing), file=sys.stderr)
             return PROBLEMS
-        print(f"mds-streaming {args.command}: error: {type(err).__name__}: {err}", file=sys.stderr)
+        print(error_line(args.command, f"{type(err).__name__}: {err}"), file=sys.stderr)
         print("(run again with --debug for the full traceback)", file=sys.stderr)
         return PROBLEMS

@@ -1,4 +1,8 @@
-"""How commands talk: `--json` documents on stdout, aligned text tables, progress bars on stderr, exit codes."""
+"""How commands talk: `--json` documents on stdout, aligned text tables, progress bars on stderr, exit codes.
+
+Everything a command prints as text goes through `shown`: text read from a dataset is untrusted, and a raw
+control character in it would reach the terminal (JSON output escapes them itself).
+"""
 
 from __future__ import annotations
 
@@ -33,9 +37,25 @@ def counted(number: int, noun: str) -> str:
     return f"{number} {noun}" if number == 1 else f"{number} {noun}s"
 
 
+def shown(value: Any) -> str:
+    """``value`` as text safe to print in one line of a report: every control or invisible formatting character
+    (ESC, newline, carriage return, bidi overrides...) written as its escape (``\\x1b``, ``\\n``, ``\\u202e``),
+    so text from a dataset (a column name, a commit's source name, a file name) can neither drive the terminal
+    (OSC 52 writes the clipboard, CSI 2J clears the screen) nor forge a line of the report."""
+    text = str(value)
+    if text.isprintable():
+        return text
+    return "".join(char if char.isprintable() else char.encode("unicode_escape").decode("ascii") for char in text)
+
+
+def _shown_lines(text: str) -> str:
+    """``text`` with its lines kept and everything else `shown` (what a message or report built in full prints)."""
+    return "\n".join(shown(line) for line in text.split("\n"))
+
+
 def table(rows: Sequence[Sequence[Any]], headers: Sequence[str]) -> str:
-    """Rows as a text table with aligned columns (numbers right-aligned)."""
-    cells = [[str(value) for value in row] for row in rows]
+    """Rows as a text table with aligned columns (numbers right-aligned); every cell `shown`."""
+    cells = [[shown(value) for value in row] for row in rows]
     widths = [max([len(header)] + [len(row[i]) for row in cells]) for i, header in enumerate(headers)]
     numeric = [all(_is_number(row[i]) for row in rows) and bool(rows) for i in range(len(headers))]
 
@@ -57,7 +77,7 @@ def emit(args: argparse.Namespace, document: dict[str, Any], text: str) -> None:
         json.dump(document, sys.stdout, indent=2, sort_keys=True, default=str)
         sys.stdout.write("\n")
     else:
-        sys.stdout.write(text.rstrip("\n") + "\n")
+        sys.stdout.write(_shown_lines(text.rstrip("\n")) + "\n")
     sys.stdout.flush()
 
 
@@ -69,4 +89,12 @@ def progress(args: argparse.Namespace, iterable: Iterable[Any] | None = None, **
 def note(args: argparse.Namespace, message: str) -> None:
     """A remark for the person at the terminal (stderr), silent with `--quiet`."""
     if not args.quiet:
-        print(message, file=sys.stderr)
+        print(_shown_lines(message), file=sys.stderr)
+
+
+def error_line(command: str, message: str) -> str:
+    """The line a failed command prints: ``message`` `shown` whole (a crafted name in it forges no line) and
+    `scrub`-bed of any credential it quotes."""
+    from streaming.storage.secrets import scrub  # the command line's start imports only what parses arguments
+
+    return f"mds-streaming {command}: error: {shown(scrub(message))}"

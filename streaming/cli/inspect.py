@@ -9,7 +9,7 @@ import statistics
 import tempfile
 from typing import Any
 
-from streaming.cli.console import OK, emit, human_bytes, table
+from streaming.cli.console import OK, emit, human_bytes, shown, table
 from streaming.format import commit_log
 from streaming.format.dataset_version import dataset_version
 from streaming.format.index import RAW_DATA, RAW_META, dumps_index, read_index, shard_files, stored_files
@@ -120,9 +120,9 @@ def run(args: argparse.Namespace) -> int:
     summary["audit"] = commit_log.recent_audits(location, args.audit) if args.audit > 0 else []
     columns = summary["columns"]
     lines = [
-        f"dataset  {location.url}",
-        f"format   {', '.join(map(str, summary['formats']))}   compression {', '.join(summary['compression'])}"
-        f"   hashes {', '.join(summary['hashes']) or '-'}",
+        f"dataset  {shown(location.url)}",
+        f"format   {shown(', '.join(map(str, summary['formats'])))}   compression "
+        f"{shown(', '.join(summary['compression']))}   hashes {shown(', '.join(summary['hashes']) or '-')}",
         f"shards   {summary['shards']}   samples {summary['samples']}",
         f"bytes    {human_bytes(summary['bytes_raw'])} raw, {human_bytes(summary['bytes_stored'])} stored"
         + (f"   ratio {summary['compression_ratio']}x" if summary["compression_ratio"] else ""),
@@ -131,7 +131,7 @@ def run(args: argparse.Namespace) -> int:
     if isinstance(columns, dict):
         lines += [table(sorted(columns.items()), ["column", "encoding"]), ""]
     else:
-        lines += [f"shards disagree on columns: {columns}", ""]
+        lines += [f"shards disagree on columns: {shown(columns)}", ""]
     if summary["shard_bytes"]:
         rows = [
             [name, *(human_bytes(v) if name == "raw bytes" else v for v in spread.values())]
@@ -139,15 +139,15 @@ def run(args: argparse.Namespace) -> int:
         ]
         lines += ["shard sizes", table(rows, ["per shard", "min", "median", "max", "mean"]), ""]
     for name, version in sorted(summary["source_versions"].items()):
-        lines.append(f"source   {name}   table version {version}")
+        lines.append(f"source   {shown(name)}   table version {version}")
     if summary["dataset_version"]:
         lines.append(f"version  {summary['dataset_version']}   (what checkpoints name as dataset_version)")
     if summary["audit"]:
         lines += ["", f"audit (newest {len(summary['audit'])} mirror runs; keys as digests)"]
         for entry in summary["audit"]:
             lines.append(
-                f"  commit {entry['version']}: table version {entry['table_version']}, key {entry['key']}: "
-                f"{len(entry['removed'])} removed, {len(entry['replaced'])} replaced"
+                f"  commit {entry['version']} ({shown(entry['file'])}): table version {entry['table_version']}, "
+                f"key {shown(entry['key'])}: {len(entry['removed'])} removed, {len(entry['replaced'])} replaced"
             )
             lines += [f"    removed  {digest}" for digest in entry["removed"][:20]]
             lines += [f"    replaced {digest}" for digest in entry["replaced"][:20]]
@@ -155,6 +155,6 @@ def run(args: argparse.Namespace) -> int:
         lines.append("")
     for number, sample in enumerate(summary["sample_preview"]):
         lines.append(f"sample {number}")
-        lines += [f"  {name}: {value}" for name, value in sorted(sample.items())]
+        lines += [f"  {shown(name)}: {shown(value)}" for name, value in sorted(sample.items())]
     emit(args, summary, "\n".join(lines))
     return OK

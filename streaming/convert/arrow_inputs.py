@@ -27,6 +27,7 @@ from streaming.storage.dataset_root import DatasetRoot
 from streaming.storage.local_tree import LocalTree, open_regular
 from streaming.storage.out_argument import normalize_root
 from streaming.storage.registry import storage_for
+from streaming.storage.table_files import check_table_files
 from streaming.storage.url import is_remote
 
 KINDS = ("parquet", "jsonl", "csv", "hf", "delta")
@@ -187,6 +188,7 @@ def _delta_source(root: str) -> ArrowInput:
             "(or pass --spark to read it with Spark)."
         ) from err
     table = DeltaTable(root)
+    check_table_files(root, table.file_uris())
     return ArrowInput("delta", root, (Task("delta", root, rows=None),), version=table.version())
 
 
@@ -264,7 +266,9 @@ def _batches(task: Task, path: str) -> Iterator[pa.RecordBatch]:
 
         from streaming.delta.table import delta_batches
 
-        yield from delta_batches(DeltaTable(path), BATCH_ROWS)
+        table = DeltaTable(path)
+        check_table_files(path, table.file_uris())
+        yield from delta_batches(table, BATCH_ROWS)
     else:
         raise ValueError(f"Unknown input kind {task.kind!r}; valid: {', '.join(KINDS)}.")
 

@@ -7,7 +7,9 @@ from its dataset (`StreamDefaults`, given through upstream's ``apply_default``).
 
 from __future__ import annotations
 
+import functools
 import hashlib
+import logging
 import os
 import stat
 import tempfile
@@ -24,6 +26,8 @@ from streaming.format.index import get_index_basename
 from streaming.format.reader import Reader
 from streaming.format.table import ShardTable
 from streaming.storage.url import without_password
+
+logger = logging.getLogger(__name__)
 
 if TYPE_CHECKING:
     from streaming.dataset.world import World
@@ -57,7 +61,9 @@ def default_local_dir(remote: str | None) -> str:
     samples; here the parent is private to the user (0700, owner checked) and the cache folder inside it is
     made 0700 too, so nothing in it comes from anyone else. If another user created the parent first, the
     next private place is used (``~/.cache/mds-streaming/cache``; `first_private_dir`). An existing cache
-    folder is reused (its shards are a cache of the same remote).
+    folder is reused (its shards are a cache of the same remote). When another user took both (and the home
+    cannot be written), a fresh private folder of an unguessable name is made under ``<tmp>`` instead, once per
+    process and remote (`_fresh_cache_dir`): nothing is reused across runs then, but nothing of theirs is read.
     """
     from streaming.dataset.coordination.root import first_private_dir, make_private_dir, user_cache_home
 
@@ -66,9 +72,21 @@ def default_local_dir(remote: str | None) -> str:
         os.path.join(tempfile.gettempdir(), f"streaming-cache-{os.getuid()}"),
         os.path.join(user_cache_home(), "mds-streaming", "cache"),
     ]
-    parent = first_private_dir(candidates, "Default cache directory")
+    try:
+        parent = first_private_dir(candidates, "Default cache directory")
+    except PermissionError as err:
+        return _fresh_cache_dir(digest, str(err))
     path = os.path.join(parent, digest)
     make_private_dir(path, "Default cache directory", "pass local=")
+    return path
+
+
+@functools.cache
+def _fresh_cache_dir(digest: str, why: str) -> str:
+    """A new private cache folder for the remote of ``digest``, made by ``mkdtemp`` (0700, a random name no one
+    can have created first); the same one for the rest of this process."""
+    path = tempfile.mkdtemp(prefix=f"streaming-cache-{os.getuid()}-{digest[:8]}-")
+    logger.warning("%s Using the new private folder %s as this process's cache (pass local= to choose one).", why, path)
     return path
 
 

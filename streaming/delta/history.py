@@ -28,6 +28,8 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from streaming.format.commit_checks import load_json
+
 CDF_PROPERTY = "delta.enableChangeDataFeed"
 COLUMN_MAPPING_PROPERTY = "delta.columnMapping.mode"
 
@@ -284,7 +286,7 @@ def parse_commit(version: int, lines: Iterable[str], where: str) -> TableCommit:
         if not line.strip():
             continue
         try:
-            action = json.loads(line)
+            action = load_json(line, f"{where} line {number}")
         except json.JSONDecodeError as err:
             raise ValueError(f"{where} line {number} is not JSON ({err}); the table's log is damaged.") from None
         if not isinstance(action, dict):

@@ -30,6 +30,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from streaming.delta.history import FileAction, HistoryUnavailableError, file_action, parse_commit
+from streaming.format.parquet_bounds import ParquetBoundsError, declared_values
 
 #: The dataset column a mirror keyed by row ids stores each row's id in (int64).
 ROW_ID = "_row_id"
@@ -80,8 +81,10 @@ def live_files(filesystem: Any, read_text: Callable[[str], str | None], version:
     checkpoint at or before ``version`` and the commit files after it.
 
     ``filesystem`` is a pyarrow filesystem rooted at the table; ``read_text`` reads a file under it (None when
-    missing). Raises `HistoryUnavailableError` when a commit file the replay needs is gone, and
-    `RowIdsUnavailable` for a V2 checkpoint the replay would have to start from.
+    missing). A checkpoint whose footers declare more ``add`` actions than the table's folder holds files is
+    refused before any is read (each action names a distinct file of the table). Raises
+    `HistoryUnavailableError` when a commit file the replay needs is gone, `RowIdsUnavailable` for a V2
+    checkpoint the replay would have to start from, `ParquetBoundsError` for such a checkpoint.
     """
     from pyarrow.fs import FileSelector
 
@@ -89,6 +92,7 @@ def live_files(filesystem: Any, read_text: Callable[[str], str | None], version:
     start, parts = _newest_checkpoint(names, version)
     v2 = sorted(int(match.group(1)) for match in map(_V2_CHECKPOINT.match, names) if match)
     files: dict[tuple[str, str | None], FileAction] = {}
+    _check_checkpoint_adds(filesystem, parts, start, table)
     for part in parts:
         with filesystem.open_input_file(f"_delta_log/{part}") as handle:
             adds = pq.read_table(handle, columns=["add"]).column("add")
@@ -114,6 +118,28 @@ def live_files(filesystem: Any, read_text: Callable[[str], str | None], version:
         for action in commit.adds:
             files[action.key] = action
     return list(files.values())
+
+
+def _check_checkpoint_adds(filesystem: Any, parts: Sequence[str], version: int, table: str) -> None:
+    """Refuse checkpoint ``parts`` of ``version`` whose footers declare more ``add`` actions than the table's
+    folder holds files outside its log (a few KiB of identical actions would otherwise be decoded by the
+    million); listed only when a checkpoint is read."""
+    from pyarrow.fs import FileSelector, FileType
+
+    if not parts:
+        return
+    declared = 0
+    for part in parts:
+        with filesystem.open_input_file(f"_delta_log/{part}") as handle:
+            declared += declared_values(handle, "add.path")
+    listing = filesystem.get_file_info(FileSelector("", recursive=True))
+    present = sum(info.type == FileType.File and not info.path.startswith("_delta_log/") for info in listing)
+    if declared > present:
+        raise ParquetBoundsError(
+            f"The checkpoint of version {version} of {table} ({', '.join(parts)}) declares {declared} add actions, "
+            f"but the table holds {present} data files; it was not read. The table's log is damaged or was "
+            f"written by someone other than a Delta writer."
+        )
 
 
 def _newest_checkpoint(names: Sequence[str], version: int) -> tuple[int, list[str]]:

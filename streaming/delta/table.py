@@ -37,6 +37,7 @@ from streaming.delta.row_ids import (
     row_tracking,
     stable_row_ids,
 )
+from streaming.storage.table_files import check_table_files
 
 #: Change Data Feed row kinds that add a row to the table, and those that take one away.
 FEED_PLUS = ("insert", "update_postimage")
@@ -55,7 +56,7 @@ class DeltaLakeTable:
 
         self.uri = uri
         self._open = DeltaTable
-        self.table = DeltaTable(uri, version=version)
+        self.table = self._at(version)
         self.version: int = self.table.version()
         self._filesystem: Any = None
 
@@ -192,8 +193,11 @@ class DeltaLakeTable:
             return empty
         return empty.append_column(pa.field(ROW_ID, pa.int64(), nullable=False), pa.array([], pa.int64()))
 
-    def _at(self, version: int) -> Any:
-        return self._open(self.uri, version=version)
+    def _at(self, version: int | None) -> Any:
+        """The table at ``version``, its data files checked first (`check_table_files`: no link is followed)."""
+        table = self._open(self.uri, version=version)
+        check_table_files(self.uri, table.file_uris())
+        return table
 
     def _fs(self) -> Any:
         """A pyarrow filesystem rooted at the table, over delta-rs's own object store."""

@@ -23,16 +23,18 @@ OPERATIONS = ("append", "overwrite", "replace")
 _KEY_DIGEST = re.compile(r"^[0-9a-f]{32}$")
 
 
-def load_json(text: str, where: str) -> Any:
-    """Parse ``text``; JSONDecodeError when it is not (yet) JSON, a ValueError naming ``where`` for JSON Python
-    will not read (nested past the recursion limit, an integer past the 4,300-digit conversion limit)."""
+def load_json(text: str | bytes, where: str) -> Any:
+    """Parse ``text`` (any JSON file others can write: a commit, a conversion record, a Delta commit's line);
+    JSONDecodeError when it is not (yet) JSON, a ValueError naming ``where`` for JSON Python will not read
+    (nested past the recursion limit, an integer past the 4,300-digit conversion limit), never a bare
+    RecursionError."""
     try:
         return json.loads(text)
     except json.JSONDecodeError:
         raise
     except (RecursionError, ValueError) as err:
         reason = "it nests too deeply" if isinstance(err, RecursionError) else str(err)
-        raise ValueError(f"{where} is not a commit or conversion record Python can read: {reason}.") from None
+        raise ValueError(f"{where} is not JSON Python can read: {reason}.") from None
 
 
 def load_commit(text: str, version: int, where: str) -> dict[str, Any]:

@@ -79,8 +79,12 @@ MAX_COMMIT_ATTEMPTS = 64
 #: writer (void). Only a store without an atomic create-with-body (``O_EXCL`` on a filesystem without ``link``)
 #: can show such a file at all.
 TORN_COMMIT_WAIT = 10.0
-#: The most a checkpoint may expand to (about 500 bytes a shard: some 8 million shards).
-MAX_CHECKPOINT_BYTES = 1 << 32
+#: What a checkpoint may hold beyond what the dataset's published files and later commits account for (the
+#: JSON of a few shard entries and run records): its bound is `checkpoint_limit`.
+CHECKPOINT_SLACK = 1 << 20
+#: How many bytes of checkpoint one byte of a later commit may account for: a replace commit names a removed
+#: shard by its file name (some 30 bytes of JSON) where the checkpoint holds its whole entry (up to a few KiB).
+COMMIT_FACTOR = 64
 _COMMIT_NAME = re.compile(r"^(\d{20})\.json$")
 _CHECKPOINT_NAME = re.compile(r"^(\d{20})\.checkpoint\.json\.gz$")
 
@@ -266,8 +270,8 @@ def referenced_files(destination: DatasetRoot, since: float) -> set[str]:
 
 def recent_audits(destination: DatasetRoot, count: int) -> list[dict[str, Any]]:
     """The ``audit`` of the newest ``count`` commits that have one (mirror runs), oldest first, each with its
-    commit's ``version`` and ``committed_at``. Only commit files still present are read (``vacuum`` removes
-    those past its retention), newest first until ``count`` are found."""
+    commit's ``version``, ``file`` (where it was read) and ``committed_at``. Only commit files still present are
+    read (``vacuum`` removes those past its retention), newest first until ``count`` are found."""
     found: list[dict[str, Any]] = []
     for version in reversed(commit_versions(destination)):
         if len(found) >= count:
@@ -277,7 +281,8 @@ def recent_audits(destination: DatasetRoot, count: int) -> list[dict[str, Any]]:
         except OSError:  # vacuumed meanwhile
             continue
         if body is not None and "audit" in body:
-            found.append({"version": version, "committed_at": body.get("committed_at"), **body["audit"]})
+            where = {"version": version, "file": commit_path(version), "committed_at": body.get("committed_at")}
+            found.append({**body["audit"], **where})  # where it was read wins over anything the audit says
     return found[::-1]
 
 
@@ -312,15 +317,18 @@ def _state_at(
     """The newest state, the version it was built from (a checkpoint, a whole-state commit, or 0), and the
     bodies of the commits read after it (None for a void one)."""
     newest = max(commits[-1] if commits else 0, checkpoints[-1] if checkpoints else 0)
-    state: Snapshot | None = None
-    for version in reversed(checkpoints):
-        state = _read_checkpoint(destination, version)
-        if state is not None:
-            break
-    start = state.version if state is not None else 0
     bodies: dict[int, dict[str, Any] | None] = {}
+    # An overwrite after the newest checkpoint starts the state afresh: no checkpoint is read (nor bounded by a
+    # smaller dataset than the one it holds).
+    state, start = _fresh_start(destination, [v for v in commits if v > (checkpoints or [0])[-1]], bodies)
+    if state is None:
+        for version in reversed(checkpoints):
+            state = _read_checkpoint(destination, version, checkpoint_limit(destination, commits, version))
+            if state is not None:
+                break
+        start = state.version if state is not None else 0
     for version in reversed([v for v in commits if v > start]):
-        body = _read_body(destination, version)
+        body = bodies[version] if version in bodies else _read_body(destination, version)
         bodies[version] = body
         if body is not None and "shards" in body:  # an older log's commit holds the whole state
             state, start = _whole_state(body, version), version
@@ -338,6 +346,34 @@ def _state_at(
         body = bodies[version] if version in bodies else _read_body(destination, version)
         current = _apply(current, body) if body is not None else _void(current, version)
     return current, base, bodies
+
+
+def _fresh_start(
+    destination: DatasetRoot, commits: list[int], bodies: dict[int, dict[str, Any] | None]
+) -> tuple[Snapshot | None, int]:
+    """The state just before the newest overwrite among ``commits`` (empty: an overwrite keeps nothing of it) and
+    its version, or (None, 0) when none of them is one. Reads the bodies newest first into ``bodies``."""
+    for version in reversed(commits):
+        body = bodies[version] = _read_body(destination, version)
+        if body is not None and "shards" in body:
+            return None, 0  # an older log's whole state: the caller's loop starts from it
+        if body is not None and body["operation"] == OVERWRITE:
+            return Snapshot(version - 1, logged=True), version - 1
+    return None, 0
+
+
+def checkpoint_limit(destination: DatasetRoot, commits: list[int], version: int) -> int:
+    """The most bytes the checkpoint of ``version`` may decompress to: what the dataset declares of its state.
+
+    The published ``index.json`` and ``mds_conversion.json`` hold the newest state, and the commits after
+    ``version`` say how it differs from the checkpoint's (an overwrite among them means the checkpoint is not
+    read at all, `_fresh_start`); so a checkpoint larger than those files account for is not one our writers
+    wrote, and is refused before it is decompressed (one planted by whoever can write the log folder would
+    otherwise take gigabytes from a megabyte of gzip).
+    """
+    published = sum(destination.size(name) or 0 for name in (INDEX_BASENAME, METADATA_BASENAME))
+    later = sum(destination.size(commit_path(v)) or 0 for v in commits if v > version)
+    return CHECKPOINT_SLACK + 2 * published + COMMIT_FACTOR * later
 
 
 def _apply(state: Snapshot, body: dict[str, Any]) -> Snapshot:
@@ -371,13 +407,17 @@ def _void(state: Snapshot, version: int) -> Snapshot:
     return Snapshot(version, state.shards, state.metadata, logged=True, source_versions=state.source_versions)
 
 
-def _read_checkpoint(destination: DatasetRoot, version: int) -> Snapshot | None:
+def _read_checkpoint(destination: DatasetRoot, version: int, limit: int) -> Snapshot | None:
+    """The state the checkpoint of ``version`` holds, or None when it is gone, unreadable or past ``limit``."""
     where = destination.child(checkpoint_path(version))
     try:
         data = destination.read_bytes(checkpoint_path(version))
-        body = check_checkpoint(
-            load_json(decompress("gz", data, MAX_CHECKPOINT_BYTES).decode("utf-8"), where), version, where
-        )
+        declared = int.from_bytes(data[-4:], "little")  # gzip's trailer: the size it expands to (mod 4 GiB)
+        if declared > limit or len(data) > limit:
+            raise ValueError(
+                f"it says it expands to {declared} bytes, more than the {limit} the dataset's files account for"
+            )
+        body = check_checkpoint(load_json(decompress("gz", data, limit), where), version, where)
     except (
         OSError,
         EOFError,

@@ -144,7 +144,8 @@ def mirror_to_mds(
     added = change.added
     added_keys, key_values = source.key_digests(added, key_encodings) if added is not None else ([], _no_values)
     files = list((record or {}).get("files") or [])
-    live = key_map.load(destination, files, base.shards) if held is not None else key_map.SCHEMA.empty_table()
+    loaded = key_map.load(destination, files, base.shards) if held is not None else None
+    live = loaded.entries if loaded is not None else key_map.SCHEMA.empty_table()
     located = _locate(live, taken_keys, table, destination)
     kept = live.filter(pc.invert(pc.is_in(live["key"], value_set=pa.array(taken_keys, pa.binary()))))
     _check_unique(added_keys, key_values, kept, names_key, table, target)
@@ -168,7 +169,8 @@ def mirror_to_mds(
     untouched = kept.filter(
         pc.invert(pc.is_in(kept["shard"], value_set=pa.array(sorted(rewrites.removed_ids), pa.string())))
     )
-    files = _write_map(destination, files, untouched, [*rewrites.entries, *new_entries], target, run)
+    largest = loaded.largest_file if loaded is not None else 0
+    files = _write_map(destination, files, largest, untouched, [*rewrites.entries, *new_entries], target, run)
     replaced = sorted(set(taken_keys) & set(added_keys))
     result = IncrementResult(
         destination.url,
@@ -486,15 +488,17 @@ def _entries_by_shard(live: pa.Table, located: dict[str, list[int]]) -> dict[str
 def _write_map(
     destination: DatasetRoot,
     files: list[str],
+    largest_file: int,
     untouched: pa.Table,
     new: list[pa.Table],
     version: int,
     run: str,
 ) -> list[str]:
-    """Write this run's map file; returns the files that make up the map after it (compacted past MAX_FILES)."""
+    """Write this run's map file; returns the files that make up the map after it (compacted past MAX_FILES, or
+    when a file would hold more rows than the dataset samples: `key_map.load` refuses such a file)."""
     name = key_map.file_name(version, run)
     fresh = pa.concat_tables([key_map.SCHEMA.empty_table(), *new])
-    if len(files) + 1 > key_map.MAX_FILES:
+    if len(files) + 1 > key_map.MAX_FILES or largest_file > untouched.num_rows + fresh.num_rows:
         key_map.write(destination, name, pa.concat_tables([untouched, fresh]))
         return [name]
     if fresh.num_rows == 0:

@@ -6,14 +6,15 @@ Each class also derives from the matching builtin, so callers may catch `FileNot
 
 from __future__ import annotations
 
-from streaming.storage.url import scrub, without_password
+from streaming.storage.secrets import scrub
+from streaming.storage.url import without_password
 
 
 class StorageError(OSError):
     """Base class of every error raised by a storage backend; `url` is the object or prefix concerned."""
 
     def __init__(self, url: str, message: str) -> None:
-        url = without_password(url)  # an `sftp://user:password@host/...` URL must not carry its secret further
+        url = scrub(without_password(url))  # neither a URL's password nor a presigned URL's signature goes further
         super().__init__(f"{url}: {scrub(message)}")
         self.url = url
 

@@ -14,7 +14,7 @@ import time
 from collections.abc import Callable
 from typing import Any, TypeVar, cast, overload
 
-from streaming.storage.url import scrub
+from streaming.storage.secrets import scrub
 
 logger = logging.getLogger(__name__)
 

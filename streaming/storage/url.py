@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import os
 import posixpath
-import re
 from dataclasses import dataclass
 from urllib.parse import urlsplit
 
@@ -51,7 +50,11 @@ def check_segments(url: str) -> None:
     location = split_url(url)
     if location.scheme in LOCAL_SCHEMES and not location.key.startswith("/Volumes/"):
         return
-    key = location.key.rstrip("/").lstrip("/")  # a trailing "/" names a prefix; dbfs and paths start with "/"
+    # The key as written: `split_url` drops the slashes that start it, so `s3://bucket//key` would pass as `key`.
+    if location.scheme in ("dbfs", *LOCAL_SCHEMES):
+        key = location.key.rstrip("/").removeprefix("/")  # a trailing "/" names a prefix; these start with "/"
+    else:
+        key = urlsplit(url).path.rstrip("/")[1:]
     segments = key.split("/") if key else []
     if any(segment in ("", ".", "..") for segment in segments):
         raise ValueError(
@@ -114,15 +117,6 @@ def without_password(url: str) -> str:
     if parts.password is None:
         return url
     return parts._replace(netloc=f"{parts.username}:***@{parts.netloc.rpartition('@')[2]}").geturl()
-
-
-#: The password of a URL's user info anywhere in a text: ``scheme://user:password@``.
-_USERINFO_PASSWORD = re.compile(r"([A-Za-z][A-Za-z0-9+.-]*://[^\s/:@]*):[^\s/@]*@")
-
-
-def scrub(text: str) -> str:
-    """``text`` with the password of every URL in it (``scheme://user:password@host``) replaced by ``***``."""
-    return _USERINFO_PASSWORD.sub(r"\1:***@", text)
 
 
 def scheme_of(url: str) -> str:

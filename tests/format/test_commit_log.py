@@ -241,3 +241,19 @@ def test_a_replace_that_loses_the_race_is_not_put_on_top(tmp_path):
     with pytest.raises(commit_log.ConcurrentCommitError, match="Another writer committed version 2"):
         commit(root, commit_log.REPLACE, [], base=base, removed=["s0.mds"], check=seen.append)
     assert [state.version for state in seen] == [2] and len(read_snapshot(root).shards) == 2
+
+
+def test_an_overwrite_after_the_newest_checkpoint_is_read_without_it(tmp_path):
+    """The state after an overwrite owes nothing to the checkpoint before it, so that checkpoint is not read
+    (nor bounded by the smaller dataset the overwrite left): the state reads even with it gone or damaged."""
+    root = DatasetRoot(str(tmp_path))
+    for number in range(1, CHECKPOINT_INTERVAL + 2):
+        _append(root, number)
+    (tmp_path / "fresh.mds").write_bytes(b"x" * 16)
+    state = commit(root, commit_log.OVERWRITE, [_shard("fresh.mds")], base=read_snapshot(root))
+    publish_checkpoint(root, state)
+    (tmp_path / checkpoint_path(CHECKPOINT_INTERVAL)).write_bytes(b"not gzip")
+    for version in range(1, CHECKPOINT_INTERVAL + 2):
+        (tmp_path / commit_path(version)).unlink()
+    again = read_snapshot(root)
+    assert again == state and [s["raw_data"]["basename"] for s in again.shards] == ["fresh.mds"]

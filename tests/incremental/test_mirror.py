@@ -340,7 +340,7 @@ def test_the_key_map_is_compacted_as_it_grows(tmp_path, monkeypatch):
     files = commit_log.read_snapshot(DatasetRoot(out)).metadata["latest"]["files"]
     state = commit_log.read_snapshot(DatasetRoot(out))
     live = key_map.load(DatasetRoot(out), files, state.shards)
-    assert live.num_rows == sum(shard["samples"] for shard in state.shards) == 30
+    assert live.entries.num_rows == sum(shard["samples"] for shard in state.shards) == 30
     DeltaTable(table).delete("id = 29 OR id = 105")
     _run(table, out)
     assert sorted(sample["id"] for sample in _samples(out)) == list(range(6, 29)) + list(range(100, 105))

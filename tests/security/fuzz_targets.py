@@ -30,7 +30,8 @@ from streaming.format.mds.encodings import get_mds_coder, get_mds_encodings, is_
 from streaming.format.mds.reader import MDSReader
 from streaming.format.table import ShardTable
 from streaming.storage.dataset_root import DatasetRoot
-from streaming.storage.url import check_segments, scrub, split_url, without_password
+from streaming.storage.secrets import scrub
+from streaming.storage.url import check_segments, split_url, without_password
 
 #: Every safe MDS encoding (``pkl`` runs code by design and is refused before decoding).
 SAFE_ENCODINGS = sorted(name for name in get_mds_encodings() if is_mds_encoding_safe(name))
@@ -198,7 +199,7 @@ def checkpoint_file(version: int, data: bytes) -> None:
     one names only files inside the dataset and republishes as a valid index."""
     root = DatasetRoot(os.path.join(_SCRATCH, "checkpoint"))
     root.write_bytes(commit_log.checkpoint_path(version), gzip.compress(data, mtime=0))
-    state = commit_log._read_checkpoint(root, version)
+    state = commit_log._read_checkpoint(root, version, commit_log.CHECKPOINT_SLACK)
     if state is None:
         return
     for name in commit_log.removed_files(state, commit_log.Snapshot(version + 1)):

@@ -135,3 +135,32 @@ def test_decompressed_copies_are_no_more_readable_than_their_source(tmp_path):
     LocalDataset(dataset)[0]
     raw = os.path.join(dataset, entry["raw_data"]["basename"])
     assert stat.S_IMODE(os.stat(raw).st_mode) & 0o077 == 0
+
+
+def test_both_default_cache_places_taken_by_another_user_give_a_fresh_private_folder(tmp_path, shared_tmp, monkeypatch):
+    """Issue 34: the other user pre-created the temp cache folder and the home cache folder (a home the victim
+    cannot use: here shared, as a home on a shared mount can be); the dataset takes a fresh private folder."""
+    remote = str(tmp_path / "remote")
+    _dataset(remote)
+    os.chmod(tmp_path, 0o755)
+    os.chmod(remote, 0o755)
+    home_cache = world_writable_dir(str(tmp_path / "shared-home-cache"))
+    monkeypatch.setenv("XDG_CACHE_HOME", home_cache)
+    planted = [
+        os.path.join(shared_tmp, f"streaming-cache-{os.getuid()}"),
+        os.path.join(home_cache, "mds-streaming", "cache"),
+    ]
+
+    def plant() -> None:
+        for folder in planted:
+            os.makedirs(folder, 0o777)
+
+    as_other_user(plant)
+    dataset = StreamingDataset(remote=remote, batch_size=1)
+    assert dataset[0] == {"id": 0}
+    local = dataset.streams[0].local
+    assert local == default_local_dir(remote)  # one folder for the rest of the process
+    assert all(os.path.commonpath([local, folder]) != folder for folder in planted)
+    info = os.stat(local)
+    assert info.st_uid == os.getuid() and stat.S_IMODE(info.st_mode) == 0o700
+    assert all(os.listdir(folder) == [] for folder in planted)

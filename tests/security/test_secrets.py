@@ -9,7 +9,7 @@ import pytest
 
 from streaming.storage.download import download_file
 from streaming.storage.registry import storage_for
-from streaming.storage.url import scrub
+from streaming.storage.secrets import scrub
 from tests.services import free_port
 
 

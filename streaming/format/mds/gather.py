@@ -23,6 +23,7 @@ decodes value by value.
 
 from __future__ import annotations
 
+import math
 import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -570,7 +571,7 @@ def _ndarray_layout(
     if not bool(np.all(heads == heads[0])):
         return None
     shape = tuple(int(dim) for dim in heads[0, lead + 1 :].view(f"<u{width}"))
-    size = int(np.prod(shape)) * dtype.itemsize
+    size = math.prod(shape) * dtype.itemsize  # Python's product: numpy's wraps past 2**64 to a small size
     if not bool(np.all(stops - starts == head + size)):
         return None
     return dtype, shape, starts + head, size
