@@ -13,7 +13,7 @@ them), and an entry counts only while its shard is in the dataset's state, so th
 need no rewriting of older files. Once a map has more than `MAX_FILES` files, or one of them holds more rows than
 the dataset will have samples (rows deleted since it was written), the run writes the whole live map as one file
 instead (compaction), so a run reads at most `MAX_FILES` files, none of more rows than the dataset's samples.
-`load` checks that from each file's footer before reading it (`streaming.format.parquet_bounds`): a small file
+`load` checks that from each file's footer before reading it (`streaming.storage.parquet_bounds`): a small file
 of millions of identical rows planted in ``_mds_keys/`` is refused before it takes any memory. A run reads the
 whole map (about 17 bytes a row in Parquet: digests do not compress): small next to the shards of any real
 dataset, and it also proves every new key unique in the table.
@@ -38,8 +38,8 @@ from streaming.convert.row_identity import row_identities, stored_identities
 from streaming.format.commit_log import LogDamagedError, Snapshot
 from streaming.format.compression import decompress
 from streaming.format.index import RAW_DATA, stored_file
-from streaming.format.parquet_bounds import ParquetBoundsError, bounded_row_groups
 from streaming.storage.dataset_root import DatasetRoot
+from streaming.storage.parquet_bounds import ParquetBoundsError, bounded_row_groups
 
 KEYS_FOLDER = "_mds_keys"
 #: A map of more files than this is compacted into one by the run that would add the next.

@@ -30,7 +30,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from streaming.delta.history import FileAction, HistoryUnavailableError, file_action, parse_commit
-from streaming.format.parquet_bounds import ParquetBoundsError, declared_values
+from streaming.storage.parquet_bounds import ParquetBoundsError, declared_values
 
 #: The dataset column a mirror keyed by row ids stores each row's id in (int64).
 ROW_ID = "_row_id"

@@ -129,7 +129,7 @@ def test_the_scheduled_job_sits_on_delta_convert_format_and_storage():
 
 def test_delta_reading_sits_below_the_job_and_the_conversion():
     """`delta` parses Delta logs and reads tables with delta-rs, knowing nothing of shards, conversions or jobs."""
-    assert _room_imports("delta") <= {"storage", "_extras"}
+    assert _room_imports("delta") <= {"format", "storage", "_extras"}
     users = {module.split(".")[1] for module in MODULES if any(t.startswith("streaming.delta") for t in GRAPH[module])}
     assert {"incremental", "convert", "spark"} <= users
 

@@ -22,7 +22,7 @@ ALLOWED = {
     "storage": set(),
     "format": {"storage"},
     "dataset": {"format", "storage"},
-    "delta": {"storage"},
+    "delta": {"format", "storage"},
     "convert": {"delta", "format", "storage"},
     "incremental": {"delta", "convert", "format", "storage"},
     "spark": {"incremental", "delta", "convert", "format", "storage"},

@@ -19,7 +19,7 @@ import pytest
 
 from streaming.format import commit_log
 from streaming.format.commit_log import CHECKPOINT_INTERVAL, checkpoint_path, commit, publish_checkpoint
-from streaming.spark.incremental import incremental_to_mds
+from streaming.spark import incremental_to_mds
 from streaming.storage.dataset_root import DatasetRoot
 from tests.cli.conftest import run_cli
 from tests.security.test_bounded import _peak_rss_growth
@@ -91,7 +91,7 @@ def _growth_in_fresh_process(call: str) -> tuple[int, str]:
     script = f"""
 import json, resource, sys
 from tests.security.test_bombs_round3 import _mirror
-from streaming.spark.incremental import incremental_to_mds
+from streaming.spark import incremental_to_mds
 before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
 outcome = "ok"
 try:
@@ -107,7 +107,7 @@ print(json.dumps([(after - before) * 1024, outcome]))
 
 
 def _mirror(table: str, out: str):
-    from streaming.spark.incremental import incremental_to_mds
+    from streaming.spark import incremental_to_mds
 
     return incremental_to_mds(table, out, mode="mirror", key=["id"], size_limit=400, progress=False)
 
@@ -210,7 +210,7 @@ def test_a_delta_checkpoint_bomb_is_refused_from_its_footer_before_the_row_id_li
     assert path.stat().st_size < 1 << 20
     listing = (
         "from pyarrow.fs import LocalFileSystem, SubTreeFileSystem\n"
-        "    from streaming.convert.delta_row_ids import live_files\n"
+        "    from streaming.delta.row_ids import live_files\n"
         f"    fs = SubTreeFileSystem({str(table.path)!r}, LocalFileSystem())\n"
         f"    live_files(fs, lambda name: None, {table.version}, 'events')"
     )

@@ -56,7 +56,7 @@ def test_convert_refuses_a_data_file_linked_out_of_a_shared_table(tmp_path):
 
 @pytest.mark.parametrize("mode", ["append", "mirror"])
 def test_the_incremental_job_refuses_a_data_file_linked_out_of_a_shared_table(tmp_path, mode):
-    from streaming.spark.incremental import incremental_to_mds
+    from streaming.spark import incremental_to_mds
 
     table, data = _linked_table(tmp_path)
     out = str(tmp_path / "shared" / "out")
