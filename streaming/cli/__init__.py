@@ -75,7 +75,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             raise
         if isinstance(err, ModuleNotFoundError) and (missing := explain_missing(err, "this command")):
             # An optional package is missing: the one sentence that names its extra is the whole answer.
-            print(error_line(args.command, missing), file=sys.stderr)
+            print(error_line(args.command, str(missing)), file=sys.stderr)
             return PROBLEMS
         print(error_line(args.command, f"{type(err).__name__}: {err}"), file=sys.stderr)
         print("(run again with --debug for the full traceback)", file=sys.stderr)
