@@ -34,7 +34,7 @@ SOURCES := pyproject.toml README.md $(shell find streaming -name '*.py')
 DATABRICKS_TESTS := tests/storage tests/remote -k "dbfs or volumes or databricks"
 
 .PHONY: wheel demo test unit lint docs bench bench-loader fuse test-floor test-upstream test-lane-core \
-	test-lane-spark test-lane-reference test-clients clients-venvs
+	test-lane-spark test-lane-reference test-clients clients-venvs test-delta
 
 wheel: $(WHEEL_STAMP)
 
@@ -52,6 +52,20 @@ $(VENV)/.installed: pyproject.toml
 
 $(REF_VENV)/.bench-ready: benchmarks/setup_ref.sh
 	BENCH_REF_SPARK=0 bash benchmarks/setup_ref.sh $(abspath $(REF_VENV))
+
+# Real Delta Lake (tests/delta_lake): Delta's jars are built for one Spark line, so its lane has a virtualenv of its
+# own on the Spark 4.0 line (pyspark 4.0.1, the Apache Spark of Databricks Runtime 17.3 LTS) beside the main lane's
+# 4.3; the floor lane runs the same tests on Spark 3.5 with Delta 3.x. tests/delta_lake/jars.py pins the Delta
+# releases and fetches their jars with mvn from Maven Central into .ci/delta-jars (Maven's cache in .ci/m2), once.
+DELTA_VENV ?= .venv-delta
+DELTA_PY := $(DELTA_VENV)/bin/python
+DELTA_TEST_DEPS := 'pyspark[connect]==4.0.1' 'pandas<3' pytest pytest-timeout hypothesis psutil
+
+$(DELTA_VENV)/.installed: pyproject.toml
+	python3 -m venv $(DELTA_VENV)
+	$(DELTA_PY) -m pip install -q --upgrade pip
+	$(DELTA_PY) -m pip install -q -e '.[spark,delta,cli]' $(DELTA_TEST_DEPS)
+	touch $@
 
 $(SPARK35_VENV)/.installed: pyproject.toml .ci/spark35-constraints.txt
 	python3 -m venv $(SPARK35_VENV)
@@ -91,17 +105,18 @@ docs: $(VENV)/.installed
 # The suite runs in three lanes at once (`make -j3`), each a sequence of pytest runs that share nothing: most of it
 # waits on servers, subprocesses and JVM start-up rather than on the two cores. Every test runs in exactly one lane.
 # The differential suite and the upstream suite share a lane: both drive streaming-community's /dev/shm blocks.
-CORE_LANE_IGNORES := tests/differential tests/spark tests/notebooks tests/clients
+CORE_LANE_IGNORES := tests/differential tests/spark tests/notebooks tests/clients tests/delta_lake
 TEST_ENV := SPARK_LOCAL_IP=127.0.0.1 MDS_REFERENCE_PYTHON=$(abspath $(REF_VENV))/bin/python
 
-test: lint $(VENV)/.installed $(SPARK35_VENV)/.installed $(NODE_DIR)/.installed $(REF_VENV)/.bench-ready fuse
+test: lint $(VENV)/.installed $(SPARK35_VENV)/.installed $(DELTA_VENV)/.installed $(NODE_DIR)/.installed $(REF_VENV)/.bench-ready fuse
 	$(MAKE) -j3 --output-sync=target test-lane-core test-lane-spark test-lane-reference
 
 # The edit-test loop (under 3 minutes here): every test that needs no server, no Spark, no reference venv and no
 # FUSE mount, chosen by the markers tests/conftest.py derives from the fixtures a test uses (`services`, `spark`)
 # and by `reference` (tests that run streaming-community 0.14.2 itself) and `slow` (long searches). These run again
 # in the core lane, as do the generated Delta histories at their full count (here half of them).
-UNIT_IGNORES := tests/differential tests/spark tests/notebooks tests/upstream_suite tests/volumes tests/clients
+UNIT_IGNORES := tests/differential tests/spark tests/notebooks tests/upstream_suite tests/volumes tests/clients \
+	tests/delta_lake
 unit: $(VENV)/.installed
 	PYTHONDONTWRITEBYTECODE= SPARK_LOCAL_IP=127.0.0.1 MDS_ORACLE_EXAMPLES=20 MDS_MIRROR_EXAMPLES=10 $(PY) -m pytest -q --durations=10 -m "not services and not spark and not reference and not slow" \
 		tests $(addprefix --ignore ,$(UNIT_IGNORES))
@@ -109,9 +124,15 @@ unit: $(VENV)/.installed
 test-lane-core: $(VENV)/.installed
 	$(TEST_ENV) PYSPARK_PYTHON=$(abspath $(PY)) $(PY) -m pytest -q --durations=15 tests $(addprefix --ignore ,$(CORE_LANE_IGNORES))
 
-test-lane-spark: $(VENV)/.installed $(SPARK35_VENV)/.installed
+test-lane-spark: $(VENV)/.installed $(SPARK35_VENV)/.installed $(DELTA_VENV)/.installed
 	$(TEST_ENV) PYSPARK_PYTHON=$(abspath $(PY)) $(PY) -m pytest -q --durations=15 tests/spark tests/notebooks
 	$(MAKE) test-floor
+	$(MAKE) test-delta
+
+# Real Delta Lake on Spark 4.0 (classic and Connect), in its own virtualenv (see DELTA_VENV).
+test-delta: $(DELTA_VENV)/.installed
+	$(DELTA_PY) tests/delta_lake/jars.py
+	$(TEST_ENV) PYSPARK_PYTHON=$(abspath $(DELTA_PY)) $(DELTA_PY) -m pytest -q --durations=10 tests/delta_lake
 
 # The real clients' venvs are built (mostly downloads and unpacking) while the differential suite runs.
 test-lane-reference: $(VENV)/.installed $(REF_VENV)/.bench-ready
@@ -162,6 +183,9 @@ test-floor: $(SPARK35_VENV)/.installed $(NODE_DIR)/.installed $(REF_VENV)/.bench
 	$(SPARK35_PY) tests/floor_versions.py .ci/spark35-constraints.txt
 	$(TEST_ENV) PYSPARK_PYTHON=$(abspath $(SPARK35_PY)) MDS_SPARK_CLASSIC_ONLY=1 $(SPARK35_PY) -m pytest -q \
 		--durations=10 $(FLOOR_TESTS) $(addprefix --deselect ,$(FLOOR_NOT_RUN))
+	$(SPARK35_PY) tests/delta_lake/jars.py
+	$(TEST_ENV) PYSPARK_PYTHON=$(abspath $(SPARK35_PY)) MDS_SPARK_CLASSIC_ONLY=1 $(SPARK35_PY) -m pytest -q \
+		--durations=5 tests/delta_lake
 	$(TEST_ENV) PYSPARK_PYTHON=$(abspath $(SPARK35_PY)) $(SPARK35_PY) -m pytest -q $(DATABRICKS_TESTS)
 
 # The reference side is the differential suite's $(REF_VENV) unless BENCH_REF_PYTHON names another interpreter.
