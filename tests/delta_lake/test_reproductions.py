@@ -12,10 +12,12 @@ import json
 import os
 import subprocess
 import sys
+import time
 from collections import Counter
 from pathlib import Path
 from typing import Any
 
+import pyarrow as pa
 import pytest
 
 from streaming import LocalDataset
@@ -72,6 +74,90 @@ def _mirror(spark: Any, name: str, out: Path, **options: Any) -> Any:
 
 
 # -- delta-rs's reader, a path and the command line -------------------------------------------------------------
+def test_a_column_mapped_table_with_renamed_columns_is_stored_with_its_values_not_nulls(
+    delta_spark, table_name, tmp_path
+):
+    """Issue 32, case 4: delta-rs's Arrow reader looked up logical names in files that hold physical ones."""
+    spark = delta_spark
+    spark.sql(
+        f"CREATE TABLE {table_name} (id BIGINT, `first name` STRING, old STRING) USING delta "
+        f"TBLPROPERTIES ('delta.columnMapping.mode' = 'name', {NO_VECTORS})"
+    )
+    spark.sql(f"INSERT INTO {table_name} VALUES (1, 'a', 'x'), (2, 'b', 'y'), (3, 'c', 'z')")
+    spark.sql(f"ALTER TABLE {table_name} RENAME COLUMN old TO renamed")
+    spark.sql(f"DELETE FROM {table_name} WHERE id = 2")
+    path, columns = _location(spark, table_name), ["id", "first name", "renamed"]
+    _incremental(path, str(tmp_path / "append"))
+    _incremental(path, str(tmp_path / "mirror"), "--mode", "mirror", "--key", "id")
+    _cli_convert = _cli("convert", path, str(tmp_path / "converted"))
+    assert _cli_convert.returncode == 0, _cli_convert.stderr
+    for out in ("append", "mirror", "converted"):
+        assert _dataset(tmp_path / out) == _table(spark, table_name, columns), out
+    spark.sql(f"INSERT INTO {table_name} VALUES (4, 'd', 'w')")
+    spark.sql(f"UPDATE {table_name} SET renamed = 'updated' WHERE id = 1")
+    _incremental(path, str(tmp_path / "mirror"), "--mode", "mirror", "--key", "id")
+    assert _dataset(tmp_path / "mirror") == _table(spark, table_name, columns)
+
+
+def test_a_repartitioning_overwrite_with_the_same_rows_appends_nothing(delta_spark, table_name, tmp_path):
+    """Issue 32, case 6: the files the overwrite removed were read with the new partition columns, so their old
+    partition values came back NULL and every row was appended again."""
+    spark, out = delta_spark, tmp_path / "append"
+    spark.sql(f"CREATE TABLE {table_name} (id BIGINT, p STRING, q STRING) USING delta PARTITIONED BY (p)")
+    spark.sql(f"INSERT INTO {table_name} VALUES (1, 'a', 'x'), (2, 'b', 'y'), (3, 'b', 'x')")
+    path = _location(spark, table_name)
+    _incremental(path, str(out))
+    rows = spark.read.table(table_name).localCheckpoint()
+    rows.write.format("delta").mode("overwrite").option("overwriteSchema", "true").partitionBy("q").saveAsTable(
+        table_name
+    )
+    assert spark.sql(f"DESCRIBE DETAIL {table_name}").collect()[0]["partitionColumns"] == ["q"]
+    _incremental(path, str(out))
+    assert _dataset(out) == _table(spark, table_name, ["id", "p", "q"])
+
+
+def test_after_log_cleanup_the_job_names_the_version_and_resync_recovers(delta_spark, table_name, tmp_path):
+    """Issue 32, case 7: once ``delta.logRetentionDuration`` removed the commit files the run needs, it stopped with
+    delta-rs's raw ``TableNotFoundError: No files in log segment``."""
+    spark, out = delta_spark, tmp_path / "append"
+    spark.sql(
+        f"CREATE TABLE {table_name} (id BIGINT) USING delta "
+        "TBLPROPERTIES ('delta.checkpointInterval' = '2', 'delta.logRetentionDuration' = 'interval 1 days', "
+        "'delta.deletedFileRetentionDuration' = 'interval 1 days')"
+    )
+    spark.sql(f"INSERT INTO {table_name} VALUES (1)")
+    path = _location(spark, table_name)
+    _incremental(path, str(out))
+    for value in (2, 3, 4):
+        spark.sql(f"INSERT INTO {table_name} VALUES ({value})")
+    # Age the log by three days (Delta's cleanup compares file times, truncated to the day, with the retention).
+    log = Path(path) / "_delta_log"
+    aged = time.time() - 3 * 86400
+    for item in log.iterdir():
+        os.utime(item, (aged, aged))
+    for value in (5, 6):
+        spark.sql(f"INSERT INTO {table_name} VALUES ({value})")  # the checkpoint at version 6 cleans the log up
+    assert not (log / f"{1:020d}.json").exists(), sorted(item.name for item in log.iterdir())
+    done = _cli("incremental", path, str(out))
+    assert done.returncode == 1
+    assert "IncrementalHistoryError" in done.stderr and "Version 2 is the first one missing" in done.stderr
+    assert "resync=True" in done.stderr
+    _incremental(path, str(out), "--resync")
+    assert _dataset(out) == _table(spark, table_name, ["id"])
+
+
+def test_an_empty_partition_value_is_stored_as_null_by_every_run(tmp_path):
+    """Issue 32, case 5: the protocol reads an empty partition value as NULL; the first run did, the changed files
+    stored ``''``. Spark writes such a value as NULL itself, so delta-rs writes this table."""
+    from deltalake import write_deltalake
+
+    table, out = str(tmp_path / "table"), tmp_path / "append"
+    write_deltalake(table, pa.table({"id": [1, 2], "p": ["", "a"]}), partition_by=["p"])
+    _incremental(table, str(out))
+    write_deltalake(table, pa.table({"id": [3, 4], "p": ["", "a"]}), partition_by=["p"], mode="append")
+    _incremental(table, str(out))
+    stored = sorted((sample["id"].item(), sample["p"]) for sample in LocalDataset(str(out)))
+    assert stored == [(1, None), (2, "a"), (3, None), (4, "a")]
 
 
 def test_dataframe_to_mds_of_a_column_mapped_table_with_deletion_vectors_stores_its_rows(
