@@ -15,7 +15,8 @@ pyspark``, or no SparkSession at all): its history comes from the table's commit
 and its rows never leave the driver: they are written here (`streaming.convert.table_engine`). `SparkDeltaChanges`
 reads with Spark (a Databricks runtime, a table name): its history comes from ``DESCRIBE HISTORY``, which has
 no file actions, so the changed files are the two versions' ``inputFiles()`` set against each other and their
-rows are read through the ``_metadata.file_path`` column.
+rows are read through the ``_metadata.file_path`` column (`streaming.spark.delta_file_paths`: the two spellings of
+a path, and the versions whose deletion vectors a diff of paths cannot see, which are read whole).
 """
 
 from __future__ import annotations
@@ -42,6 +43,7 @@ from streaming.convert.source import Source
 from streaming.convert.table_engine import convert_table
 from streaming.convert.type_rules import resolve_columns as arrow_resolve_columns
 from streaming.spark.convert import dataframe_to_mds
+from streaming.spark.delta_file_paths import input_path_key, metadata_path_key, versions_changed_in_place
 from streaming.spark.schema import resolve_columns as spark_resolve_columns
 from streaming.spark.table_input import looks_like_path, quote_table_name, sql_identifier
 
@@ -167,6 +169,7 @@ class SparkDeltaChanges:
         self.session = session
         self.table = table
         self.version = version
+        self._in_place: set[int] = set()  # versions a diff of file paths cannot see (`window` reads them)
 
     def at(self, version: int) -> Any:
         reader = self.session.read.format("delta").option("versionAsOf", version)
@@ -184,6 +187,7 @@ class SparkDeltaChanges:
 
     def window(self, start: int) -> TableWindow:
         rows = self.session.sql(f"DESCRIBE HISTORY {sql_identifier(self.table)}").collect()
+        self._in_place = versions_changed_in_place(rows)
         history = [history_commit(row["version"], row["operation"], row["operationParameters"]) for row in rows]
         by_version = {commit.version: commit for commit in history}
         missing = [version for version in range(start + 1, self.version + 1) if version not in by_version]
@@ -214,12 +218,19 @@ class SparkDeltaChanges:
         return plus, minus
 
     def files(self, window: TableWindow, columns: Sequence[str]) -> tuple[Any, Any]:
+        self.check_paths_show(window)
         old, new = self.at(window.start), self.at(self.version)
         old_files, new_files = set(old.inputFiles()), set(new.inputFiles())
         return (
             rows_in_files(new, sorted(new_files - old_files), columns),
             rows_in_files(old, sorted(old_files - new_files), columns),
         )
+
+    def check_paths_show(self, window: TableWindow) -> None:
+        """Raise `FilesNotReadable` when a diff of the window's file paths would miss a change (see `window`)."""
+        in_place = sorted(self._in_place & set(range(window.start + 1, window.end + 1)))
+        if in_place:
+            raise FilesNotReadable(f"version {in_place[0]} changed rows inside files it kept (deletion vectors)")
 
     def full(self, start: int, columns: Sequence[str]) -> tuple[Any, Any]:
         names = [f"`{name}`" for name in columns]
@@ -247,16 +258,8 @@ def rows_in_files(frame: Any, files: Sequence[str], columns: Sequence[str]) -> A
     names = [F.col(f"`{name}`") for name in columns]
     if not files:
         return frame.select(*names).limit(0)
-    wanted = [file_key(path) for path in files]
-    key = F.regexp_replace(F.col("_metadata.file_path"), "^file:/+", "/")
-    return frame.where(key.isin(wanted)).select(*names)
-
-
-def file_key(path: str) -> str:
-    """A data file's path in one spelling, whichever of ``inputFiles()`` and ``_metadata.file_path`` gave it."""
-    import re
-
-    return re.sub(r"^file:/+", "/", path)
+    wanted = [input_path_key(path) for path in files]
+    return frame.where(metadata_path_key(F.col("_metadata.file_path")).isin(wanted)).select(*names)
 
 
 def with_identity(frame: Any, encodings: Mapping[str, str]) -> Any:
