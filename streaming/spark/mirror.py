@@ -35,10 +35,11 @@ Both readers serve: delta-rs (a Delta path; rows written on the driver) and Spar
 the keys' digests are computed on the executors and only the key columns come to the driver, the new rows are
 written by a Spark job). ``resync`` reads with delta-rs only.
 
-**Without ``key``**, a table with Delta row tracking read with delta-rs is keyed by its stable row ids
-(`streaming.convert.delta_row_ids`), which ``UPDATE``, ``MERGE``, ``OPTIMIZE`` and ``RESTORE`` keep: each
-sample stores its row's id in the column `ROW_ID` (``_row_id``), and the change is read from the changed files
-(the Change Data Feed carries no row ids). Any other table, and Spark's reader, need ``key``.
+**Without ``key``**, a table with Delta row tracking is keyed by its stable row ids, which ``UPDATE``, ``MERGE``,
+``OPTIMIZE`` and ``RESTORE`` keep: delta-rs reads them from the log (`streaming.convert.delta_row_ids`), Spark's
+reader as ``_metadata.row_id`` (`streaming.spark.spark_row_ids`, a table by name). Each sample stores its row's id
+in the column `ROW_ID` (``_row_id``), and the change is read from the changed files (the Change Data Feed carries
+no row ids). Any other table needs ``key``.
 """
 
 from __future__ import annotations
@@ -74,6 +75,7 @@ from streaming.spark.incremental import (
     held_version,
     open_table,
 )
+from streaming.spark.spark_row_ids import SparkRowTrackedChanges, spark_tracks_rows
 from streaming.spark.table_changes import (
     IDENTITY,
     DeltaLakeChanges,
@@ -130,7 +132,7 @@ def mirror_to_mds(
         check_executor_access(destination.url, executor_env, session)  # Spark's tasks will write the shards
     source = _keyed_reader(open_table(session, table, version), key, table)
     names_key = _key_columns(key, source, table)
-    if isinstance(source, RowTrackedChanges):
+    if isinstance(source, (RowTrackedChanges, SparkRowTrackedChanges)):
         if change_data_feed:
             raise ValueError(
                 f"change_data_feed=True but this mirror of {table!r} is keyed by Delta row ids, which the Change "
@@ -363,8 +365,11 @@ def _keyed_reader(
 ) -> DeltaLakeChanges | SparkDeltaChanges:
     """The reader to mirror with: without ``key`` (or with ``key=["_row_id"]``), a table with row tracking read
     with its row ids."""
-    if not (key is None or list(key) == [ROW_ID]) or not isinstance(source, DeltaLakeChanges):
+    if not (key is None or list(key) == [ROW_ID]):
         return source
+    if isinstance(source, SparkDeltaChanges):
+        tracked = spark_tracks_rows(source.session, table)
+        return SparkRowTrackedChanges(source.session, table, source.version) if tracked else source
     tracking = source.delta.row_tracking()
     return source if tracking is None else RowTrackedChanges(table, source.version, tracking)
 
@@ -372,14 +377,10 @@ def _keyed_reader(
 def _key_columns(key: Sequence[str] | None, source: DeltaLakeChanges | SparkDeltaChanges, table: str) -> list[str]:
     """The key columns, checked: `ROW_ID` for a table read with its row ids; a missing key is otherwise refused,
     saying why the table's row ids cannot serve."""
-    if isinstance(source, RowTrackedChanges):
+    if isinstance(source, (RowTrackedChanges, SparkRowTrackedChanges)):
         return [ROW_ID]
     if key is None:
-        why = (
-            "Spark's reader does not give Delta row ids here; give the table's storage path to read them"
-            if isinstance(source, SparkDeltaChanges)
-            else "this table has no Delta row tracking (delta.enableRowTracking), so it has no row ids"
-        )
+        why = "this table has no Delta row tracking (delta.enableRowTracking), so it has no row ids"
         raise ValueError(
             f"mode='mirror' needs key=[...]: the columns that identify a row of {table!r} ({why}). "
             f"Example: incremental_to_mds({table!r}, out, mode='mirror', key=['id'])."

@@ -112,6 +112,24 @@ def test_rows_in_partitions_whose_values_need_escaping_are_appended_and_removed(
     assert _dataset(out) == _table(spark, table_name, ["id", "p"])
 
 
+def test_a_mirror_of_a_table_by_name_without_a_key_is_keyed_by_its_row_ids(delta_spark, table_name, tmp_path):
+    """Issue 32, case 3: row ids were read from the log by delta-rs only, so a table by name had to give a key."""
+    spark, out = delta_spark, tmp_path / "mirror"
+    spark.sql(
+        f"CREATE TABLE {table_name} (v STRING) USING delta "
+        f"TBLPROPERTIES ('delta.enableRowTracking' = 'true', {NO_VECTORS})"
+    )
+    spark.sql(f"INSERT INTO {table_name} VALUES ('a'), ('a'), ('b'), ('c')")  # no column tells the rows apart
+    _mirror(spark, table_name, out)
+    spark.sql(f"UPDATE {table_name} SET v = 'updated' WHERE v = 'b'")
+    spark.sql(f"DELETE FROM {table_name} WHERE v = 'c'")
+    spark.sql(f"INSERT INTO {table_name} VALUES ('a')")
+    result = _mirror(spark, table_name, out)
+    assert (result.removed, result.samples) == (2, 2)  # the updated row's old value and the deleted row; new ones
+    ids = spark.sql(f"SELECT _metadata.row_id AS _row_id, v FROM {table_name}").collect()
+    assert _dataset(out) == Counter(json.dumps(row.asDict(), sort_keys=True) for row in ids)
+
+
 # -- delta-rs's reader, a path and the command line -------------------------------------------------------------
 def test_a_column_mapped_table_with_renamed_columns_is_stored_with_its_values_not_nulls(
     delta_spark, table_name, tmp_path
