@@ -337,8 +337,7 @@ def _partition_expression(action: FileAction, partitions: list[str], schema: pa.
         text = values.get(name)
         field_type = schema.field(name).type
         # The protocol reads an empty partition value as NULL, whatever the column's type.
-        is_null = text is None or text == ""
-        term = pc.field(name).is_null() if is_null else pc.field(name) == _partition_scalar(text, field_type)
+        term = pc.field(name).is_null() if not text else pc.field(name) == _partition_scalar(text, field_type)
         expression = term if expression is None else expression & term
     return expression
 
