@@ -34,7 +34,7 @@ SOURCES := pyproject.toml README.md $(shell find streaming -name '*.py')
 DATABRICKS_TESTS := tests/storage tests/remote -k "dbfs or volumes or databricks"
 
 .PHONY: wheel demo test unit lint docs bench bench-loader fuse test-floor test-upstream test-lane-core \
-	test-lane-spark test-lane-reference test-clients clients-venvs test-delta
+	test-lane-spark test-lane-reference test-clients clients-venvs test-delta test-delta-floor
 
 wheel: $(WHEEL_STAMP)
 
@@ -55,7 +55,7 @@ $(REF_VENV)/.bench-ready: benchmarks/setup_ref.sh
 
 # Real Delta Lake (tests/delta_lake): Delta's jars are built for one Spark line, so its lane has a virtualenv of its
 # own on the Spark 4.0 line (pyspark 4.0.1, the Apache Spark of Databricks Runtime 17.3 LTS) beside the main lane's
-# 4.3; the floor lane runs the same tests on Spark 3.5 with Delta 3.x. tests/delta_lake/jars.py pins the Delta
+# 4.3; `make test-delta-floor` runs the same tests on the floor's Spark 3.5 with Delta 3.x. tests/delta_lake/jars.py pins the Delta
 # releases and fetches their jars with mvn from Maven Central into .ci/delta-jars (Maven's cache in .ci/m2), once.
 DELTA_VENV ?= .venv-delta
 DELTA_PY := $(DELTA_VENV)/bin/python
@@ -183,10 +183,17 @@ test-floor: $(SPARK35_VENV)/.installed $(NODE_DIR)/.installed $(REF_VENV)/.bench
 	$(SPARK35_PY) tests/floor_versions.py .ci/spark35-constraints.txt
 	$(TEST_ENV) PYSPARK_PYTHON=$(abspath $(SPARK35_PY)) MDS_SPARK_CLASSIC_ONLY=1 $(SPARK35_PY) -m pytest -q \
 		--durations=10 $(FLOOR_TESTS) $(addprefix --deselect ,$(FLOOR_NOT_RUN))
+	$(TEST_ENV) PYSPARK_PYTHON=$(abspath $(SPARK35_PY)) $(SPARK35_PY) -m pytest -q $(DATABRICKS_TESTS)
+
+# Real Delta Lake on the floor's Spark 3.5.0 (classic only): Delta 3.1.0, the newest Delta 3.x that runs on Spark
+# 3.5.0 (3.2.1 fails reading _metadata columns with a NoSuchMethodError; 3.3 needs Spark 3.5.3). Delta 3.1 cannot
+# enable row tracking, so the keyless mirror by name is not run here. Not yet part of `make test`: only a smoke run
+# of it passed on this machine so far (docs/support-matrix.md).
+DELTA_FLOOR_NOT_RUN := tests/delta_lake/test_reproductions.py::test_a_mirror_of_a_table_by_name_without_a_key_is_keyed_by_its_row_ids
+test-delta-floor: $(SPARK35_VENV)/.installed
 	$(SPARK35_PY) tests/delta_lake/jars.py
 	$(TEST_ENV) PYSPARK_PYTHON=$(abspath $(SPARK35_PY)) MDS_SPARK_CLASSIC_ONLY=1 $(SPARK35_PY) -m pytest -q \
-		--durations=5 tests/delta_lake
-	$(TEST_ENV) PYSPARK_PYTHON=$(abspath $(SPARK35_PY)) $(SPARK35_PY) -m pytest -q $(DATABRICKS_TESTS)
+		--durations=5 tests/delta_lake $(addprefix --deselect ,$(DELTA_FLOOR_NOT_RUN))
 
 # The reference side is the differential suite's $(REF_VENV) unless BENCH_REF_PYTHON names another interpreter.
 # A few minutes: `make bench BENCH_SCALE=0.1 BENCH_ROUNDS=2`; one part: `make bench BENCH_ONLY="write remote-s3"`.

@@ -4,8 +4,9 @@ One Delta release per Spark line, pinned here (the one owner; docs/support-matri
 
 * Spark 4.0 (pyspark 4.0.1, the Apache Spark of Databricks Runtime 17.3 LTS): Delta 4.1.0, whose Spark 4.0 build is
   published as ``delta-spark_4.0_2.13`` (Delta 4.1 names its artifacts after the Spark line they were built for);
-* Spark 3.5 (pyspark 3.5.0, the floor lane; Databricks Runtime 14.3 and 15.4 LTS): Delta 3.2.1, the newest Delta 3.x
-  built against Spark 3.5.0 (3.3 needs Spark 3.5.3).
+* Spark 3.5 (pyspark 3.5.0, the floor's; Databricks Runtime 14.3 and 15.4 LTS): Delta 3.1.0, the newest Delta 3.x
+  that runs on Spark 3.5.0 (3.2.1 fails reading ``_metadata`` columns there with a ``NoSuchMethodError``; 3.3 needs
+  Spark 3.5.3). Delta 3.1 cannot enable row tracking.
 
 The jars go into ``.ci/delta-jars/<delta version>/`` with a ``.fetched`` stamp; Maven's own download cache is kept
 beside them (``.ci/m2``), never in the home directory, so a fresh clone fetches everything itself and a second run
@@ -47,7 +48,7 @@ class DeltaRelease:
 
 RELEASES = {
     "4.0": DeltaRelease("4.0", "4.1.0", "delta-spark_4.0_2.13"),
-    "3.5": DeltaRelease("3.5", "3.2.1", "delta-spark_2.12"),
+    "3.5": DeltaRelease("3.5", "3.1.0", "delta-spark_2.12"),
 }
 
 
