@@ -22,8 +22,6 @@ from typing import Any
 
 #: Operations that change rows through deletion vectors when the table has them (Delta's operation names).
 _VECTOR_WRITERS = frozenset({"DELETE", "UPDATE", "MERGE"})
-#: ``operationMetrics`` counts of deletion vectors a commit added, removed or updated.
-_VECTOR_METRICS = ("numDeletionVectorsAdded", "numDeletionVectorsRemoved", "numDeletionVectorsUpdated")
 
 
 def input_path_key(path: str) -> str:
@@ -50,7 +48,8 @@ def versions_changed_in_place(history: Iterable[Mapping[str, Any]]) -> set[int]:
     for row in history:
         operation = str(row["operation"] or "").upper()
         metrics = _field(row, "operationMetrics") or {}
-        vectors = any(_count(metrics.get(name)) for name in _VECTOR_METRICS)
+        # DELETE and UPDATE count numDeletionVectorsAdded/Removed/Updated, MERGE numTargetDeletionVectors...
+        vectors = any("DeletionVectors" in name and _count(value) for name, value in metrics.items())
         unknown = operation in _VECTOR_WRITERS and not metrics
         if vectors or unknown or operation == "RESTORE":
             found.add(int(row["version"]))

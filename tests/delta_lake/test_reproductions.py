@@ -12,7 +12,6 @@ import json
 import os
 import subprocess
 import sys
-import time
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -92,7 +91,11 @@ def test_deletes_updates_and_merges_made_with_deletion_vectors_reach_a_mirror_of
         assert _dataset(out) == _table(spark, table_name, ["id", "v"]), change
         assert result.method == "full_snapshot_diff"  # a diff of paths cannot see a vector: both versions whole
     history = spark.sql(f"DESCRIBE HISTORY {table_name}").collect()
-    vectors = [int(row["operationMetrics"].get("numDeletionVectorsAdded", 0)) for row in history if row["version"] > 1]
+    vectors = [
+        sum(int(count) for name, count in row["operationMetrics"].items() if "DeletionVectorsAdded" in name)
+        for row in history
+        if row["version"] > 1
+    ]
     assert all(vectors), f"every change wrote a deletion vector: {vectors}"
 
 
@@ -175,26 +178,23 @@ def test_a_repartitioning_overwrite_with_the_same_rows_appends_nothing(delta_spa
 
 def test_after_log_cleanup_the_job_names_the_version_and_resync_recovers(delta_spark, table_name, tmp_path):
     """Issue 32, case 7: once ``delta.logRetentionDuration`` removed the commit files the run needs, it stopped with
-    delta-rs's raw ``TableNotFoundError: No files in log segment``."""
+    delta-rs's raw ``TableNotFoundError: No files in log segment``.
+
+    The test removes the commit files before the checkpoint at version 4 itself, as log cleanup removes them: Delta's
+    own cleanup compares file times, truncated to the day, with a retention of at least a day (aging the files'
+    times did not make Delta 4.1 clean them up here)."""
     spark, out = delta_spark, tmp_path / "append"
-    spark.sql(
-        f"CREATE TABLE {table_name} (id BIGINT) USING delta "
-        "TBLPROPERTIES ('delta.checkpointInterval' = '2', 'delta.logRetentionDuration' = 'interval 1 days', "
-        "'delta.deletedFileRetentionDuration' = 'interval 1 days')"
-    )
+    spark.sql(f"CREATE TABLE {table_name} (id BIGINT) USING delta TBLPROPERTIES ('delta.checkpointInterval' = '2')")
     spark.sql(f"INSERT INTO {table_name} VALUES (1)")
     path = _location(spark, table_name)
     _incremental(path, str(out))
-    for value in (2, 3, 4):
+    for value in (2, 3, 4, 5):
         spark.sql(f"INSERT INTO {table_name} VALUES ({value})")
-    # Age the log by three days (Delta's cleanup compares file times, truncated to the day, with the retention).
     log = Path(path) / "_delta_log"
-    aged = time.time() - 3 * 86400
-    for item in log.iterdir():
-        os.utime(item, (aged, aged))
-    for value in (5, 6):
-        spark.sql(f"INSERT INTO {table_name} VALUES ({value})")  # the checkpoint at version 6 cleans the log up
-    assert not (log / f"{1:020d}.json").exists(), sorted(item.name for item in log.iterdir())
+    assert (log / f"{4:020d}.checkpoint.parquet").exists(), sorted(item.name for item in log.iterdir())
+    for version in range(4):
+        for name in (f"{version:020d}.json", f"{version:020d}.crc", f".{version:020d}.json.crc"):
+            (log / name).unlink(missing_ok=True)
     done = _cli("incremental", path, str(out))
     assert done.returncode == 1
     assert "IncrementalHistoryError" in done.stderr and "Version 2 is the first one missing" in done.stderr
