@@ -59,7 +59,7 @@ def _cli(*argv: str) -> subprocess.CompletedProcess:
     return subprocess.run([MDS_STREAMING, *argv, "--quiet"], capture_output=True, text=True, env=env, timeout=600)
 
 
-def _incremental(table: str, out: Path, *options: str) -> subprocess.CompletedProcess:
+def _incremental(table: str, out: str | Path, *options: str) -> subprocess.CompletedProcess:
     done = _cli("incremental", table, str(out), *options)
     assert done.returncode == 0, done.stderr
     return done
