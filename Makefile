@@ -129,10 +129,15 @@ test-lane-spark: $(VENV)/.installed $(SPARK35_VENV)/.installed $(DELTA_VENV)/.in
 	$(MAKE) test-floor
 	$(MAKE) test-delta
 
-# Real Delta Lake on Spark 4.0 (classic and Connect), in its own virtualenv (see DELTA_VENV).
+# Real Delta Lake on Spark 4.0 (classic and Connect), in its own virtualenv (see DELTA_VENV). The Connect tests run
+# in a process in Connect mode, as a Databricks Connect or serverless client does (pyspark's functions and windows
+# follow the process's mode, not the session's).
 test-delta: $(DELTA_VENV)/.installed
 	$(DELTA_PY) tests/delta_lake/jars.py
-	$(TEST_ENV) PYSPARK_PYTHON=$(abspath $(DELTA_PY)) $(DELTA_PY) -m pytest -q --durations=10 tests/delta_lake
+	$(TEST_ENV) PYSPARK_PYTHON=$(abspath $(DELTA_PY)) $(DELTA_PY) -m pytest -q --durations=10 tests/delta_lake \
+		-k "not connect"
+	$(TEST_ENV) PYSPARK_PYTHON=$(abspath $(DELTA_PY)) SPARK_CONNECT_MODE_ENABLED=1 $(DELTA_PY) -m pytest -q \
+		--durations=5 tests/delta_lake -k connect
 
 # The real clients' venvs are built (mostly downloads and unpacking) while the differential suite runs.
 test-lane-reference: $(VENV)/.installed $(REF_VENV)/.bench-ready

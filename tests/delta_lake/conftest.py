@@ -86,8 +86,14 @@ def delta_spark(tmp_path_factory: pytest.TempPathFactory) -> Iterator[object]:
 
 @pytest.fixture(scope="session")
 def delta_connect(delta_connect_server: ConnectServer) -> Iterator[object]:
-    """A Spark Connect client session on the Delta-enabled server."""
+    """A Spark Connect client session on the Delta-enabled server, in a process in Connect mode (as a Databricks
+    Connect or serverless client is): pyspark's functions and windows then build Connect expressions."""
     from pyspark.sql.connect.session import SparkSession as RemoteSparkSession
+
+    if os.environ.get("SPARK_CONNECT_MODE_ENABLED") != "1":
+        pytest.fail(
+            "The Connect tests run in a pytest of their own with SPARK_CONNECT_MODE_ENABLED=1 (make test-delta)."
+        )
 
     session = RemoteSparkSession.builder.remote(delta_connect_server.url).getOrCreate()
     yield session
