@@ -192,9 +192,13 @@ test-floor: $(SPARK35_VENV)/.installed $(NODE_DIR)/.installed $(REF_VENV)/.bench
 
 # Real Delta Lake on the floor's Spark 3.5.0 (classic only): Delta 3.1.0, the newest Delta 3.x that runs on Spark
 # 3.5.0 (3.2.1 fails reading _metadata columns with a NoSuchMethodError; 3.3 needs Spark 3.5.3). Delta 3.1 cannot
-# enable row tracking, so the keyless mirror by name is not run here. Not yet part of `make test`: only a smoke run
-# of it passed on this machine so far (docs/support-matrix.md).
-DELTA_FLOOR_NOT_RUN := tests/delta_lake/test_reproductions.py::test_a_mirror_of_a_table_by_name_without_a_key_is_keyed_by_its_row_ids
+# enable row tracking, so the keyless mirror by name is not run here; and deltalake's own Arrow reader of a
+# partitioned table fails on pyarrow 14 (`pyarrow.field()` with one argument inside to_pyarrow_dataset), so the two
+# tests that read partitioned tables with delta-rs are not run here either. Not yet part of `make test`: the rest
+# (5 tests) passed here once (docs/support-matrix.md).
+DELTA_FLOOR_NOT_RUN := tests/delta_lake/test_reproductions.py::test_a_mirror_of_a_table_by_name_without_a_key_is_keyed_by_its_row_ids \
+	tests/delta_lake/test_reproductions.py::test_a_repartitioning_overwrite_with_the_same_rows_appends_nothing \
+	tests/delta_lake/test_reproductions.py::test_an_empty_partition_value_is_stored_as_null_by_every_run
 test-delta-floor: $(SPARK35_VENV)/.installed
 	$(SPARK35_PY) tests/delta_lake/jars.py
 	$(TEST_ENV) PYSPARK_PYTHON=$(abspath $(SPARK35_PY)) MDS_SPARK_CLASSIC_ONLY=1 $(SPARK35_PY) -m pytest -q \
