@@ -25,7 +25,18 @@ pytest_plugins = ["tests.services", "tests.servers.hub_and_sftp", "tests.remotes
 SERVICE_FIXTURES = frozenset(
     {"seaweedfs", "azurite", "fake_gcs", "fake_databricks", "fake_oci", "remote_factory", "volume", "s3_store"}
 )
-SPARK_FIXTURES = frozenset({"spark", "connect", "connect_server", "session"})
+SPARK_FIXTURES = frozenset(
+    {
+        "spark",
+        "connect",
+        "connect_server",
+        "session",
+        "delta_spark",
+        "delta_connect",
+        "delta_connect_server",
+        "delta_session",
+    }
+)
 
 
 def pytest_configure(config):

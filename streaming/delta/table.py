@@ -119,8 +119,7 @@ class DeltaLakeTable:
         Raises `FilesNotReadable` when a file cannot be read on its own here, and `HistoryUnavailableError`
         naming that version when a file is gone (removed by VACUUM).
         """
-        configuration = self.table.metadata().configuration
-        if str(configuration.get(COLUMN_MAPPING_PROPERTY, "none")).lower() not in ("", "none"):
+        if maps_column_names(self.table):
             raise FilesNotReadable("the table maps column names to physical names (column mapping)")
         schema = self.schema
         partitions = list(self.table.metadata().partition_columns)
@@ -195,7 +194,19 @@ class DeltaLakeTable:
 
     def _at(self, version: int | None) -> Any:
         """The table at ``version``, its data files checked first (`check_table_files`: no link is followed)."""
-        table = self._open(self.uri, version=version)
+        from deltalake.exceptions import TableNotFoundError
+
+        try:
+            table = self._open(self.uri, version=version)
+        except TableNotFoundError as err:
+            if version is None:
+                raise
+            # delta-rs's words for a version its log no longer reaches: log cleanup removed its commit files.
+            raise HistoryUnavailableError(
+                f"version {version} of {self.uri} is no longer in the table's log ({_first_line(err)}; Delta removes "
+                f"commit files older than the table's delta.logRetentionDuration when it writes a checkpoint)",
+                version,
+            ) from None
         check_table_files(self.uri, table.file_uris())
         return table
 
@@ -234,6 +245,8 @@ def delta_rows(table: Any, names: list[str]) -> pa.Table:
     """Every row of a delta-rs table with ``names``, in plain Arrow types (see `delta_batches`)."""
     from deltalake.exceptions import DeltaProtocolError
 
+    if maps_column_names(table):
+        return _queried(table).read_all().select(names)
     try:
         return _plain(table.to_pyarrow_table(columns=names))
     except DeltaProtocolError:
@@ -242,16 +255,26 @@ def delta_rows(table: Any, names: list[str]) -> pa.Table:
 
 def delta_batches(table: Any, batch_rows: int) -> Iterator[pa.RecordBatch]:
     """The rows of a delta-rs table as record batches in plain Arrow types: its Arrow reader, or where that
-    refuses the table's reader features (deletion vectors, which Databricks recommends), its query engine,
-    which applies them."""
+    refuses the table's reader features (deletion vectors, which Databricks recommends) or would misread it
+    (column mapping, `maps_column_names`), its query engine, which applies them."""
     from deltalake.exceptions import DeltaProtocolError
 
     try:
-        dataset = table.to_pyarrow_dataset()
+        dataset = None if maps_column_names(table) else table.to_pyarrow_dataset()
     except DeltaProtocolError:
+        dataset = None
+    if dataset is None:
         yield from _queried(table)
         return
     yield from dataset.to_batches(batch_size=batch_rows, use_threads=False)
+
+
+def maps_column_names(table: Any) -> bool:
+    """Whether a delta-rs table stores its columns under physical names (``delta.columnMapping.mode`` ``name`` or
+    ``id``: what Databricks sets once a column is renamed or dropped). delta-rs's Arrow reader looks the logical
+    names up in the files and reads every value as NULL; its query engine maps them."""
+    configuration = table.metadata().configuration or {}
+    return str(configuration.get(COLUMN_MAPPING_PROPERTY, "none")).strip().lower() not in ("", "none")
 
 
 def _queried(table: Any) -> pa.RecordBatchReader:
@@ -305,17 +328,22 @@ def _schema_string(table: Any) -> str | None:
 
 
 def _partition_expression(action: FileAction, partitions: list[str], schema: pa.Schema) -> ds.Expression | None:
-    """The partition values of a file as a dataset expression (so the dataset fills those columns)."""
-    if not partitions:
-        return None
+    """The partition values of a file as a dataset expression (so the dataset fills those columns).
+
+    A file's partition columns are those its own action names, not the pinned version's: an overwrite may have
+    partitioned the table otherwise, and a file it removed holds none of the columns it was partitioned by."""
     values = action.partition_values
+    names = [name for name in (values if values is not None else partitions) if name in schema.names]
+    if not names:
+        return None
     if values is None:
         raise FilesNotReadable(f"the log gives no partition values for {action.path}")
     expression = None
-    for name in partitions:
+    for name in names:
         text = values.get(name)
         field_type = schema.field(name).type
-        term = pc.field(name).is_null() if text is None else pc.field(name) == _partition_scalar(text, field_type)
+        # The protocol reads an empty partition value as NULL, whatever the column's type.
+        term = pc.field(name).is_null() if not text else pc.field(name) == _partition_scalar(text, field_type)
         expression = term if expression is None else expression & term
     return expression
 

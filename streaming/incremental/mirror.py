@@ -35,10 +35,10 @@ Both readers serve: delta-rs (a Delta path; rows written on the driver) and Spar
 the keys' digests are computed on the executors and only the key columns come to the driver, the new rows are
 written by a Spark job). ``resync`` reads with delta-rs only.
 
-**Without ``key``**, a table with Delta row tracking read with delta-rs is keyed by its stable row ids
-(`streaming.delta.row_ids`), which ``UPDATE``, ``MERGE``, ``OPTIMIZE`` and ``RESTORE`` keep: each
-sample stores its row's id in the column `ROW_ID` (``_row_id``), and the change is read from the changed files
-(the Change Data Feed carries no row ids). Any other table, and Spark's reader, need ``key``.
+**Without ``key``**, a table with Delta row tracking is keyed by its stable row ids, which ``UPDATE``, ``MERGE``,
+``OPTIMIZE`` and ``RESTORE`` keep: delta-rs reads them from the log (`streaming.delta.row_ids`), Spark's reader as
+``_metadata.row_id`` (a table by name). Each sample stores its row's id in the column `ROW_ID` (``_row_id``), and
+the change is read from the changed files (the Change Data Feed carries no row ids). Any other table needs ``key``.
 """
 
 from __future__ import annotations

@@ -3,9 +3,12 @@
 A Delta table given by name (a Databricks runtime, a Unity Catalog table), or by path where Spark has Delta
 support, is read with Spark: its history comes from ``DESCRIBE HISTORY``, which has no file actions, so the changed
 files are the two versions' ``inputFiles()`` set against each other and their rows are read through the
-``_metadata.file_path`` column. Row identities and key digests are computed per Arrow batch on the executors, and
-new rows are written by a Spark job (``dataframe_to_mds``). `choose_reader` picks between this reader and
-delta-rs's (`streaming.incremental.deltalake_reader`) for a run, without reading a row.
+``_metadata.file_path`` column (`streaming.spark.delta_file_paths`: the two spellings of a path, and the versions
+whose deletion vectors a diff of paths cannot see, which are read whole). A table with row tracking gives each
+row's stable id as ``_metadata.row_id`` (`SparkRowTrackedChanges`). Row identities and key digests are computed
+per Arrow batch on the executors, and new rows are written by a Spark job (``dataframe_to_mds``). `choose_reader`
+picks between this reader and delta-rs's (`streaming.incremental.deltalake_reader`) for a run, without reading a
+row.
 """
 
 from __future__ import annotations
@@ -27,9 +30,12 @@ from streaming.delta.history import (
     touches_feed,
 )
 from streaming.delta.location import looks_like_path
+from streaming.delta.row_ids import ROW_ID, TRACKING_PROPERTY
+from streaming.delta.table import FilesNotReadable
 from streaming.incremental.deltalake_reader import DeltaLakeChoice
 from streaming.incremental.reader import Columns, KeyValues, ReaderChoice, TableReader
 from streaming.spark.convert import dataframe_to_mds
+from streaming.spark.delta_file_paths import input_path_key, metadata_path_key, versions_changed_in_place
 from streaming.spark.executor_access import check_executor_access
 from streaming.spark.schema import resolve_columns
 from streaming.spark.table_input import (
@@ -89,12 +95,13 @@ class SparkDeltaChanges:
 
     reader = "spark"
     row_ids = False
-    no_row_ids = "Spark's reader does not give Delta row ids here; give the table's storage path to read them"
+    no_row_ids = "this table has no Delta row tracking (delta.enableRowTracking), so it has no row ids"
 
     def __init__(self, session: Any, table: str, version: int) -> None:
         self.session = session
         self.table = table
         self.version = version
+        self._in_place: set[int] = set()  # versions a diff of file paths cannot see (`window` reads them)
 
     def at(self, version: int) -> Any:
         reader = self.session.read.format("delta").option("versionAsOf", version)
@@ -112,6 +119,7 @@ class SparkDeltaChanges:
 
     def window(self, start: int) -> TableWindow:
         rows = self.session.sql(f"DESCRIBE HISTORY {sql_identifier(self.table)}").collect()
+        self._in_place = versions_changed_in_place(rows)
         history = [history_commit(row["version"], row["operation"], row["operationParameters"]) for row in rows]
         by_version = {commit.version: commit for commit in history}
         missing = [version for version in range(start + 1, self.version + 1) if version not in by_version]
@@ -142,12 +150,19 @@ class SparkDeltaChanges:
         return plus, minus
 
     def files(self, window: TableWindow, columns: Sequence[str]) -> tuple[Any, Any]:
+        self.check_paths_show(window)
         old, new = self.at(window.start), self.at(self.version)
         old_files, new_files = set(old.inputFiles()), set(new.inputFiles())
         return (
             rows_in_files(new, sorted(new_files - old_files), columns),
             rows_in_files(old, sorted(old_files - new_files), columns),
         )
+
+    def check_paths_show(self, window: TableWindow) -> None:
+        """Raise `FilesNotReadable` when a diff of the window's file paths would miss a change (see `window`)."""
+        in_place = sorted(self._in_place & set(range(window.start + 1, window.end + 1)))
+        if in_place:
+            raise FilesNotReadable(f"version {in_place[0]} changed rows inside files it kept (deletion vectors)")
 
     def full(self, start: int, columns: Sequence[str]) -> tuple[Any, Any]:
         names = [f"`{name}`" for name in columns]
@@ -170,7 +185,9 @@ class SparkDeltaChanges:
         return [bytes(row[IDENTITY]) for row in collected], lambda chosen: [values[index] for index in chosen]
 
     def with_row_ids(self) -> TableReader | None:
-        return None
+        rows = self.session.sql(f"SHOW TBLPROPERTIES {sql_identifier(self.table)}").collect()
+        tracked = any(row["key"] == TRACKING_PROPERTY and str(row["value"]).strip().lower() == "true" for row in rows)
+        return SparkRowTrackedChanges(self.session, self.table, self.version) if tracked else None
 
     def write(self, rows: Any, out: str, **options: Any) -> ConversionResult:
         """Convert the DataFrame ``rows`` into the dataset folder ``out`` with ``dataframe_to_mds``."""
@@ -188,16 +205,79 @@ def rows_in_files(frame: Any, files: Sequence[str], columns: Sequence[str]) -> A
     names = [F.col(f"`{name}`") for name in columns]
     if not files:
         return frame.select(*names).limit(0)
-    wanted = [file_key(path) for path in files]
-    key = F.regexp_replace(F.col("_metadata.file_path"), "^file:/+", "/")
-    return frame.where(key.isin(wanted)).select(*names)
+    wanted = [input_path_key(path) for path in files]
+    return frame.where(metadata_path_key(F.col("_metadata.file_path")).isin(wanted)).select(*names)
 
 
-def file_key(path: str) -> str:
-    """A data file's path in one spelling, whichever of ``inputFiles()`` and ``_metadata.file_path`` gave it."""
-    import re
+class SparkRowTrackedChanges(SparkDeltaChanges):
+    """`SparkDeltaChanges` whose rows carry their stable row id in the column `ROW_ID`.
 
-    return re.sub(r"^file:/+", "/", path)
+    What a mirror keyed by row ids reads when the table is given by name (a Unity Catalog table cannot be read by
+    path): Delta Lake's reader exposes each row's stable id as ``_metadata.row_id`` once ``delta.enableRowTracking``
+    is on, and keeps it through ``UPDATE``, ``MERGE``, ``OPTIMIZE`` and ``RESTORE``, as delta-rs's reader
+    (`streaming.incremental.deltalake_reader.RowTrackedChanges`) gives it from the log. The Change Data Feed carries
+    no row ids, so `feed` refuses and the changed files (or both versions whole) are read. ``_metadata`` is only
+    reachable on the table's own relation, so every read selects it there, before any projection.
+    """
+
+    row_ids = True
+
+    def __init__(self, session: Any, table: str, version: int) -> None:
+        super().__init__(session, table, version)
+        if ROW_ID in super().column_names():
+            raise ValueError(
+                f"{table!r} has a column named {ROW_ID!r}, where a mirror keyed by row ids stores each row's id. "
+                f"Choices: key=[...] (columns that identify a row), or rename that column."
+            )
+
+    def column_names(self) -> list[str]:
+        return [*super().column_names(), ROW_ID]
+
+    def plan(self, chosen: Columns) -> dict[str, str]:
+        """The columns' encodings (every column when None), always with `ROW_ID`: the key is stored."""
+        if isinstance(chosen, Mapping):
+            chosen = {name: encoding for name, encoding in chosen.items() if name != ROW_ID}
+        elif chosen is not None:
+            chosen = [name for name in chosen if name != ROW_ID]
+        return {**super().plan(chosen), ROW_ID: "int64"}
+
+    def snapshot(self) -> Any:
+        return self._with_ids(self.at(self.version), self.column_names())
+
+    def feed(self, start: int, columns: Sequence[str]) -> tuple[Any, Any]:
+        raise FilesNotReadable("the Change Data Feed has no row ids")
+
+    def files(self, window: TableWindow, columns: Sequence[str]) -> tuple[Any, Any]:
+        from pyspark.sql import functions as F
+
+        self.check_paths_show(window)
+        old, new = self.at(window.start), self.at(self.version)
+        old_files, new_files = set(old.inputFiles()), set(new.inputFiles())
+
+        def rows_in(frame: Any, files: set[str]) -> Any:
+            wanted = [input_path_key(path) for path in sorted(files)]
+            key = metadata_path_key(F.col("_metadata.file_path"))
+            return self._with_ids(frame.where(key.isin(wanted)) if wanted else frame.limit(0), columns)
+
+        return rows_in(new, new_files - old_files), rows_in(old, old_files - new_files)
+
+    def full(self, start: int, columns: Sequence[str]) -> tuple[Any, Any]:
+        return self._with_ids(self.at(self.version), columns), self._with_ids(self.at(start), columns)
+
+    def subtract(self, held: Counter, columns: Sequence[str], encodings: Mapping[str, str]) -> Any:
+        raise ValueError(f"resync=True reads {self.table!r} with delta-rs only (a mirror keyed by row ids by name).")
+
+    def with_row_ids(self) -> TableReader | None:
+        return self
+
+    @staticmethod
+    def _with_ids(frame: Any, columns: Sequence[str]) -> Any:
+        """``columns`` of ``frame`` (the table's relation), `ROW_ID` taken from ``_metadata.row_id``."""
+        from pyspark.sql import functions as F
+
+        return frame.select(
+            *[F.col("_metadata.row_id").alias(ROW_ID) if name == ROW_ID else F.col(f"`{name}`") for name in columns]
+        )
 
 
 def with_identity(frame: Any, encodings: Mapping[str, str]) -> Any:

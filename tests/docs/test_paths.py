@@ -35,6 +35,8 @@ GENERATED = (
     ".ci/databricks-sdk-",
     ".ci/clients",
     ".ci/core-venv",
+    ".ci/delta-jars",
+    ".ci/m2",
     "dist",
     "site",
     ".bench",

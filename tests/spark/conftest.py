@@ -19,7 +19,7 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 
 import pyspark
@@ -72,7 +72,7 @@ def _free_port() -> int:
 class ConnectServer:
     """A Spark Connect server process; ``url`` waits until it accepts connections."""
 
-    def __init__(self, workdir: Path) -> None:
+    def __init__(self, workdir: Path, extra_conf: Mapping[str, str] | None = None) -> None:
         import pyspark
 
         home = os.path.dirname(pyspark.__file__)
@@ -86,6 +86,7 @@ class ConnectServer:
             "spark.driver.bindAddress": "127.0.0.1",
             "spark.jars.ivy": str(workdir / "ivy"),
             "spark.sql.warehouse.dir": str(workdir / "warehouse"),
+            **(extra_conf or {}),
         }
         argv = [
             os.path.join(home, "bin", "spark-submit"),
@@ -170,8 +171,8 @@ def spark(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFacto
     session.stop()
 
 
-def local_session(warehouse_dir: str) -> object:
-    """The suite's one classic local SparkSession (created, or the running one)."""
+def local_session(warehouse_dir: str, extra_conf: Mapping[str, str] | None = None) -> object:
+    """The suite's one classic local SparkSession (created, or the running one), with ``extra_conf`` on top."""
     from pyspark.sql import SparkSession
 
     builder = (
@@ -182,7 +183,7 @@ def local_session(warehouse_dir: str) -> object:
         .config("spark.driver.memory", "1g")
         .config("spark.sql.warehouse.dir", warehouse_dir)
     )
-    for key, value in SESSION_CONF.items():
+    for key, value in {**SESSION_CONF, **(extra_conf or {})}.items():
         builder = builder.config(key, value)
     session = builder.getOrCreate()
     session.sparkContext.setLogLevel("ERROR")
