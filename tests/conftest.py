@@ -8,6 +8,7 @@ fixture of their own conftest.
 
 from __future__ import annotations
 
+import gc
 import os
 import shutil
 import tempfile
@@ -55,6 +56,17 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
             item.add_marker(pytest.mark.services)
         if used & SPARK_FIXTURES:
             item.add_marker(pytest.mark.spark)
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    """Finalize abandoned DataLoader iterators now, in the main thread, and keep the cyclic collector off after.
+
+    A test that stops reading a multi-worker DataLoader mid-epoch leaves its iterator in a reference cycle. Left to
+    the collector, it may be finalized at interpreter exit inside a multiprocessing queue's feeder thread while that
+    thread holds the queue's lock; its worker shutdown then puts to that same queue and waits on the lock for ever,
+    and so does the exit (seen once in CI: every test had passed and the lane never ended)."""
+    gc.collect()
+    gc.disable()
 
 
 def pytest_unconfigure(config):
