@@ -173,6 +173,7 @@ test-databricks-sdks: $(addprefix .venv-sdk,$(addsuffix /.installed,$(SDK_LANES)
 test-lane-spark: $(VENV)/.installed $(SPARK35_VENV)/.installed
 	$(TEST_ENV) PYSPARK_PYTHON=$(abspath $(PY)) $(PY) -m pytest -q --durations=15 tests/spark tests/notebooks
 	$(MAKE) test-floor
+	$(MAKE) test-delta-floor
 
 # Real Delta Lake on Spark 4.0 (classic and Connect), in its own virtualenv (see DELTA_VENV). The Connect tests run
 # in a process in Connect mode, as a Databricks Connect or serverless client does (pyspark's functions and windows
@@ -241,8 +242,7 @@ test-floor: $(SPARK35_VENV)/.installed $(NODE_DIR)/.installed $(REF_VENV)/.bench
 # 3.5.0 (3.2.1 fails reading _metadata columns with a NoSuchMethodError; 3.3 needs Spark 3.5.3). Delta 3.1 cannot
 # enable row tracking, so the keyless mirror by name is not run here; and deltalake's own Arrow reader of a
 # partitioned table fails on pyarrow 14 (`pyarrow.field()` with one argument inside to_pyarrow_dataset), so the two
-# tests that read partitioned tables with delta-rs are not run here either. Not yet part of `make test`: the rest
-# (5 tests) passed here once (docs/support-matrix.md).
+# tests that read partitioned tables with delta-rs are not run here either. The last part of the Spark lane.
 DELTA_FLOOR_NOT_RUN := tests/delta_lake/test_reproductions.py::test_a_mirror_of_a_table_by_name_without_a_key_is_keyed_by_its_row_ids \
 	tests/delta_lake/test_reproductions.py::test_a_repartitioning_overwrite_with_the_same_rows_appends_nothing \
 	tests/delta_lake/test_reproductions.py::test_an_empty_partition_value_is_stored_as_null_by_every_run
