@@ -17,7 +17,7 @@ NO_JAVA = (
 
 
 def path_without_java(tmp_path: Path) -> dict[str, str]:
-    """This environment without JAVA_HOME, its PATH one folder of links to every command on it but ``java``."""
+    """This environment without JAVA_HOME or make's flags, its PATH one folder of links to every command on it but ``java``."""
     folder = tmp_path / "bin"
     folder.mkdir()
     for directory in os.environ["PATH"].split(os.pathsep):
@@ -25,7 +25,13 @@ def path_without_java(tmp_path: Path) -> dict[str, str]:
             link = folder / command.name
             if command.name != "java" and not link.exists() and os.access(command, os.X_OK):
                 link.symlink_to(command)
-    environment = {key: value for key, value in os.environ.items() if key != "JAVA_HOME"}
+    # Nor a calling make's flags: under `make test` (`--output-sync`) they would make the inner make print its
+    # directory on stdout, which a user typing `make demo` never sees.
+    environment = {
+        key: value
+        for key, value in os.environ.items()
+        if key != "JAVA_HOME" and key not in ("MAKEFLAGS", "MFLAGS", "MAKELEVEL", "MAKEOVERRIDES")
+    }
     environment["PATH"] = str(folder)
     assert shutil.which("java", path=environment["PATH"]) is None
     return environment
