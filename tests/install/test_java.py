@@ -17,7 +17,8 @@ NO_JAVA = (
 
 
 def path_without_java(tmp_path: Path) -> dict[str, str]:
-    """This environment without JAVA_HOME or make's flags, its PATH one folder of links to every command on it but ``java``."""
+    """This environment without JAVA_HOME or make's flags, its PATH one folder of links to every command on it but
+    ``java``."""
     folder = tmp_path / "bin"
     folder.mkdir()
     for directory in os.environ["PATH"].split(os.pathsep):
