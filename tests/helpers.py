@@ -60,3 +60,20 @@ def assert_same_value(got: Any, expected: Any, where: str = "") -> None:
         assert type(got) is type(expected) and (got == expected or both_nan), f"{where}: {got!r} != {expected!r}"
         if type(expected).__name__ == "Decimal":
             assert str(got) == str(expected), f"{where}: {got!r} != {expected!r} (scale)"
+
+
+def one_sample_shard(name: str) -> dict:
+    """The index entry of an uncompressed MDS shard ``name`` of one int64 sample (commit-log and bomb tests)."""
+    return {
+        "column_encodings": ["int64"],
+        "column_names": ["id"],
+        "column_sizes": [8],
+        "compression": None,
+        "format": "mds",
+        "hashes": [],
+        "raw_data": {"basename": name, "bytes": 20, "hashes": {}},
+        "samples": 1,
+        "size_limit": 1 << 26,
+        "version": 2,
+        "zip_data": None,
+    }

@@ -28,27 +28,12 @@ from streaming.format.commit_log import (
 )
 from streaming.format.vacuum import vacuum
 from streaming.storage.dataset_root import DatasetRoot
-
-
-def _shard(name: str) -> dict:
-    return {
-        "column_encodings": ["int64"],
-        "column_names": ["id"],
-        "column_sizes": [8],
-        "compression": None,
-        "format": "mds",
-        "hashes": [],
-        "raw_data": {"basename": name, "bytes": 20, "hashes": {}},
-        "samples": 1,
-        "size_limit": 1 << 26,
-        "version": 2,
-        "zip_data": None,
-    }
+from tests.helpers import one_sample_shard
 
 
 def _append(root: DatasetRoot, number: int, **kwargs) -> commit_log.Snapshot:
     (Path(root.url) / f"s{number}.mds").write_bytes(b"x" * 16)
-    state = commit(root, commit_log.APPEND, [_shard(f"s{number}.mds")], base=read_snapshot(root), **kwargs)
+    state = commit(root, commit_log.APPEND, [one_sample_shard(f"s{number}.mds")], base=read_snapshot(root), **kwargs)
     publish_checkpoint(root, state)
     return state
 
@@ -120,7 +105,7 @@ def test_an_overwrite_drops_the_source_versions_an_append_keeps_them(tmp_path):
     state = commit(root, commit_log.APPEND, [], base=read_snapshot(root), source_versions={"a": 3})
     state = commit(root, commit_log.APPEND, [], base=state, source_versions={"b": 1})
     assert state.source_versions == {"a": 3, "b": 1}
-    state = commit(root, commit_log.OVERWRITE, [_shard("x.mds")], base=state)
+    state = commit(root, commit_log.OVERWRITE, [one_sample_shard("x.mds")], base=state)
     assert read_snapshot(root).source_versions == {} == state.source_versions
 
 
@@ -149,7 +134,7 @@ def test_a_commit_file_still_being_written_is_waited_for(tmp_path, monkeypatch):
         "version": 2,
         "operation": "append",
         "base_version": 1,
-        "add": [_shard("late.mds")],
+        "add": [one_sample_shard("late.mds")],
         "remove": [],
         "record": None,
         "source_versions": {},
@@ -172,7 +157,7 @@ def test_a_log_written_before_checkpoints_existed_still_reads_and_grows(tmp_path
     log = tmp_path / LOG_FOLDER
     log.mkdir()
     for version in (1, 2):  # the older format: every commit holds the whole state
-        shards = [_shard(f"old{n}.mds") for n in range(1, version + 1)]
+        shards = [one_sample_shard(f"old{n}.mds") for n in range(1, version + 1)]
         body = {
             "version": version,
             "operation": "append",
@@ -213,7 +198,7 @@ def test_a_replace_drops_the_shards_it_names_and_keeps_the_rest_of_the_state(tmp
     state = commit(
         root,
         commit_log.REPLACE,
-        [_shard("copy.mds")],
+        [one_sample_shard("copy.mds")],
         base=read_snapshot(root),
         record=record,
         source_versions={"t": 3},
@@ -250,7 +235,7 @@ def test_an_overwrite_after_the_newest_checkpoint_is_read_without_it(tmp_path):
     for number in range(1, CHECKPOINT_INTERVAL + 2):
         _append(root, number)
     (tmp_path / "fresh.mds").write_bytes(b"x" * 16)
-    state = commit(root, commit_log.OVERWRITE, [_shard("fresh.mds")], base=read_snapshot(root))
+    state = commit(root, commit_log.OVERWRITE, [one_sample_shard("fresh.mds")], base=read_snapshot(root))
     publish_checkpoint(root, state)
     (tmp_path / checkpoint_path(CHECKPOINT_INTERVAL)).write_bytes(b"not gzip")
     for version in range(1, CHECKPOINT_INTERVAL + 2):

@@ -22,26 +22,11 @@ from streaming.format.commit_log import CHECKPOINT_INTERVAL, checkpoint_path, co
 from streaming.spark import incremental_to_mds
 from streaming.storage.dataset_root import DatasetRoot
 from tests.cli.conftest import run_cli
+from tests.helpers import one_sample_shard
 from tests.security.test_bounded import _peak_rss_growth
 
 #: The most any bomb here may grow the reading process by.
 GROWTH_LIMIT = 64 << 20
-
-
-def _shard(name: str) -> dict:
-    return {
-        "column_encodings": ["int64"],
-        "column_names": ["id"],
-        "column_sizes": [8],
-        "compression": None,
-        "format": "mds",
-        "hashes": [],
-        "raw_data": {"basename": name, "bytes": 20, "hashes": {}},
-        "samples": 1,
-        "size_limit": 1 << 26,
-        "version": 2,
-        "zip_data": None,
-    }
 
 
 def _logged_dataset(path: str, commits: int) -> DatasetRoot:
@@ -52,7 +37,7 @@ def _logged_dataset(path: str, commits: int) -> DatasetRoot:
     for number in range(commits):
         with open(os.path.join(path, f"s{number}.mds"), "wb") as file:
             file.write(struct.pack("<IIIq", 1, 12, 20, number))  # one sample: its id
-        state = commit(root, commit_log.APPEND, [_shard(f"s{number}.mds")], base=state)
+        state = commit(root, commit_log.APPEND, [one_sample_shard(f"s{number}.mds")], base=state)
         publish_checkpoint(root, state)
     return root
 
@@ -60,7 +45,7 @@ def _logged_dataset(path: str, commits: int) -> DatasetRoot:
 def test_a_commit_log_checkpoint_bomb_is_refused_before_it_is_decompressed(tmp_path):
     path = str(tmp_path / "ds")
     _logged_dataset(path, CHECKPOINT_INTERVAL + 2)
-    entry = json.dumps(_shard("s0.mds"), sort_keys=True).encode()
+    entry = json.dumps(one_sample_shard("s0.mds"), sort_keys=True).encode()
     body = b'{"version": %d, "source_versions": {}, "shards": [' % CHECKPOINT_INTERVAL
     bomb = gzip.compress(body + b",".join([entry] * ((128 << 20) // len(entry))) + b"]}", compresslevel=9)
     assert len(bomb) < 1 << 20  # 128 MiB of JSON in less than a MiB
