@@ -74,7 +74,10 @@ def test_eight_tasks_write_64_mib_shards_within_the_limits_and_through_storage_f
 
     limits = control(faulty_workspace, "limits")
     assert limits["refused"] == 0, f"the workspace answered {limits['refused']} requests with 429"
-    assert limits["most_in_flight"] <= 8, limits
+    # The fake counts a request until its handler thread, after sending the last byte, takes the workspace lock
+    # again; by then the client may have read that answer, released its lease and started the next request, so under
+    # load the fake sees one request more than the eight leases the machine hands out.
+    assert limits["most_in_flight"] <= 8 + 1, limits
     faults = control(faulty_workspace, "storage")
     if faults["parts"]:  # the SDK sends large shards to presigned URLs (databricks-sdk >= 0.69's default client)
         assert faults["expired"] and faults["failed"], f"no URL expired or no part failed: {faults}"
