@@ -41,6 +41,7 @@ SDK_REFUSED := 0.1.6
 PURELIB = $(1)/bin/python -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])'
 
 .PHONY: wheel demo test unit lint docs bench bench-loader fuse chromium test-floor test-upstream test-lane-core \
+	test-bench-scripts \
 	test-lane-spark test-lane-reference test-clients clients-venvs test-databricks-sdks test-delta test-delta-floor
 
 wheel: $(WHEEL_STAMP)
@@ -144,7 +145,7 @@ docs: $(VENV)/.installed
 # The suite runs in three lanes at once (`make -j3`), each a sequence of pytest runs that share nothing: most of it
 # waits on servers, subprocesses and JVM start-up rather than on the two cores. Every test runs in exactly one lane.
 # The differential suite and the upstream suite share a lane: both drive streaming-community's /dev/shm blocks.
-CORE_LANE_IGNORES := tests/differential tests/spark tests/notebooks tests/clients tests/delta_lake
+CORE_LANE_IGNORES := tests/differential tests/spark tests/notebooks tests/clients tests/delta_lake tests/bench_scripts
 TEST_ENV := SPARK_LOCAL_IP=127.0.0.1 MDS_REFERENCE_PYTHON=$(abspath $(REF_VENV))/bin/python
 
 test: lint $(VENV)/.installed $(SPARK35_VENV)/.installed $(DELTA_VENV)/.installed $(NODE_DIR)/.installed $(REF_VENV)/.bench-ready fuse \
@@ -156,7 +157,7 @@ test: lint $(VENV)/.installed $(SPARK35_VENV)/.installed $(DELTA_VENV)/.installe
 # and by `reference` (tests that run streaming-community 0.14.2 itself) and `slow` (long searches). These run again
 # in the core lane, as do the generated Delta histories at their full count (here half of them).
 UNIT_IGNORES := tests/differential tests/spark tests/notebooks tests/upstream_suite tests/volumes tests/clients \
-	tests/delta_lake
+	tests/delta_lake tests/bench_scripts
 unit: $(VENV)/.installed
 	PYTHONDONTWRITEBYTECODE= SPARK_LOCAL_IP=127.0.0.1 MDS_ORACLE_EXAMPLES=20 MDS_MIRROR_EXAMPLES=10 $(PY) -m pytest -q --durations=10 -m "not services and not spark and not reference and not slow" \
 		tests $(addprefix --ignore ,$(UNIT_IGNORES))
@@ -174,6 +175,11 @@ test-lane-spark: $(VENV)/.installed $(SPARK35_VENV)/.installed
 	$(TEST_ENV) PYSPARK_PYTHON=$(abspath $(PY)) $(PY) -m pytest -q --durations=15 tests/spark tests/notebooks
 	$(MAKE) test-floor
 	$(MAKE) test-delta-floor
+	$(MAKE) test-bench-scripts
+
+# Every benchmark script the README or the docs cite, run at a tiny scale beside the reference (about 6 minutes).
+test-bench-scripts: $(VENV)/.installed $(REF_VENV)/.bench-ready
+	$(TEST_ENV) $(PY) -m pytest -q --durations=5 tests/bench_scripts
 
 # Real Delta Lake on Spark 4.0 (classic and Connect), in its own virtualenv (see DELTA_VENV). The Connect tests run
 # in a process in Connect mode, as a Databricks Connect or serverless client does (pyspark's functions and windows
