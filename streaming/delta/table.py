@@ -4,11 +4,16 @@ What the incremental job reads from a table given by path when Spark has no Delt
 `streaming.incremental.deltalake_reader`): a snapshot, the commit files of a window of versions
 (`streaming.delta.history`), the Change Data Feed of the window, and the rows of chosen data files
 only, each read where it lies with its partition values, so a diff reads the files a change touched and not
-the table. Every table read goes through delta-rs's own object store (its credentials, its paths).
+the table. A remote table is read through delta-rs's own object store (its credentials, its paths); a local
+one only through `streaming.storage.table_files.table_filesystem`, which opens each file of the table (log,
+checkpoints, data files, deletion vectors) by descriptor without following a link: delta-rs then only reads the
+log to pin a version, and the rows are read here file by file (`delta_batches`). The Change Data Feed is still
+delta-rs's read (`DeltaLakeTable.feed`).
 """
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator, Sequence
 from typing import Any
 from urllib.parse import unquote
@@ -37,8 +42,11 @@ from streaming.delta.row_ids import (
     row_tracking,
     stable_row_ids,
 )
-from streaming.storage.table_files import check_table_files
+from streaming.storage.table_files import check_table_files, inside_path, table_filesystem
+from streaming.storage.url import is_remote
 
+#: Where a column-mapped table's schema names a field's name in the data files.
+PHYSICAL_NAME = "delta.columnMapping.physicalName"
 #: Change Data Feed row kinds that add a row to the table, and those that take one away.
 FEED_PLUS = ("insert", "update_postimage")
 FEED_MINUS = ("delete", "update_preimage")
@@ -211,27 +219,14 @@ class DeltaLakeTable:
         return table
 
     def _fs(self) -> Any:
-        """A pyarrow filesystem rooted at the table, over delta-rs's own object store."""
+        """A pyarrow filesystem rooted at the table: for a local table one that follows no link
+        (`table_filesystem`), else one over delta-rs's own object store."""
         if self._filesystem is None:
-            from deltalake.exceptions import DeltaProtocolError
-
-            try:
-                self._filesystem = self.table.to_pyarrow_dataset().filesystem
-            except DeltaProtocolError:
-                # delta-rs's Arrow reader refuses tables with deletion vectors, but its storage handler reads
-                # their files as any other (what a mirror keyed by row ids needs).
-                from deltalake.fs import DeltaStorageHandler
-                from pyarrow.fs import PyFileSystem
-
-                self._filesystem = PyFileSystem(DeltaStorageHandler(self.uri))
+            self._filesystem = table_filesystem(self.uri) or _object_store(self.table, self.uri)
         return self._filesystem
 
     def _read_text(self, relative: str) -> str | None:
-        try:
-            with self._fs().open_input_stream(relative) as stream:
-                return stream.read().decode("utf-8")
-        except FileNotFoundError:
-            return None
+        return read_text(self._fs(), relative)
 
     def _conform(self, rows: pa.Table, columns: Sequence[str] | None) -> pa.Table:
         """``rows`` with ``columns`` (all by default) as the pinned version's types, whatever read them."""
@@ -245,6 +240,9 @@ def delta_rows(table: Any, names: list[str]) -> pa.Table:
     """Every row of a delta-rs table with ``names``, in plain Arrow types (see `delta_batches`)."""
     from deltalake.exceptions import DeltaProtocolError
 
+    if not is_remote(table.table_uri):
+        schema = _plain_schema(table)
+        return pa.Table.from_batches(list(_local_batches(table, 1 << 20)), schema=schema).select(names)
     if maps_column_names(table):
         return _queried(table).read_all().select(names)
     try:
@@ -254,11 +252,17 @@ def delta_rows(table: Any, names: list[str]) -> pa.Table:
 
 
 def delta_batches(table: Any, batch_rows: int) -> Iterator[pa.RecordBatch]:
-    """The rows of a delta-rs table as record batches in plain Arrow types: its Arrow reader, or where that
-    refuses the table's reader features (deletion vectors, which Databricks recommends) or would misread it
-    (column mapping, `maps_column_names`), its query engine, which applies them."""
+    """The rows of a delta-rs table as record batches in plain Arrow types.
+
+    A local table's files are read here, each opened by descriptor without following a link
+    (`_local_batches`). A remote one is read by delta-rs's Arrow reader, or where that refuses the table's
+    reader features (deletion vectors, which Databricks recommends) or would misread it (column mapping,
+    `maps_column_names`), its query engine, which applies them."""
     from deltalake.exceptions import DeltaProtocolError
 
+    if not is_remote(table.table_uri):
+        yield from _local_batches(table, batch_rows)
+        return
     try:
         dataset = None if maps_column_names(table) else table.to_pyarrow_dataset()
     except DeltaProtocolError:
@@ -267,6 +271,109 @@ def delta_batches(table: Any, batch_rows: int) -> Iterator[pa.RecordBatch]:
         yield from _queried(table)
         return
     yield from dataset.to_batches(batch_size=batch_rows, use_threads=False)
+
+
+def read_text(filesystem: Any, relative: str) -> str | None:
+    """The text of the file ``relative`` under a pyarrow ``filesystem`` rooted at a table (None when missing)."""
+    try:
+        with filesystem.open_input_stream(relative) as stream:
+            return stream.read().decode("utf-8")
+    except FileNotFoundError:
+        return None
+
+
+def _local_batches(table: Any, batch_rows: int) -> Iterator[pa.RecordBatch]:
+    """The rows of a local delta-rs table at its version, read file by file through `table_filesystem`.
+
+    The files and their deletion vectors are listed from the log by this package (`live_files`, itself read
+    through that filesystem); each data file is opened once, by descriptor, and its rows that its deletion
+    vector marks are dropped. Under column mapping the files' physical names are read and given their
+    logical names."""
+    uri = table.table_uri
+    files = table_filesystem(uri)
+    logical = _plain_schema(table)
+    physical = _physical_schema(logical, table.schema().to_json()) if maps_column_names(table) else logical
+    partitions = list(table.metadata().partition_columns)
+    fileformat = ds.ParquetFileFormat()
+    try:
+        actions = live_files(files, lambda relative: read_text(files, relative), table.version(), uri)
+    except RowIdsUnavailable as err:  # a V2 checkpoint: its sidecar files are not replayed here
+        raise FilesNotReadable(f"the files of {uri} cannot be listed here without delta-rs: {err}") from None
+    for action in actions:
+        fragment = fileformat.make_fragment(
+            inside_path(uri, action.path),
+            filesystem=files,
+            partition_expression=_partition_expression(action, partitions, physical),
+        )
+        deleted = None
+        if action.vector is not None:
+            rows = fragment.metadata.num_rows
+            deleted = deleted_positions(action.vector, rows, files, f"{uri}/{action.path}")
+        read = ds.FileSystemDataset([fragment], schema=physical, format=fileformat, filesystem=files)
+        start = 0
+        for batch in read.to_batches(batch_size=batch_rows, use_threads=False):
+            if deleted is not None:
+                kept = np.ones(batch.num_rows, dtype=bool)
+                inside = deleted[(deleted >= start) & (deleted < start + batch.num_rows)]
+                kept[inside - start] = False
+                start += batch.num_rows
+                batch = batch.filter(pa.array(kept))
+            yield batch if physical is logical else _logical_batch(batch, logical)
+
+
+def _object_store(table: Any, uri: str) -> Any:
+    """A pyarrow filesystem over delta-rs's own object store for a remote table."""
+    from deltalake.exceptions import DeltaProtocolError
+
+    try:
+        return table.to_pyarrow_dataset().filesystem
+    except DeltaProtocolError:
+        # delta-rs's Arrow reader refuses tables with deletion vectors, but its storage handler reads their
+        # files as any other (what a mirror keyed by row ids needs).
+        from deltalake.fs import DeltaStorageHandler
+        from pyarrow.fs import PyFileSystem
+
+        return PyFileSystem(DeltaStorageHandler(uri))
+
+
+def _plain_schema(table: Any) -> pa.Schema:
+    return pa.schema([_plain_field(field) for field in pa.schema(table.schema().to_arrow())])
+
+
+def _physical_schema(logical: pa.Schema, delta_schema: str) -> pa.Schema:
+    """``logical`` with every field, nested ones too, under the physical name the table's schema gives it."""
+    fields = {field["name"]: field for field in json.loads(delta_schema)["fields"]}
+    return pa.schema([_physical_field(field, fields.get(field.name)) for field in logical])
+
+
+def _physical_field(field: pa.Field, described: Any) -> pa.Field:
+    if not isinstance(described, dict):
+        return field
+    name = (described.get("metadata") or {}).get(PHYSICAL_NAME, field.name)
+    return pa.field(name, _physical_type(field.type, described.get("type")), field.nullable)
+
+
+def _physical_type(data_type: pa.DataType, described: Any) -> pa.DataType:
+    if not isinstance(described, dict):
+        return data_type
+    if pa.types.is_struct(data_type) and described.get("type") == "struct":
+        children = {child["name"]: child for child in described.get("fields", [])}
+        return pa.struct([_physical_field(child, children.get(child.name)) for child in data_type])
+    if (pa.types.is_list(data_type) or pa.types.is_large_list(data_type)) and described.get("type") == "array":
+        element = data_type.value_field.with_type(_physical_type(data_type.value_type, described.get("elementType")))
+        return pa.list_(element) if pa.types.is_list(data_type) else pa.large_list(element)
+    if pa.types.is_map(data_type) and described.get("type") == "map":
+        key = data_type.key_field.with_type(_physical_type(data_type.key_type, described.get("keyType")))
+        item = data_type.item_field.with_type(_physical_type(data_type.item_type, described.get("valueType")))
+        return pa.map_(key, item)
+    return data_type
+
+
+def _logical_batch(batch: pa.RecordBatch, logical: pa.Schema) -> pa.RecordBatch:
+    """A batch read under physical names, under ``logical``'s names (the same layout: a zero-copy view)."""
+    return pa.RecordBatch.from_arrays(
+        [column.view(field.type) for column, field in zip(batch.columns, logical)], schema=logical
+    )
 
 
 def maps_column_names(table: Any) -> bool:

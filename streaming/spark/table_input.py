@@ -12,6 +12,7 @@ from typing import Any
 
 from streaming.convert.source import Source
 from streaming.delta.location import looks_like_path
+from streaming.storage.table_files import refuse_links_in
 
 # How Spark (and Databricks) say that DESCRIBE HISTORY was asked of something that is not a Delta table.
 NOT_DELTA_ERRORS = (
@@ -142,6 +143,7 @@ def _read_table(session: Any, name: str, version: int | None) -> tuple[Any, Sour
 
 
 def _read_delta_path(session: Any, path: str, version: int | None) -> tuple[Any, Source]:
+    refuse_links_in(path)  # the JVM opens the table's files by path, following links
     try:
         reader = session.read.format("delta")
         if version is not None:
