@@ -23,7 +23,6 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.dataset as ds
 
-from streaming._extras import require
 from streaming.delta.deletion_vectors import deleted_positions
 from streaming.delta.history import (
     CDF_PROPERTY,
@@ -34,6 +33,7 @@ from streaming.delta.history import (
     normal_schema,
     read_log_window,
 )
+from streaming.delta.opening import open_delta_table
 from streaming.delta.row_ids import (
     ROW_ID,
     RowIdsUnavailable,
@@ -60,10 +60,7 @@ class DeltaLakeTable:
     """The Delta table at ``uri``, pinned to ``version`` (the latest when None)."""
 
     def __init__(self, uri: str, version: int | None = None) -> None:
-        DeltaTable = require("deltalake", "delta", "Reading a Delta table without Spark").DeltaTable
-
         self.uri = uri
-        self._open = DeltaTable
         self.table = self._at(version)
         self.version: int = self.table.version()
         self._filesystem: Any = None
@@ -201,11 +198,12 @@ class DeltaLakeTable:
         return empty.append_column(pa.field(ROW_ID, pa.int64(), nullable=False), pa.array([], pa.int64()))
 
     def _at(self, version: int | None) -> Any:
-        """The table at ``version``, its data files checked first (`check_table_files`: no link is followed)."""
+        """The table at ``version``, opened once its checkpoint is bounded (`open_delta_table`), its data files
+        checked (`check_table_files`: no link is followed)."""
         from deltalake.exceptions import TableNotFoundError
 
         try:
-            table = self._open(self.uri, version=version)
+            table = open_delta_table(self.uri, version)
         except TableNotFoundError as err:
             if version is None:
                 raise
