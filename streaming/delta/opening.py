@@ -21,6 +21,7 @@ import pyarrow.parquet as pq
 from streaming._extras import require
 from streaming.storage.parquet_bounds import ParquetBoundsError
 from streaming.storage.table_files import table_filesystem
+from streaming.storage.untrusted_text import shown
 
 #: Any checkpoint file in Parquet: classic (single or one part of several) or V2.
 _CHECKPOINT = re.compile(r"^(\d{20})\.checkpoint(?:\.[0-9a-fA-F.-]+)?\.parquet$")
@@ -61,16 +62,16 @@ def check_checkpoints(uri: str, version: int | None) -> None:
                 rows = pq.ParquetFile(handle).metadata.num_rows
             if rows > info.size + ROW_ALLOWANCE:
                 raise ParquetBoundsError(
-                    f"The Delta table {uri} has the checkpoint {info.path}, which declares {rows} actions in "
-                    f"{info.size} bytes: more than one a byte, which no Delta writer writes (each action names a "
-                    f"file or key of its own); it was not read."
+                    f"The Delta table {shown(uri)} has the checkpoint {shown(info.path)}, which declares {rows} "
+                    f"actions in {info.size} bytes: more than one a byte, which no Delta writer writes (each action "
+                    f"names a file or key of its own); it was not read."
                 )
             declared += rows
         size = hint.get("size")
         if number == hint.get("version") and isinstance(size, int) and declared > size:
             raise ParquetBoundsError(
-                f"The Delta table {uri} has the checkpoint of version {number} "
-                f"({', '.join(info.path for info in found[number])}), which declares {declared} actions where "
+                f"The Delta table {shown(uri)} has the checkpoint of version {number} "
+                f"({', '.join(shown(info.path) for info in found[number])}), which declares {declared} actions where "
                 f"_delta_log/_last_checkpoint says {size}; it was not read."
             )
 

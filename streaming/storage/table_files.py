@@ -26,6 +26,7 @@ import pyarrow as pa
 from pyarrow import fs as pafs
 
 from streaming.storage.local_tree import LocalTree
+from streaming.storage.untrusted_text import shown
 from streaming.storage.url import UnsafePathError, is_remote
 
 #: Where the running process's open descriptors can be opened again as paths (Linux).
@@ -57,8 +58,9 @@ def refuse_links_in(table: str) -> None:
         info = tree.stat(relative)
         if info is not None and stat.S_ISLNK(info.st_mode):
             raise UnsafePathError(
-                f"The Delta table {table} holds the symlink {tree.path(relative)}: refusing to read the table, "
-                f"since its reader would follow it (it could point outside the table); replace it with the real file."
+                f"The Delta table {shown(table)} holds the symlink {shown(tree.path(relative))}: refusing to read "
+                f"the table, since its reader would follow it (it could point outside the table); replace it with "
+                f"the real file."
             )
 
 
@@ -156,11 +158,15 @@ def _inside(table: str, name: str) -> str:
     root = os.path.abspath(_local(table))
     if path is None:
         if "://" in name:
-            raise UnsafePathError(f"The Delta table {table} names the data file {name}, which is outside the table.")
+            raise UnsafePathError(
+                f"The Delta table {shown(table)} names the data file {shown(name)}, which is outside the table."
+            )
         path = os.path.abspath(os.path.join(root, unquote(name)))
     relative = os.path.relpath(path, root)
     if relative == os.curdir or relative == os.pardir or relative.startswith(os.pardir + os.sep):
-        raise UnsafePathError(f"The Delta table {table} names the data file {path}, which is outside the table.")
+        raise UnsafePathError(
+            f"The Delta table {shown(table)} names the data file {shown(path)}, which is outside the table."
+        )
     return relative.replace(os.sep, "/")
 
 
