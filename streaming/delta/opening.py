@@ -23,8 +23,8 @@ from streaming.storage.parquet_bounds import ParquetBoundsError
 from streaming.storage.table_files import table_filesystem
 from streaming.storage.untrusted_text import shown
 
-#: Any checkpoint file in Parquet: classic (single or one part of several) or V2.
-_CHECKPOINT = re.compile(r"^(\d{20})\.checkpoint(?:\.[0-9a-fA-F.-]+)?\.parquet$")
+#: Any checkpoint file in Parquet: classic single, one part of a multi-part one (its part count), or V2 (its id).
+_CHECKPOINT = re.compile(r"^(\d{20})\.checkpoint(?:\.\d{10}\.(\d{10})|\.([0-9a-fA-F-]{36}))?\.parquet$")
 #: Rows a checkpoint may declare beyond one a byte (its protocol, metadata and other fixed actions).
 ROW_ALLOWANCE = 1024
 #: The most ``_last_checkpoint`` (a small JSON hint) is read of.
@@ -46,34 +46,42 @@ def check_checkpoints(uri: str, version: int | None) -> None:
 
     filesystem = _filesystem(uri)
     listing = filesystem.get_file_info(FileSelector("_delta_log", allow_not_found=True))
-    found: dict[int, list[Any]] = {}
+    # version -> checkpoint (its part count, or its V2 id; "" for a single file) -> its files
+    found: dict[int, dict[str, list[Any]]] = {}
     for info in listing:
         match = _CHECKPOINT.match(info.base_name)
         if match and info.type == FileType.File and (version is None or int(match.group(1)) <= version):
-            found.setdefault(int(match.group(1)), []).append(info)
+            found.setdefault(int(match.group(1)), {}).setdefault(match.group(2) or match.group(3) or "", []).append(
+                info
+            )
     hint = _last_checkpoint(filesystem)
     chosen = {max(found)} if found else set()
     if hint.get("version") in found:  # `found` holds only versions at or before ``version``
         chosen.add(hint["version"])
     for number in sorted(chosen):
-        declared = 0
-        for info in found[number]:
-            with filesystem.open_input_file(info.path) as handle:
-                rows = pq.ParquetFile(handle).metadata.num_rows
-            if rows > info.size + ROW_ALLOWANCE:
+        for kind, files in found[number].items():
+            declared = sum(_declared_rows(filesystem, uri, info) for info in files)
+            size, parts = hint.get("size"), hint.get("parts")
+            described = kind == (f"{parts:010d}" if isinstance(parts, int) else "")
+            if number == hint.get("version") and described and isinstance(size, int) and declared > size:
                 raise ParquetBoundsError(
-                    f"The Delta table {shown(uri)} has the checkpoint {shown(info.path)}, which declares {rows} "
-                    f"actions in {info.size} bytes: more than one a byte, which no Delta writer writes (each action "
-                    f"names a file or key of its own); it was not read."
+                    f"The Delta table {shown(uri)} has the checkpoint of version {number} "
+                    f"({', '.join(shown(info.path) for info in files)}), which declares {declared} actions where "
+                    f"_delta_log/_last_checkpoint says {size}; it was not read."
                 )
-            declared += rows
-        size = hint.get("size")
-        if number == hint.get("version") and isinstance(size, int) and declared > size:
-            raise ParquetBoundsError(
-                f"The Delta table {shown(uri)} has the checkpoint of version {number} "
-                f"({', '.join(shown(info.path) for info in found[number])}), which declares {declared} actions where "
-                f"_delta_log/_last_checkpoint says {size}; it was not read."
-            )
+
+
+def _declared_rows(filesystem: Any, uri: str, info: Any) -> int:
+    """The rows a checkpoint file's footer declares, refused when more than one a byte."""
+    with filesystem.open_input_file(info.path) as handle:
+        rows = int(pq.ParquetFile(handle).metadata.num_rows)
+    if rows > info.size + ROW_ALLOWANCE:
+        raise ParquetBoundsError(
+            f"The Delta table {shown(uri)} has the checkpoint {shown(info.path)}, which declares {rows} "
+            f"actions in {info.size} bytes: more than one a byte, which no Delta writer writes (each action "
+            f"names a file or key of its own); it was not read."
+        )
+    return rows
 
 
 def _filesystem(uri: str) -> Any:
