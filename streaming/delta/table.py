@@ -7,8 +7,8 @@ only, each read where it lies with its partition values, so a diff reads the fil
 the table. A remote table is read through delta-rs's own object store (its credentials, its paths); a local
 one only through `streaming.storage.table_files.table_filesystem`, which opens each file of the table (log,
 checkpoints, data files, deletion vectors) by descriptor without following a link: delta-rs then only reads the
-log to pin a version, and the rows are read here file by file (`delta_batches`). The Change Data Feed is still
-delta-rs's read (`DeltaLakeTable.feed`).
+log to pin a version, and the rows are read here file by file (`delta_batches`), the Change Data Feed's too
+(`DeltaLakeTable.feed`).
 """
 
 from __future__ import annotations
@@ -98,7 +98,10 @@ class DeltaLakeTable:
 
     def feed(self, start: int, columns: Sequence[str]) -> tuple[pa.Table, pa.Table]:
         """The Change Data Feed of versions ``start + 1 ..`` the pinned version: the rows it adds (inserts and
-        post-images) and those it takes away (deletes and pre-images), with ``columns``."""
+        post-images) and those it takes away (deletes and pre-images), with ``columns``. A local table's is read
+        here from its files (`_local_feed`): delta-rs's reader opens them by path."""
+        if not is_remote(self.uri):
+            return self._local_feed(start, columns)
         feed = self.table.load_cdf(
             starting_version=start + 1, ending_version=self.version, columns=[*columns, "_change_type"]
         )
@@ -110,6 +113,47 @@ class DeltaLakeTable:
         plus = changes.filter(pc.is_in(kinds, pa.array(FEED_PLUS)))
         minus = changes.filter(pc.is_in(kinds, pa.array(FEED_MINUS)))
         return self._conform(plus, columns), self._conform(minus, columns)
+
+    def _local_feed(self, start: int, columns: Sequence[str]) -> tuple[pa.Table, pa.Table]:
+        """The Change Data Feed of versions ``start + 1 ..`` the pinned version as PROTOCOL.md defines it: a
+        commit's change data files where it wrote them, else the rows of the files it added (inserts) and removed
+        (deletes) with ``dataChange``, deletion vectors applied; every file read through `_fs`."""
+        window = read_log_window(
+            self._read_text, start, self.version, feed_at_start=None, schema_at_start=None, table=self.uri
+        )
+        plus, minus = [], []
+        for commit in window.commits:
+            if commit.changes:
+                rows = self._change_rows(commit.changes, columns)
+                kinds = rows.column("_change_type")
+                plus.append(self._conform(rows.filter(pc.is_in(kinds, pa.array(FEED_PLUS))), columns))
+                minus.append(self._conform(rows.filter(pc.is_in(kinds, pa.array(FEED_MINUS))), columns))
+                continue
+            added = [(action, commit.version) for action in commit.adds if action.data_change]
+            removed = [(action, commit.version) for action in commit.removes if action.data_change]
+            plus.extend([self.files(added, columns)] if added else [])
+            minus.extend([self.files(removed, columns)] if removed else [])
+        empty = self._empty(columns, None)
+        return (pa.concat_tables(plus) if plus else empty), (pa.concat_tables(minus) if minus else empty)
+
+    def _change_rows(self, changes: Sequence[FileAction], columns: Sequence[str]) -> pa.Table:
+        """The rows of change data files with ``columns`` and their ``_change_type``."""
+        if maps_column_names(self.table):
+            raise FilesNotReadable("the table maps column names to physical names (column mapping)")
+        schema = self.schema
+        partitions = list(self.table.metadata().partition_columns)
+        fileformat = ds.ParquetFileFormat()
+        fragments = [
+            fileformat.make_fragment(
+                inside_path(self.uri, action.path),
+                filesystem=self._fs(),
+                partition_expression=_partition_expression(action, partitions, schema),
+            )
+            for action in changes
+        ]
+        with_kind = schema.append(pa.field("_change_type", pa.string()))
+        dataset = ds.FileSystemDataset(fragments, schema=with_kind, format=fileformat, filesystem=self._fs())
+        return _plain(dataset.to_table(columns=[*columns, "_change_type"]))
 
     def row_tracking(self) -> RowTracking | None:
         """The table's row tracking at the pinned version (`streaming.delta.row_ids`), None without."""

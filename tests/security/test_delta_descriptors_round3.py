@@ -236,3 +236,22 @@ def test_a_column_mapped_table_read_by_descriptor_has_its_logical_names(tmp_path
         (1, {"city": "x"}),
         (2, {"city": None}),
     ]
+
+
+def test_the_change_data_feed_is_read_from_the_files_opened_not_a_link_swapped_in_after(tmp_path, swap_after_each_open):
+    from deltalake import DeltaTable, write_deltalake
+
+    from streaming.spark import incremental_to_mds
+
+    table = os.path.join(shared_dir(str(tmp_path / "shared")), "events")
+    write_deltalake(table, pa.table({"text": ["first"]}), configuration={"delta.enableChangeDataFeed": "true"})
+    out = str(tmp_path / "shared" / "out")
+    incremental_to_mds(table, out, progress=False)
+    before = set(DeltaTable(table).file_uris())
+    write_deltalake(table, pa.table({"text": [PUBLIC]}), mode="append")
+    [data] = [uri.removeprefix("file://") for uri in set(DeltaTable(table).file_uris()) - before]
+    share_tree(table)
+    swap_after_each_open(data, _victim_file(tmp_path, data))
+    run = incremental_to_mds(table, out, progress=False)
+    assert run.method == "change_data_feed"
+    assert _texts(out) == sorted(["first", PUBLIC])
