@@ -1,7 +1,7 @@
 """How commands talk: `--json` documents on stdout, aligned text tables, progress bars on stderr, exit codes.
 
-Everything a command prints as text goes through `shown`: text read from a dataset is untrusted, and a raw
-control character in it would reach the terminal (JSON output escapes them itself).
+Everything a command prints as text goes through `shown` (`streaming.storage.untrusted_text`): text read from a
+dataset is untrusted, and a raw control character in it would reach the terminal (JSON output escapes them itself).
 """
 
 from __future__ import annotations
@@ -13,6 +13,8 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 from tqdm import tqdm
+
+from streaming.storage.untrusted_text import shown
 
 OK = 0
 PROBLEMS = 1
@@ -35,17 +37,6 @@ def human_bytes(size: float) -> str:
 def counted(number: int, noun: str) -> str:
     """``"1 shard"``, ``"4 shards"``: a count with its noun in the right number."""
     return f"{number} {noun}" if number == 1 else f"{number} {noun}s"
-
-
-def shown(value: Any) -> str:
-    """``value`` as text safe to print in one line of a report: every control or invisible formatting character
-    (ESC, newline, carriage return, bidi overrides...) written as its escape (``\\x1b``, ``\\n``, ``\\u202e``),
-    so text from a dataset (a column name, a commit's source name, a file name) can neither drive the terminal
-    (OSC 52 writes the clipboard, CSI 2J clears the screen) nor forge a line of the report."""
-    text = str(value)
-    if text.isprintable():
-        return text
-    return "".join(char if char.isprintable() else char.encode("unicode_escape").decode("ascii") for char in text)
 
 
 def _shown_lines(text: str) -> str:

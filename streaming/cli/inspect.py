@@ -9,12 +9,13 @@ import statistics
 import tempfile
 from typing import Any
 
-from streaming.cli.console import OK, emit, human_bytes, shown, table
+from streaming.cli.console import OK, emit, human_bytes, table
 from streaming.format import commit_log
 from streaming.format.dataset_version import dataset_version
 from streaming.format.index import RAW_DATA, RAW_META, dumps_index, read_index, shard_files, stored_files
 from streaming.format.table import ShardTable
 from streaming.storage.dataset_root import DatasetRoot
+from streaming.storage.untrusted_text import shown
 
 EXAMPLES = """\
 examples:

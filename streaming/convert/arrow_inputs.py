@@ -12,6 +12,7 @@ handed to pyarrow by its descriptor (``/proc/self/fd``), so a link planted in a 
 from __future__ import annotations
 
 import contextlib
+import importlib.util
 import json
 import os
 import posixpath
@@ -23,6 +24,7 @@ from dataclasses import dataclass
 import pyarrow as pa
 
 from streaming._extras import install_hint
+from streaming.delta.opening import open_delta_table
 from streaming.storage.dataset_root import DatasetRoot
 from streaming.storage.local_tree import LocalTree, open_regular
 from streaming.storage.out_argument import normalize_root
@@ -180,14 +182,12 @@ def _hf_source(root: str, names: set[str], split: str | None) -> ArrowInput:
 
 
 def _delta_source(root: str) -> ArrowInput:
-    try:
-        from deltalake import DeltaTable
-    except ImportError as err:
+    if importlib.util.find_spec("deltalake") is None:
         raise InputChoiceError(
             f"Reading a Delta table without Spark needs the `deltalake` package. {install_hint('delta')} "
             "(or pass --spark to read it with Spark)."
-        ) from err
-    table = DeltaTable(root)
+        )
+    table = open_delta_table(root)
     check_table_files(root, table.file_uris())
     return ArrowInput("delta", root, (Task("delta", root, rows=None),), version=table.version())
 
@@ -262,11 +262,9 @@ def _batches(task: Task, path: str) -> Iterator[pa.RecordBatch]:
         with pa.memory_map(path) as source:
             yield from pa.ipc.open_stream(source)
     elif task.kind == "delta":
-        from deltalake import DeltaTable
-
         from streaming.delta.table import delta_batches
 
-        table = DeltaTable(path)
+        table = open_delta_table(path)
         check_table_files(path, table.file_uris())
         yield from delta_batches(table, BATCH_ROWS)
     else:

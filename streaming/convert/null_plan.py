@@ -303,9 +303,9 @@ def _delta_null_counts(source: Source, names: list[str]) -> dict[str, int]:
     if source.kind != "delta" or not source.name or not names:
         return {}
     try:
-        from deltalake import DeltaTable
+        from streaming.delta.opening import open_delta_table
 
-        actions = pa.table(DeltaTable(source.name, version=source.version).get_add_actions(flatten=False))
+        actions = pa.table(open_delta_table(source.name, source.version).get_add_actions(flatten=False))
         if actions.num_rows == 0:
             return dict.fromkeys(names, 0)
         stats = actions.column("null_count").combine_chunks()

@@ -120,6 +120,7 @@ class TableCommit:
         configuration: the table properties a ``metaData`` action of this commit set, or None without one.
         schema: the ``schemaString`` of that ``metaData`` action (`normal_schema`).
         files_known: whether the file actions are known (False for a ``DESCRIBE HISTORY`` row).
+        changes: the change data files the commit wrote (``cdc`` actions: its Change Data Feed, when written).
     """
 
     version: int
@@ -130,6 +131,7 @@ class TableCommit:
     configuration: Mapping[str, str] | None = None
     schema: str | None = None
     files_known: bool = True
+    changes: tuple[FileAction, ...] = ()
 
     @property
     def changes_data(self) -> bool:
@@ -280,7 +282,7 @@ def feed_at_version(history: Sequence[TableCommit], version: int) -> bool | None
 def parse_commit(version: int, lines: Iterable[str], where: str) -> TableCommit:
     """A commit from the lines of its ``_delta_log/<version>.json`` file (``where`` names it in errors)."""
     operation, parameters = "", {}
-    adds, removes = [], []
+    adds, removes, changes = [], [], []
     configuration, schema = None, None
     for number, line in enumerate(lines, 1):
         if not line.strip():
@@ -299,11 +301,15 @@ def parse_commit(version: int, lines: Iterable[str], where: str) -> TableCommit:
             adds.append(file_action(action["add"]))
         elif "remove" in action:
             removes.append(file_action(action["remove"]))
+        elif "cdc" in action:
+            changes.append(file_action(action["cdc"]))
         elif "metaData" in action:
             metadata = action["metaData"] or {}
             configuration = dict(metadata.get("configuration") or {})
             schema = normal_schema(metadata.get("schemaString"))
-    return TableCommit(version, operation, parameters, tuple(adds), tuple(removes), configuration, schema)
+    return TableCommit(
+        version, operation, parameters, tuple(adds), tuple(removes), configuration, schema, changes=tuple(changes)
+    )
 
 
 def read_log_window(

@@ -4,11 +4,16 @@ What the incremental job reads from a table given by path when Spark has no Delt
 `streaming.incremental.deltalake_reader`): a snapshot, the commit files of a window of versions
 (`streaming.delta.history`), the Change Data Feed of the window, and the rows of chosen data files
 only, each read where it lies with its partition values, so a diff reads the files a change touched and not
-the table. Every table read goes through delta-rs's own object store (its credentials, its paths).
+the table. A remote table is read through delta-rs's own object store (its credentials, its paths); a local
+one only through `streaming.storage.table_files.table_filesystem`, which opens each file of the table (log,
+checkpoints, data files, deletion vectors) by descriptor without following a link: delta-rs then only reads the
+log to pin a version, and the rows are read here file by file (`delta_batches`), the Change Data Feed's too
+(`DeltaLakeTable.feed`).
 """
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator, Sequence
 from typing import Any
 from urllib.parse import unquote
@@ -18,7 +23,6 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.dataset as ds
 
-from streaming._extras import require
 from streaming.delta.deletion_vectors import deleted_positions
 from streaming.delta.history import (
     CDF_PROPERTY,
@@ -29,6 +33,7 @@ from streaming.delta.history import (
     normal_schema,
     read_log_window,
 )
+from streaming.delta.opening import open_delta_table
 from streaming.delta.row_ids import (
     ROW_ID,
     RowIdsUnavailable,
@@ -37,8 +42,11 @@ from streaming.delta.row_ids import (
     row_tracking,
     stable_row_ids,
 )
-from streaming.storage.table_files import check_table_files
+from streaming.storage.table_files import check_table_files, inside_path, table_filesystem
+from streaming.storage.url import is_remote
 
+#: Where a column-mapped table's schema names a field's name in the data files.
+PHYSICAL_NAME = "delta.columnMapping.physicalName"
 #: Change Data Feed row kinds that add a row to the table, and those that take one away.
 FEED_PLUS = ("insert", "update_postimage")
 FEED_MINUS = ("delete", "update_preimage")
@@ -52,10 +60,7 @@ class DeltaLakeTable:
     """The Delta table at ``uri``, pinned to ``version`` (the latest when None)."""
 
     def __init__(self, uri: str, version: int | None = None) -> None:
-        DeltaTable = require("deltalake", "delta", "Reading a Delta table without Spark").DeltaTable
-
         self.uri = uri
-        self._open = DeltaTable
         self.table = self._at(version)
         self.version: int = self.table.version()
         self._filesystem: Any = None
@@ -93,7 +98,10 @@ class DeltaLakeTable:
 
     def feed(self, start: int, columns: Sequence[str]) -> tuple[pa.Table, pa.Table]:
         """The Change Data Feed of versions ``start + 1 ..`` the pinned version: the rows it adds (inserts and
-        post-images) and those it takes away (deletes and pre-images), with ``columns``."""
+        post-images) and those it takes away (deletes and pre-images), with ``columns``. A local table's is read
+        here from its files (`_local_feed`): delta-rs's reader opens them by path."""
+        if not is_remote(self.uri):
+            return self._local_feed(start, columns)
         feed = self.table.load_cdf(
             starting_version=start + 1, ending_version=self.version, columns=[*columns, "_change_type"]
         )
@@ -105,6 +113,47 @@ class DeltaLakeTable:
         plus = changes.filter(pc.is_in(kinds, pa.array(FEED_PLUS)))
         minus = changes.filter(pc.is_in(kinds, pa.array(FEED_MINUS)))
         return self._conform(plus, columns), self._conform(minus, columns)
+
+    def _local_feed(self, start: int, columns: Sequence[str]) -> tuple[pa.Table, pa.Table]:
+        """The Change Data Feed of versions ``start + 1 ..`` the pinned version as PROTOCOL.md defines it: a
+        commit's change data files where it wrote them, else the rows of the files it added (inserts) and removed
+        (deletes) with ``dataChange``, deletion vectors applied; every file read through `_fs`."""
+        window = read_log_window(
+            self._read_text, start, self.version, feed_at_start=None, schema_at_start=None, table=self.uri
+        )
+        plus, minus = [], []
+        for commit in window.commits:
+            if commit.changes:
+                rows = self._change_rows(commit.changes, columns)
+                kinds = rows.column("_change_type")
+                plus.append(self._conform(rows.filter(pc.is_in(kinds, pa.array(FEED_PLUS))), columns))
+                minus.append(self._conform(rows.filter(pc.is_in(kinds, pa.array(FEED_MINUS))), columns))
+                continue
+            added = [(action, commit.version) for action in commit.adds if action.data_change]
+            removed = [(action, commit.version) for action in commit.removes if action.data_change]
+            plus.extend([self.files(added, columns)] if added else [])
+            minus.extend([self.files(removed, columns)] if removed else [])
+        empty = self._empty(columns, None)
+        return (pa.concat_tables(plus) if plus else empty), (pa.concat_tables(minus) if minus else empty)
+
+    def _change_rows(self, changes: Sequence[FileAction], columns: Sequence[str]) -> pa.Table:
+        """The rows of change data files with ``columns`` and their ``_change_type``."""
+        if maps_column_names(self.table):
+            raise FilesNotReadable("the table maps column names to physical names (column mapping)")
+        schema = self.schema
+        partitions = list(self.table.metadata().partition_columns)
+        fileformat = ds.ParquetFileFormat()
+        fragments = [
+            fileformat.make_fragment(
+                inside_path(self.uri, action.path),
+                filesystem=self._fs(),
+                partition_expression=_partition_expression(action, partitions, schema),
+            )
+            for action in changes
+        ]
+        with_kind = schema.append(pa.field("_change_type", pa.string()))
+        dataset = ds.FileSystemDataset(fragments, schema=with_kind, format=fileformat, filesystem=self._fs())
+        return _plain(dataset.to_table(columns=[*columns, "_change_type"]))
 
     def row_tracking(self) -> RowTracking | None:
         """The table's row tracking at the pinned version (`streaming.delta.row_ids`), None without."""
@@ -193,11 +242,12 @@ class DeltaLakeTable:
         return empty.append_column(pa.field(ROW_ID, pa.int64(), nullable=False), pa.array([], pa.int64()))
 
     def _at(self, version: int | None) -> Any:
-        """The table at ``version``, its data files checked first (`check_table_files`: no link is followed)."""
+        """The table at ``version``, opened once its checkpoint is bounded (`open_delta_table`), its data files
+        checked (`check_table_files`: no link is followed)."""
         from deltalake.exceptions import TableNotFoundError
 
         try:
-            table = self._open(self.uri, version=version)
+            table = open_delta_table(self.uri, version)
         except TableNotFoundError as err:
             if version is None:
                 raise
@@ -211,27 +261,14 @@ class DeltaLakeTable:
         return table
 
     def _fs(self) -> Any:
-        """A pyarrow filesystem rooted at the table, over delta-rs's own object store."""
+        """A pyarrow filesystem rooted at the table: for a local table one that follows no link
+        (`table_filesystem`), else one over delta-rs's own object store."""
         if self._filesystem is None:
-            from deltalake.exceptions import DeltaProtocolError
-
-            try:
-                self._filesystem = self.table.to_pyarrow_dataset().filesystem
-            except DeltaProtocolError:
-                # delta-rs's Arrow reader refuses tables with deletion vectors, but its storage handler reads
-                # their files as any other (what a mirror keyed by row ids needs).
-                from deltalake.fs import DeltaStorageHandler
-                from pyarrow.fs import PyFileSystem
-
-                self._filesystem = PyFileSystem(DeltaStorageHandler(self.uri))
+            self._filesystem = table_filesystem(self.uri) or _object_store(self.table, self.uri)
         return self._filesystem
 
     def _read_text(self, relative: str) -> str | None:
-        try:
-            with self._fs().open_input_stream(relative) as stream:
-                return stream.read().decode("utf-8")
-        except FileNotFoundError:
-            return None
+        return read_text(self._fs(), relative)
 
     def _conform(self, rows: pa.Table, columns: Sequence[str] | None) -> pa.Table:
         """``rows`` with ``columns`` (all by default) as the pinned version's types, whatever read them."""
@@ -245,6 +282,9 @@ def delta_rows(table: Any, names: list[str]) -> pa.Table:
     """Every row of a delta-rs table with ``names``, in plain Arrow types (see `delta_batches`)."""
     from deltalake.exceptions import DeltaProtocolError
 
+    if not is_remote(table.table_uri):
+        schema = _plain_schema(table)
+        return pa.Table.from_batches(list(_local_batches(table, 1 << 20)), schema=schema).select(names)
     if maps_column_names(table):
         return _queried(table).read_all().select(names)
     try:
@@ -254,11 +294,17 @@ def delta_rows(table: Any, names: list[str]) -> pa.Table:
 
 
 def delta_batches(table: Any, batch_rows: int) -> Iterator[pa.RecordBatch]:
-    """The rows of a delta-rs table as record batches in plain Arrow types: its Arrow reader, or where that
-    refuses the table's reader features (deletion vectors, which Databricks recommends) or would misread it
-    (column mapping, `maps_column_names`), its query engine, which applies them."""
+    """The rows of a delta-rs table as record batches in plain Arrow types.
+
+    A local table's files are read here, each opened by descriptor without following a link
+    (`_local_batches`). A remote one is read by delta-rs's Arrow reader, or where that refuses the table's
+    reader features (deletion vectors, which Databricks recommends) or would misread it (column mapping,
+    `maps_column_names`), its query engine, which applies them."""
     from deltalake.exceptions import DeltaProtocolError
 
+    if not is_remote(table.table_uri):
+        yield from _local_batches(table, batch_rows)
+        return
     try:
         dataset = None if maps_column_names(table) else table.to_pyarrow_dataset()
     except DeltaProtocolError:
@@ -267,6 +313,109 @@ def delta_batches(table: Any, batch_rows: int) -> Iterator[pa.RecordBatch]:
         yield from _queried(table)
         return
     yield from dataset.to_batches(batch_size=batch_rows, use_threads=False)
+
+
+def read_text(filesystem: Any, relative: str) -> str | None:
+    """The text of the file ``relative`` under a pyarrow ``filesystem`` rooted at a table (None when missing)."""
+    try:
+        with filesystem.open_input_stream(relative) as stream:
+            return stream.read().decode("utf-8")
+    except FileNotFoundError:
+        return None
+
+
+def _local_batches(table: Any, batch_rows: int) -> Iterator[pa.RecordBatch]:
+    """The rows of a local delta-rs table at its version, read file by file through `table_filesystem`.
+
+    The files and their deletion vectors are listed from the log by this package (`live_files`, itself read
+    through that filesystem); each data file is opened once, by descriptor, and its rows that its deletion
+    vector marks are dropped. Under column mapping the files' physical names are read and given their
+    logical names."""
+    uri = table.table_uri
+    files = table_filesystem(uri)
+    logical = _plain_schema(table)
+    physical = _physical_schema(logical, table.schema().to_json()) if maps_column_names(table) else logical
+    partitions = list(table.metadata().partition_columns)
+    fileformat = ds.ParquetFileFormat()
+    try:
+        actions = live_files(files, lambda relative: read_text(files, relative), table.version(), uri)
+    except RowIdsUnavailable as err:  # a V2 checkpoint: its sidecar files are not replayed here
+        raise FilesNotReadable(f"the files of {uri} cannot be listed here without delta-rs: {err}") from None
+    for action in actions:
+        fragment = fileformat.make_fragment(
+            inside_path(uri, action.path),
+            filesystem=files,
+            partition_expression=_partition_expression(action, partitions, physical),
+        )
+        deleted = None
+        if action.vector is not None:
+            rows = fragment.metadata.num_rows
+            deleted = deleted_positions(action.vector, rows, files, f"{uri}/{action.path}")
+        read = ds.FileSystemDataset([fragment], schema=physical, format=fileformat, filesystem=files)
+        start = 0
+        for batch in read.to_batches(batch_size=batch_rows, use_threads=False):
+            if deleted is not None:
+                kept = np.ones(batch.num_rows, dtype=bool)
+                inside = deleted[(deleted >= start) & (deleted < start + batch.num_rows)]
+                kept[inside - start] = False
+                start += batch.num_rows
+                batch = batch.filter(pa.array(kept))
+            yield batch if physical is logical else _logical_batch(batch, logical)
+
+
+def _object_store(table: Any, uri: str) -> Any:
+    """A pyarrow filesystem over delta-rs's own object store for a remote table."""
+    from deltalake.exceptions import DeltaProtocolError
+
+    try:
+        return table.to_pyarrow_dataset().filesystem
+    except DeltaProtocolError:
+        # delta-rs's Arrow reader refuses tables with deletion vectors, but its storage handler reads their
+        # files as any other (what a mirror keyed by row ids needs).
+        from deltalake.fs import DeltaStorageHandler
+        from pyarrow.fs import PyFileSystem
+
+        return PyFileSystem(DeltaStorageHandler(uri))
+
+
+def _plain_schema(table: Any) -> pa.Schema:
+    return pa.schema([_plain_field(field) for field in pa.schema(table.schema().to_arrow())])
+
+
+def _physical_schema(logical: pa.Schema, delta_schema: str) -> pa.Schema:
+    """``logical`` with every field, nested ones too, under the physical name the table's schema gives it."""
+    fields = {field["name"]: field for field in json.loads(delta_schema)["fields"]}
+    return pa.schema([_physical_field(field, fields.get(field.name)) for field in logical])
+
+
+def _physical_field(field: pa.Field, described: Any) -> pa.Field:
+    if not isinstance(described, dict):
+        return field
+    name = (described.get("metadata") or {}).get(PHYSICAL_NAME, field.name)
+    return pa.field(name, _physical_type(field.type, described.get("type")), field.nullable)
+
+
+def _physical_type(data_type: pa.DataType, described: Any) -> pa.DataType:
+    if not isinstance(described, dict):
+        return data_type
+    if pa.types.is_struct(data_type) and described.get("type") == "struct":
+        children = {child["name"]: child for child in described.get("fields", [])}
+        return pa.struct([_physical_field(child, children.get(child.name)) for child in data_type])
+    if (pa.types.is_list(data_type) or pa.types.is_large_list(data_type)) and described.get("type") == "array":
+        element = data_type.value_field.with_type(_physical_type(data_type.value_type, described.get("elementType")))
+        return pa.list_(element) if pa.types.is_list(data_type) else pa.large_list(element)
+    if pa.types.is_map(data_type) and described.get("type") == "map":
+        key = data_type.key_field.with_type(_physical_type(data_type.key_type, described.get("keyType")))
+        item = data_type.item_field.with_type(_physical_type(data_type.item_type, described.get("valueType")))
+        return pa.map_(key, item)
+    return data_type
+
+
+def _logical_batch(batch: pa.RecordBatch, logical: pa.Schema) -> pa.RecordBatch:
+    """A batch read under physical names, under ``logical``'s names (the same layout: a zero-copy view)."""
+    return pa.RecordBatch.from_arrays(
+        [column.view(field.type) for column, field in zip(batch.columns, logical)], schema=logical
+    )
 
 
 def maps_column_names(table: Any) -> bool:

@@ -23,6 +23,7 @@ from streaming.format.errors import ShardCorruptError
 from streaming.format.index import RAW_DATA, RAW_META, ZIP_DATA, ZIP_META, FileInfo
 from streaming.format.safe_files import write_all
 from streaming.storage.local_tree import LocalTree, UnsafePathError, read_at_most
+from streaming.storage.untrusted_text import shown
 
 
 class UnmappedFile:
@@ -76,7 +77,7 @@ def open_shard_file(tree: LocalTree, relative: str, expected_bytes: int) -> mmap
     try:
         if info.st_size != expected_bytes:
             raise ShardCorruptError(
-                f"Shard file {path} is {info.st_size} bytes but the index says {expected_bytes}: "
+                f"Shard file {shown(path)} is {info.st_size} bytes but the index says {expected_bytes}: "
                 f"it is truncated or was replaced."
             )
         if info.st_size == 0:
@@ -103,7 +104,7 @@ def read_offsets(buffer: memoryview, samples: int, path: str) -> Sequence[int]:
     count = int.from_bytes(buffer[:4], "little") if len(buffer) >= 4 else -1
     if count != samples or len(buffer) < 4 * (count + 2):
         raise ShardCorruptError(
-            f"Shard file {path} says it holds {count} samples but the index says {samples}: "
+            f"Shard file {shown(path)} says it holds {count} samples but the index says {samples}: "
             f"it is corrupt or belongs to another dataset."
         )
     table = buffer[4 : 4 * (count + 2)]
@@ -194,8 +195,8 @@ class Reader(Array, ABC):
             return False
         if stat.S_ISLNK(info.st_mode):
             raise UnsafePathError(
-                f"{self.local_path(basename)} is a symlink inside dataset folder {self.dirname}: refusing to follow "
-                f"it (it could point outside the dataset); replace it with the real file."
+                f"{shown(self.local_path(basename))} is a symlink inside dataset folder {self.dirname}: refusing to "
+                f"follow it (it could point outside the dataset); replace it with the real file."
             )
         return True
 
@@ -267,7 +268,7 @@ class Reader(Array, ABC):
         if not self.compression:
             if has_zip:
                 raise ValueError(
-                    f"Shard {self.local_path(self.file_pairs[-1][0].basename)} is invalid: it was written "
+                    f"Shard {shown(self.local_path(self.file_pairs[-1][0].basename))} is invalid: it was written "
                     f"without compression, yet compressed files of it exist."
                 )
         elif safe_keep_zip and has_raw and not has_zip:

@@ -45,6 +45,7 @@ from streaming.spark.table_input import (
     spark_reads_delta,
     sql_identifier,
 )
+from streaming.storage.table_files import refuse_links_in
 
 IDENTITY = "_mds_identity"
 _COPY = "_mds_copy"
@@ -80,6 +81,8 @@ class SparkChoice:
         check_executor_access(url, executor_env, self.session)
 
     def open(self, table: str, version: int | None) -> TableReader:
+        if looks_like_path(table):
+            refuse_links_in(table)  # the JVM opens the table's files by path, following links
         latest = latest_version(self.session, sql_identifier(table))
         if latest is None:
             raise ValueError(

@@ -8,10 +8,12 @@ tables are read as they are and have no version.
 
 from __future__ import annotations
 
+import importlib.util
 from typing import Any
 
 from streaming.convert.source import Source
 from streaming.delta.location import looks_like_path
+from streaming.storage.table_files import refuse_links_in
 
 # How Spark (and Databricks) say that DESCRIBE HISTORY was asked of something that is not a Delta table.
 NOT_DELTA_ERRORS = (
@@ -142,6 +144,7 @@ def _read_table(session: Any, name: str, version: int | None) -> tuple[Any, Sour
 
 
 def _read_delta_path(session: Any, path: str, version: int | None) -> tuple[Any, Source]:
+    refuse_links_in(path)  # the JVM opens the table's files by path, following links
     try:
         reader = session.read.format("delta")
         if version is not None:
@@ -160,18 +163,17 @@ def _read_delta_path(session: Any, path: str, version: int | None) -> tuple[Any,
 
 def _read_with_deltalake(session: Any, path: str, version: int | None) -> tuple[Any, Source]:
     """Read a Delta table with delta-rs and hand it to Spark (through Arrow, so it also works on Connect)."""
-    try:
-        from deltalake import DeltaTable
-    except ImportError as err:
+    if importlib.util.find_spec("deltalake") is None:
         raise ImportError(
             "Spark has no Delta support here; reading a Delta path then needs the `deltalake` "
             "package: pip install deltalake"
-        ) from err
+        )
     import pyarrow as pa
 
+    from streaming.delta.opening import open_delta_table
     from streaming.delta.table import delta_rows
 
-    table = DeltaTable(path, version=version)
+    table = open_delta_table(path, version)
     rows = delta_rows(table, pa.schema(table.schema().to_arrow()).names)
     return frame_from_arrow(session, rows), Source("delta", path, table.version(), "deltalake")
 

@@ -24,6 +24,7 @@ import stat
 from collections.abc import Iterator
 from typing import BinaryIO
 
+from streaming.storage.untrusted_text import shown as untrusted
 from streaming.storage.url import UnsafePathError, check_relative_path
 
 O_NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
@@ -49,8 +50,8 @@ class FileTooLargeError(ValueError):
 
 def _link_error(path: str, root: str) -> UnsafePathError:
     return UnsafePathError(
-        f"{path} is a symlink inside folder {root}: refusing to follow it (it could point outside the folder); "
-        f"replace it with the real folder or file."
+        f"{untrusted(path)} is a symlink inside folder {untrusted(root)}: refusing to follow it (it could point "
+        f"outside the folder); replace it with the real folder or file."
     )
 
 
@@ -76,8 +77,8 @@ def open_regular(
         info = os.fstat(fd)
         if not stat.S_ISREG(info.st_mode):
             raise NotRegularFileError(
-                f"{shown} is not a regular file (a FIFO, device or folder): refusing to read it, since reading it "
-                f"could block or never end."
+                f"{untrusted(shown)} is not a regular file (a FIFO, device or folder): refusing to read it, since "
+                f"reading it could block or never end."
             )
         if O_NONBLOCK:
             fcntl.fcntl(fd, fcntl.F_SETFL, fcntl.fcntl(fd, fcntl.F_GETFL) & ~O_NONBLOCK)
@@ -98,7 +99,9 @@ def read_at_most(fd: int, limit: int, shown: str) -> bytes:
         parts.append(chunk)
         total += len(chunk)
         if total > limit:
-            raise FileTooLargeError(f"{shown} holds more than the {limit} bytes allowed for it; refusing to read it.")
+            raise FileTooLargeError(
+                f"{untrusted(shown)} holds more than the {limit} bytes allowed for it; refusing to read it."
+            )
 
 
 class LocalTree:

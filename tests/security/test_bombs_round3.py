@@ -176,8 +176,8 @@ def test_a_delta_checkpoint_bomb_is_refused_from_its_footer_before_the_row_id_li
     """A row-id mirror lists the table's files from its newest checkpoint; one of 2M identical ``add`` actions
     (a few KiB of Parquet) declares far more adds than the table holds files, and is refused unread.
 
-    Measured on the listing itself (`live_files`): delta-rs, which opens the table before it, still expands such
-    a checkpoint itself (about 440 MiB here), which this package does not yet prevent."""
+    Measured on the listing itself (`live_files`); delta-rs's own opening of such a table:
+    `test_delta_open_bomb_round3.py`."""
     import pyarrow as pa
     import pyarrow.parquet as pq
 

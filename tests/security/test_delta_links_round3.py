@@ -3,8 +3,8 @@
 The other user (a real second uid) replaces the data file of a table in a shared folder with a symlink to the
 victim's private Parquet file (of the size the log states). On the code before issue 34, ``mds-streaming
 convert`` and ``incremental_to_mds`` copied the victim's rows into a dataset the attacker reads; now each
-refuses the link naming it, before any row is read. (delta-rs still opens files by path: a link swapped in
-between the check and its read is not covered; see docs/security.md.)
+refuses the link naming it, before any row is read. A link swapped in after that check:
+`test_delta_descriptors_round3.py`.
 """
 
 from __future__ import annotations

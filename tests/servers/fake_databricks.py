@@ -15,10 +15,14 @@ call the databricks-sdk versions we support make, at least as strictly as a work
   Parts other than the last must hold at least 5 MiB, as on S3.
 * `create-download-url` hands out presigned URLs. Presigned URLs point at a second server (`--storage-port`, the
   stand-in for cloud storage: another origin, outside the workspace's limits) under `/presigned/`; they refuse an
-  `Authorization` header, need the signature header they were issued with, and expire; their errors are XML, as
-  cloud storage's are. `POST /fake/storage?expire_every=N&fail_every=M&fail_status=S` makes every Nth presigned
-  request find its URL expired (403 `AccessDenied` "Request has expired", as S3 answers; the URL stays expired) and
-  every Mth part upload fail with S (500 `InternalError` or 503 `SlowDown`) without storing it; 0 turns either off.
+  `Authorization` header, need the signature header they were issued with and the S3-style signing query
+  (`X-Amz-Signature`, with `X-Amz-Credential` and an STS `X-Amz-Security-Token` beside it), and expire; their
+  errors are XML, as cloud storage's are. `POST /fake/storage?expire_every=N&fail_every=M&fail_status=S` makes
+  every Nth presigned request find its URL expired (403 `AccessDenied` "Request has expired", as S3 answers; the URL
+  stays expired) and every Mth part upload fail with S (500 `InternalError` or 503 `SlowDown`) without storing it;
+  0 turns either off.
+  `deny_downloads=1` refuses every presigned download 403 `AccessDenied`, `deny_direct=1` every Files API download
+  through the workspace host 403 `PERMISSION_DENIED`.
 * Downloads honour `Range: bytes=a-b`, `bytes=a-` and `bytes=-n` (206, or 416 when unsatisfiable) and
   `If-Unmodified-Since` (412).
 * Directory listings are paginated (`page_size`, opaque `page_token`, `next_page_token`); `--page-size` sets the
@@ -168,11 +172,16 @@ class Limits:
 @dataclass
 class StorageFaults:
     """Faults of the cloud storage behind presigned URLs: every `expire_every`th request finds its URL expired, every
-    `fail_every`th part upload fails with `fail_status` (0: off). Call `next_*` with the workspace lock held."""
+    `fail_every`th part upload fails with `fail_status` (0: off); with `deny_downloads`, every download through a
+    presigned URL is refused 403 `AccessDenied` (a bucket policy that denies the workspace's role); with
+    `deny_direct`, every Files API download through the workspace host is refused 403 `PERMISSION_DENIED`. Call
+    `next_*` with the workspace lock held."""
 
     expire_every: int = 0
     fail_every: int = 0
     fail_status: int = 500
+    deny_downloads: bool = False
+    deny_direct: bool = False
     requests: int = 0
     parts: int = 0
     expired: int = 0
@@ -265,8 +274,19 @@ class Workspace:
         grant = Presigned(action, remote, secrets.token_hex(8), expires, **extra)  # type: ignore[arg-type]
         with self.lock:
             self.presigned[key] = grant
+        # Signed as S3 signs a presigned URL with an STS session's credentials: the signature, the credential and
+        # the session token ride in the query, so a client that quotes the URL in an error quotes them too.
+        signing = urllib.parse.urlencode(
+            {
+                "X-Amz-Algorithm": "AWS4-HMAC-SHA256",
+                "X-Amz-Credential": f"ASIAFAKE{grant.signature[:8].upper()}/20260101/us-west-2/s3/aws4_request",
+                "X-Amz-Expires": "3600",
+                "X-Amz-Security-Token": f"IQoJb3JpZ2luX2Vj{grant.signature}",
+                "X-Amz-Signature": grant.signature,
+            }
+        )
         return {
-            "url": f"http://{self.storage_host}{PRESIGNED_PREFIX}{key}",
+            "url": f"http://{self.storage_host}{PRESIGNED_PREFIX}{key}?{signing}",
             "headers": [{"name": SIGNATURE_HEADER, "value": grant.signature}],
         }
 
@@ -414,7 +434,7 @@ class Handler(BaseHTTPRequestHandler):
                 if not path.startswith(PRESIGNED_PREFIX):
                     raise StorageError(404, "NoSuchKey", "The specified key does not exist.")
                 self._throttled(True)
-                self._presigned(path[len(PRESIGNED_PREFIX) :], body)
+                self._presigned(path[len(PRESIGNED_PREFIX) :], query, body)
             elif raw_path == "/.well-known/databricks-config":
                 self._json(200, {"oidc_endpoint": f"http://{self.headers.get('Host')}/oidc", "workspace_id": "1"})
             elif raw_path.startswith("/fake/"):
@@ -464,6 +484,8 @@ class Handler(BaseHTTPRequestHandler):
                         int(query.get("expire_every", 0)),
                         int(query.get("fail_every", 0)),
                         int(query.get("fail_status", 500)),
+                        query.get("deny_downloads", "0") == "1",
+                        query.get("deny_direct", "0") == "1",
                     )
                 return {"expired": faults.expired, "failed": faults.failed, "parts": faults.parts}
         raise ApiError(404, "ENDPOINT_NOT_FOUND", f"No fake control at {raw_path}")
@@ -531,6 +553,8 @@ class Handler(BaseHTTPRequestHandler):
         elif self.command in ("GET", "HEAD"):
             if not target.is_file():
                 raise ApiError(404, "NOT_FOUND", f"The file being accessed is not found: {remote}")
+            if self.command == "GET" and workspace.faults.deny_direct:
+                raise ApiError(403, "PERMISSION_DENIED", "Direct downloads through the workspace are disabled")
             self._send_file(target, storage=False)
         elif self.command == "DELETE":
             if not target.is_file():
@@ -662,12 +686,14 @@ class Handler(BaseHTTPRequestHandler):
         return workspace.presign("download", remote, args.get("expire_time"))
 
     # -- presigned URLs (cloud storage) ---------------------------------------------------------
-    def _presigned(self, key: str, body: bytes) -> None:
+    def _presigned(self, key: str, query: dict[str, str], body: bytes) -> None:
         workspace = self.server.workspace
         with workspace.lock:
             grant = workspace.presigned.get(key)
         if grant is None:
             raise StorageError(403, "AccessDenied", "Invalid presigned URL")
+        if query.get("X-Amz-Signature") != grant.signature:
+            raise StorageError(403, "SignatureDoesNotMatch", "The request signature we calculated does not match")
         if self.headers.get("Authorization"):
             raise StorageError(400, "InvalidArgument", "Only one auth mechanism allowed")
         if self.headers.get(SIGNATURE_HEADER) != grant.signature:
@@ -684,6 +710,8 @@ class Handler(BaseHTTPRequestHandler):
         if self.command not in allowed[grant.action].split():
             raise StorageError(403, "AccessDenied", f"This URL does not allow {self.command}")
         if grant.action == "download":
+            if workspace.faults.deny_downloads:
+                raise StorageError(403, "AccessDenied", "Access Denied")
             target = workspace.local(grant.remote)
             if not target.is_file():
                 raise StorageError(404, "NoSuchKey", "The specified key does not exist.")

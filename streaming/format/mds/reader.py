@@ -16,6 +16,7 @@ from streaming.format.mds.encodings import ValueDecoder, get_mds_coder, is_mds_e
 from streaming.format.mds.gather import Segment, ShardGather, ShardView, shard_gather
 from streaming.format.mds.nulls import fold_nulls, masked_columns
 from streaming.format.reader import JointReader, UnmappedFile, open_shard_file, read_offsets, release_mapping
+from streaming.storage.untrusted_text import shown
 
 #: Decodes the sample stored at ``buffer[begin:end]``.
 Decoder = Callable[[memoryview, int, int], dict[str, Any]]
@@ -128,15 +129,19 @@ def _first_bad_column(
 def _check_columns(basename: str, names: Any, encodings: Any, sizes: Any) -> None:
     """Refuse column lists that do not describe one column each (they would decode garbage)."""
     if not (isinstance(names, list) and isinstance(encodings, list) and isinstance(sizes, list)):
-        raise ShardCorruptError(f"Shard {basename}: column_names, column_encodings and column_sizes must be lists.")
+        raise ShardCorruptError(
+            f"Shard {shown(basename)}: column_names, column_encodings and column_sizes must be lists."
+        )
     if not len(names) == len(encodings) == len(sizes):
         raise ShardCorruptError(
-            f"Shard {basename} lists {len(names)} column_names, {len(encodings)} column_encodings and "
+            f"Shard {shown(basename)} lists {len(names)} column_names, {len(encodings)} column_encodings and "
             f"{len(sizes)} column_sizes: the index is corrupt."
         )
     for name, size in zip(names, sizes):
         if size is not None and (type(size) is not int or not 0 <= size < 1 << 32):
-            raise ShardCorruptError(f"Shard {basename}, column {name}: column size {size!r} is not a valid size.")
+            raise ShardCorruptError(
+                f"Shard {shown(basename)}, column {shown(name)}: column size {size!r} is not a valid size."
+            )
 
 
 class MDSReader(JointReader):
@@ -186,7 +191,7 @@ class MDSReader(JointReader):
         for name, encoding in zip(self.column_names, self.column_encodings):
             if not is_mds_encoding_safe(encoding):
                 raise ValueError(
-                    f"Column {name} contains an unsafe type: {encoding}. To proceed anyway, set "
+                    f"Column {shown(name)} contains an unsafe type: {shown(encoding)}. To proceed anyway, set "
                     f"allow_unsafe_types=True."
                 )
 
@@ -210,7 +215,9 @@ class MDSReader(JointReader):
             buffer = memoryview(opened)
             offsets = read_offsets(buffer, count, path)
         if offsets[count] != len(opened) or (count and offsets[0] > len(opened)):
-            raise ShardCorruptError(f"Shard file {path} has sample offsets that point outside the file: it is corrupt.")
+            raise ShardCorruptError(
+                f"Shard file {shown(path)} has sample offsets that point outside the file: it is corrupt."
+            )
         self._decode = decode = self._build_decoder()
         if isinstance(opened, UnmappedFile):
             read = opened.read
@@ -326,11 +333,11 @@ class MDSReader(JointReader):
         path = self.local_path(self.raw_data.basename)
         sample = "a sample" if idx is None else f"sample {idx}"
         if isinstance(err, _LayoutError):
-            return ShardCorruptError(f"Shard file {path}, {sample}: {err}; the shard is corrupt.")
+            return ShardCorruptError(f"Shard file {shown(path)}, {sample}: {err}; the shard is corrupt.")
         view = memoryview(data)
         column, cause = _first_bad_column(self.column_names, self.column_encodings, self.column_sizes, view)
-        where = f", column {column}" if column is not None else ""
+        where = f", column {shown(column)}" if column is not None else ""
         reason = cause if cause is not None else err
         return ShardCorruptError(
-            f"Shard file {path}, {sample}{where}: cannot be decoded ({type(reason).__name__}: {reason})."
+            f"Shard file {shown(path)}, {sample}{where}: cannot be decoded ({type(reason).__name__}: {reason})."
         )

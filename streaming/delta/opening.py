@@ -1,0 +1,109 @@
+"""Opening a Delta table with delta-rs, only once the checkpoint it would decode is bounded by its own size.
+
+delta-rs builds a table's state from its newest checkpoint (a Parquet file of actions) and the commits after it,
+and decodes the whole checkpoint as it opens the table. A checkpoint is untrusted: a few KiB of identical ``add``
+actions can declare millions of them, each decoded into memory. Every action of an honest checkpoint carries a
+key of its own (a file's distinct path, an application id), so its rows never outnumber its bytes;
+`open_delta_table` reads the footers of the checkpoint files delta-rs would read (the newest at or before the
+version asked for, and the one ``_last_checkpoint`` names) and refuses a file declaring more rows than that, or
+more than ``_last_checkpoint`` says it holds, before delta-rs opens the table (`ParquetBoundsError`, naming the
+table and the file).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any
+
+import pyarrow.parquet as pq
+
+from streaming._extras import require
+from streaming.storage.parquet_bounds import ParquetBoundsError
+from streaming.storage.table_files import table_filesystem
+from streaming.storage.untrusted_text import shown
+
+#: Any checkpoint file in Parquet: classic single, one part of a multi-part one (its part count), or V2 (its id).
+_CHECKPOINT = re.compile(r"^(\d{20})\.checkpoint(?:\.\d{10}\.(\d{10})|\.([0-9a-fA-F-]{36}))?\.parquet$")
+#: Rows a checkpoint may declare beyond one a byte (its protocol, metadata and other fixed actions).
+ROW_ALLOWANCE = 1024
+#: The most ``_last_checkpoint`` (a small JSON hint) is read of.
+_HINT_LIMIT = 1 << 20
+
+
+def open_delta_table(uri: str, version: int | None = None) -> Any:
+    """delta-rs's ``DeltaTable`` of ``uri`` at ``version`` (the latest when None), opened only after
+    `check_checkpoints` passed."""
+    table_type = require("deltalake", "delta", "Reading a Delta table without Spark").DeltaTable
+    check_checkpoints(uri, version)
+    return table_type(uri, version=version)
+
+
+def check_checkpoints(uri: str, version: int | None) -> None:
+    """Refuse (`ParquetBoundsError`) a checkpoint of ``uri`` that delta-rs would decode to open ``version`` and
+    that declares more rows than its bytes, or than ``_last_checkpoint`` gives for it."""
+    from pyarrow.fs import FileSelector, FileType
+
+    filesystem = _filesystem(uri)
+    listing = filesystem.get_file_info(FileSelector("_delta_log", allow_not_found=True))
+    # version -> checkpoint (its part count, or its V2 id; "" for a single file) -> its files
+    found: dict[int, dict[str, list[Any]]] = {}
+    for info in listing:
+        match = _CHECKPOINT.match(info.base_name)
+        if match and info.type == FileType.File and (version is None or int(match.group(1)) <= version):
+            found.setdefault(int(match.group(1)), {}).setdefault(match.group(2) or match.group(3) or "", []).append(
+                info
+            )
+    hint = _last_checkpoint(filesystem)
+    chosen = {max(found)} if found else set()
+    if hint.get("version") in found:  # `found` holds only versions at or before ``version``
+        chosen.add(hint["version"])
+    for number in sorted(chosen):
+        for kind, files in found[number].items():
+            declared = sum(_declared_rows(filesystem, uri, info) for info in files)
+            size, parts = hint.get("size"), hint.get("parts")
+            described = kind == (f"{parts:010d}" if isinstance(parts, int) else "")
+            if number == hint.get("version") and described and isinstance(size, int) and declared > size:
+                raise ParquetBoundsError(
+                    f"The Delta table {shown(uri)} has the checkpoint of version {number} "
+                    f"({', '.join(shown(info.path) for info in files)}), which declares {declared} actions where "
+                    f"_delta_log/_last_checkpoint says {size}; it was not read."
+                )
+
+
+def _declared_rows(filesystem: Any, uri: str, info: Any) -> int:
+    """The rows a checkpoint file's footer declares, refused when more than one a byte."""
+    with filesystem.open_input_file(info.path) as handle:
+        rows = int(pq.ParquetFile(handle).metadata.num_rows)
+    if rows > info.size + ROW_ALLOWANCE:
+        raise ParquetBoundsError(
+            f"The Delta table {shown(uri)} has the checkpoint {shown(info.path)}, which declares {rows} "
+            f"actions in {info.size} bytes: more than one a byte, which no Delta writer writes (each action "
+            f"names a file or key of its own); it was not read."
+        )
+    return rows
+
+
+def _filesystem(uri: str) -> Any:
+    """The table's files: a local table's without following a link, a remote one's through delta-rs's store."""
+    local = table_filesystem(uri)
+    if local is not None:
+        return local
+    from deltalake.fs import DeltaStorageHandler
+    from pyarrow.fs import PyFileSystem
+
+    return PyFileSystem(DeltaStorageHandler(uri))
+
+
+def _last_checkpoint(filesystem: Any) -> dict[str, Any]:
+    """``_delta_log/_last_checkpoint`` as JSON ({} when missing or not an object: delta-rs then lists the log)."""
+    try:
+        with filesystem.open_input_stream("_delta_log/_last_checkpoint") as stream:
+            text = stream.read(_HINT_LIMIT)
+    except FileNotFoundError:
+        return {}
+    try:
+        hint = json.loads(text)
+    except (ValueError, RecursionError):
+        return {}
+    return hint if isinstance(hint, dict) else {}

@@ -1,0 +1,91 @@
+"""Issue 34, attack 4 in full: a Delta checkpoint bomb is refused before delta-rs opens the table.
+
+delta-rs decodes a table's newest checkpoint whole as it opens the table. A checkpoint of 2M identical ``add``
+actions is a few KiB of Parquet; on the code before, `convert`, the incremental job and `dataframe_to_mds` of the
+path grew by hundreds of MiB inside delta-rs before anything of this package looked at it. Now the checkpoint's
+footer is read first, and a file declaring more actions than bytes (or than ``_last_checkpoint`` says it holds)
+is refused naming the table and the file, the process barely growing (measured in a fresh interpreter, as
+delta-rs's threads do not survive a fork).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from streaming.delta.opening import ROW_ALLOWANCE, check_checkpoints
+from streaming.storage.parquet_bounds import ParquetBoundsError
+from tests.security.test_bombs_round3 import GROWTH_LIMIT, _growth_in_fresh_process
+
+
+def _table_with_checkpoint(tmp_path, rows: int = 20) -> tuple[str, str]:
+    """A delta-rs table of a few commits and a checkpoint; returns (table, the checkpoint's path)."""
+    from deltalake import DeltaTable, write_deltalake
+
+    table = str(tmp_path / "events")
+    for start in range(0, rows, 5):
+        write_deltalake(table, pa.table({"id": list(range(start, start + 5))}), mode="append")
+    DeltaTable(table).create_checkpoint()
+    [name] = [n for n in os.listdir(os.path.join(table, "_delta_log")) if n.endswith(".checkpoint.parquet")]
+    return table, os.path.join(table, "_delta_log", name)
+
+
+def _bomb(path: str, copies: int = 2_000_000) -> None:
+    """Append ``copies`` copies of the checkpoint's first ``add`` action to it (a few KiB of zstd Parquet)."""
+    actions = pq.read_table(path)
+    adds = actions.filter(actions.column("add").is_valid())
+    pq.write_table(pa.concat_tables([actions, adds.take(pa.array([0] * copies))]), path, compression="zstd")
+
+
+@pytest.mark.parametrize(
+    "call",
+    [
+        "from tests.cli.conftest import run_cli\n    code, _, err = run_cli('convert', TABLE, OUT, '--engine', "
+        "'pyarrow')\n    assert code == 1\n    raise RuntimeError(err)",
+        "incremental_to_mds(TABLE, OUT, progress=False)",
+        "incremental_to_mds(TABLE, OUT, mode='mirror', key=['id'], progress=False)",
+    ],
+    ids=["convert", "append", "mirror"],
+)
+def test_a_delta_checkpoint_bomb_is_refused_before_delta_rs_opens_the_table(tmp_path, call):
+    table, checkpoint = _table_with_checkpoint(tmp_path)
+    _bomb(checkpoint)
+    assert os.path.getsize(checkpoint) < 1 << 20
+    out = str(tmp_path / "out")
+    growth, outcome = _growth_in_fresh_process(call.replace("TABLE", repr(table)).replace("OUT", repr(out)))
+    assert growth < GROWTH_LIMIT, f"opening the table grew the process by {growth >> 20} MiB"
+    assert "ParquetBoundsError" in outcome and os.path.basename(checkpoint) in outcome and table in outcome, outcome
+    assert not os.path.exists(os.path.join(out, "index.json"))
+
+
+def test_a_checkpoint_holding_more_actions_than_last_checkpoint_says_is_refused(tmp_path):
+    table, checkpoint = _table_with_checkpoint(tmp_path)
+    _bomb(checkpoint, copies=3)  # within one row a byte: only the hint gives it away
+    hint = os.path.join(table, "_delta_log", "_last_checkpoint")
+    with open(hint) as file:
+        declared = json.load(file)["size"]
+    with pytest.raises(ParquetBoundsError, match=f"_last_checkpoint says {declared}") as info:
+        check_checkpoints(table, None)
+    assert os.path.basename(checkpoint) in str(info.value)
+
+
+def test_honest_checkpoints_hold_fewer_actions_than_bytes(tmp_path):
+    """The bound refuses nothing a Delta writer writes: delta-rs's checkpoint of many small files."""
+    from deltalake import DeltaTable, write_deltalake
+
+    table = str(tmp_path / "many")
+    for start in range(0, 600, 3):
+        write_deltalake(table, pa.table({"id": [start, start + 1, start + 2]}), mode="append")
+    DeltaTable(table).create_checkpoint()
+    check_checkpoints(table, None)
+    log = os.path.join(table, "_delta_log")
+    checkpoints = [os.path.join(log, n) for n in os.listdir(log) if n.endswith(".checkpoint.parquet")]
+    assert len(checkpoints) >= 2
+    for path in checkpoints:
+        rows = pq.ParquetFile(path).metadata.num_rows
+        assert rows > 100 and rows <= os.path.getsize(path) + ROW_ALLOWANCE
+    assert DeltaTable(table).version() == 199
