@@ -159,6 +159,7 @@ def _names_missing_history(err: BaseException) -> bool:
         "No such file",
         "DELTA_FILE_NOT_FOUND",
         "VersionNotFound",
+        "DELTA_VERSION_NOT_FOUND",  # Spark: time travel to a version log cleanup removed
         "DELTA_VERSIONS_NOT_CONTIGUOUS",
         "DELTA_CHANGE_DATA_FILE_NOT_FOUND",
         "does not exist",

@@ -10,6 +10,7 @@ run is made, so a later VACUUM or RESTORE cannot change what the oracle expects.
 
 from __future__ import annotations
 
+import datetime
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -36,7 +37,14 @@ def latest_version(spark: Any, name: str) -> int:
 def table_rows(spark: Any, name: str, columns: Sequence[str]) -> Counter:
     """The table's rows now, as Delta Lake's reader gives them, in the oracle's normal form."""
     rows = spark.sql(f"SELECT {', '.join(f'`{c}`' for c in columns)} FROM {name}").collect()
-    return Counter(tuple(normal(row[c]) for c in columns) for row in rows)
+    return Counter(tuple(normal(_as_utc(row[c])) for c in columns) for row in rows)
+
+
+def _as_utc(value: Any) -> Any:
+    """A ``TIMESTAMP_NTZ`` value (a naive datetime) read as UTC wall-clock time, the model's spelling."""
+    if isinstance(value, datetime.datetime) and value.tzinfo is None:
+        return value.replace(tzinfo=datetime.timezone.utc)
+    return value
 
 
 @dataclass

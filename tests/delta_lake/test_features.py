@@ -10,6 +10,7 @@ cannot read a feature the job refuses, and the test checks the refusal's words. 
 from __future__ import annotations
 
 import os
+import re
 import time
 from pathlib import Path
 
@@ -166,6 +167,11 @@ def test_v2_checkpoints_with_sidecars(delta_spark, table_name, tmp_path):
 
 @pytest.mark.parametrize("widened", [("INT", "BIGINT", "1", "3000000000"), ("FLOAT", "DOUBLE", "1.5", "1e300")])
 def test_a_column_widened_by_type_widening(delta_spark, table_name, tmp_path, widened):
+    """Spark's reader reads a widened column; delta-rs cannot read the ``typeWidening`` reader feature at all, and
+    the job refuses naming the table, the version and the feature."""
+    from streaming.delta.table import UnsupportedTableFeatureError
+    from streaming.incremental import incremental_to_mds as delta_rs_incremental_to_mds
+
     narrow, wide, small, large = widened
     spark = delta_spark
     spark.sql(
@@ -173,11 +179,31 @@ def test_a_column_widened_by_type_widening(delta_spark, table_name, tmp_path, wi
         f"TBLPROPERTIES ('delta.enableTypeWidening' = 'true', {NO_VECTORS})"
     )
     spark.sql(f"INSERT INTO {table_name} VALUES (1, {small})")
-    followed = Followed(spark, table_name, tmp_path, ["id", "x"], ["id"])
+    followed = Followed(spark, table_name, tmp_path, ["id", "x"], ["id"], readers=(SPARK,))
     followed.catch_up()
     spark.sql(f"ALTER TABLE {table_name} ALTER COLUMN x TYPE {wide}")
     spark.sql(f"INSERT INTO {table_name} VALUES (2, {large})")
+    path, version = table_location(spark, table_name), latest_version(spark, table_name)
+    old, new = {"INT": ("int32", "int64"), "FLOAT": ("float32", "float64")}[narrow]
+    for mode in ("append", "mirror"):  # the dataset's shards hold the narrow type: refused, nothing written
+        with pytest.raises(ValueError) as refused:
+            followed.run(SPARK, mode)
+        assert str(refused.value) == (
+            f"Version {version} of {table_name!r} widened the type of x ({old} -> {new}) (Delta type widening, "
+            f"delta.enableTypeWidening): its values may no longer fit the dataset's shards. Choices: convert the "
+            f"table again into a new dataset (dataframe_to_mds({table_name!r}, out, mode='overwrite'))."
+        )
+    followed.root, followed.previous = tmp_path / "rebuilt", None  # a new dataset reads the widened column
     followed.catch_up()
+    with pytest.raises(UnsupportedTableFeatureError) as refused:
+        delta_rs_incremental_to_mds(path, str(tmp_path / "delta-rs"))
+    assert re.fullmatch(
+        rf"Version {version} of the Delta table \S*{re.escape(path)}/? needs the table feature TypeWidening \(its "
+        r"reader features: typeWidening\), which delta-rs \(deltalake [0-9.]+\) cannot read\. Choices: read it by "
+        r"name with Spark's Delta reader \(streaming.spark.incremental_to_mds or dataframe_to_mds in a "
+        r"Delta-enabled SparkSession\)\.",
+        str(refused.value),
+    ), str(refused.value)
 
 
 def test_log_cleanup_by_delta_itself_is_named_and_resync_recovers(delta_spark, table_name, tmp_path):
@@ -188,7 +214,8 @@ def test_log_cleanup_by_delta_itself_is_named_and_resync_recovers(delta_spark, t
     spark = delta_spark
     spark.sql(
         f"CREATE TABLE {table_name} (id BIGINT) USING delta TBLPROPERTIES "
-        f"('delta.checkpointInterval' = '2', 'delta.logRetentionDuration' = 'interval 1 days', {NO_VECTORS})"
+        f"('delta.checkpointInterval' = '2', 'delta.logRetentionDuration' = 'interval 1 days', "
+        f"'delta.deletedFileRetentionDuration' = 'interval 1 days', {NO_VECTORS})"
     )
     spark.sql(f"INSERT INTO {table_name} VALUES (1)")
     followed = Followed(spark, table_name, tmp_path, ["id"], ["id"])
