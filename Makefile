@@ -255,7 +255,7 @@ DELTA_FLOOR_NOT_RUN := tests/delta_lake/test_reproductions.py::test_a_mirror_of_
 test-delta-floor: $(SPARK35_VENV)/.installed
 	$(SPARK35_PY) tests/delta_lake/jars.py
 	$(TEST_ENV) PYSPARK_PYTHON=$(abspath $(SPARK35_PY)) MDS_SPARK_CLASSIC_ONLY=1 $(SPARK35_PY) -m pytest -q \
-		--durations=5 tests/delta_lake $(addprefix --deselect ,$(DELTA_FLOOR_NOT_RUN))
+		--durations=5 tests/delta_lake/test_reproductions.py $(addprefix --deselect ,$(DELTA_FLOOR_NOT_RUN))
 
 # The reference side is the differential suite's $(REF_VENV) unless BENCH_REF_PYTHON names another interpreter.
 # A few minutes: `make bench BENCH_SCALE=0.1 BENCH_ROUNDS=2`; one part: `make bench BENCH_ONLY="write remote-s3"`.

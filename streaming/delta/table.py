@@ -430,11 +430,39 @@ def _queried(table: Any) -> pa.RecordBatchReader:
     """Every column of the table through delta-rs's query engine (DataFusion), asked for in the plain types of
     the table's schema (the engine's own are view types, which pyarrow before 16 cannot import)."""
     from deltalake import QueryBuilder
+    from deltalake.exceptions import DeltaError
 
     schema = pa.schema([_plain_field(field) for field in pa.schema(table.schema().to_arrow())])
     listed = ", ".join('"' + name.replace('"', '""') + '"' for name in schema.names)
-    result = QueryBuilder().register("snapshot", table).execute(f"SELECT {listed} FROM snapshot")
-    return _stream_reader(result, schema)
+    try:
+        builder = QueryBuilder().register("snapshot", table)
+    except DeltaError as err:
+        raise_unsupported_features(table, err)
+        raise
+    return _stream_reader(builder.execute(f"SELECT {listed} FROM snapshot"), schema)
+
+
+class UnsupportedTableFeatureError(ValueError):
+    """A Delta table needs a reader feature delta-rs cannot read (e.g. ``typeWidening``)."""
+
+
+def raise_unsupported_features(table: Any, err: BaseException) -> None:
+    """Raise `UnsupportedTableFeatureError` naming the table, its version and the features when ``err`` is
+    delta-rs's refusal of the table's features; return otherwise."""
+    marker = "Unsupported table features required:"
+    text = str(err)
+    if marker not in text:
+        return
+    from deltalake import __version__ as deltalake_version
+
+    features = text.split(marker, 1)[1].strip().splitlines()[0].strip(" []")
+    needed = ", ".join(sorted(table.protocol().reader_features or ())) or "none listed"
+    raise UnsupportedTableFeatureError(
+        f"Version {table.version()} of the Delta table {table.table_uri} needs the table feature {features} "
+        f"(its reader features: {needed}), which delta-rs (deltalake {deltalake_version}) cannot read. Choices: "
+        f"read it by name with Spark's Delta reader (streaming.spark.incremental_to_mds or dataframe_to_mds in a "
+        f"Delta-enabled SparkSession)."
+    ) from None
 
 
 def _read_stream(stream: Any, schema: pa.Schema) -> pa.Table:

@@ -90,6 +90,14 @@ def read_change(
     if usable and change_data_feed is not False:
         try:
             return _netted(net(*source.feed(held, names), encodings), "change_data_feed")
+        except FilesNotReadable as err:
+            if change_data_feed:  # the feed is there, this reader cannot read it right: not a history problem
+                raise ValueError(
+                    f"change_data_feed=True but the Change Data Feed of {table!r} cannot be read for versions "
+                    f"{held + 1}..{source.version} with this reader: {err}. Choices: change_data_feed=None to "
+                    f"read those versions' changed files."
+                ) from None
+            logger.info("incremental_to_mds: reading the changed files of %s, not its feed: %s", table, err)
         except Exception as err:
             if change_data_feed:
                 raise history_error(table, held, source.version, err, held + 1) from err
@@ -151,6 +159,7 @@ def _names_missing_history(err: BaseException) -> bool:
         "No such file",
         "DELTA_FILE_NOT_FOUND",
         "VersionNotFound",
+        "DELTA_VERSION_NOT_FOUND",  # Spark: time travel to a version log cleanup removed
         "DELTA_VERSIONS_NOT_CONTIGUOUS",
         "DELTA_CHANGE_DATA_FILE_NOT_FOUND",
         "does not exist",

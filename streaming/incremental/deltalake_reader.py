@@ -58,6 +58,7 @@ class DeltaLakeChanges:
         self.table = table
         self.delta = DeltaLakeTable(table, version)
         self.version = self.delta.version
+        self._window: TableWindow | None = None  # the last window read, which `feed` checks
 
     def column_names(self) -> list[str]:
         return list(self.delta.schema.names)
@@ -71,9 +72,23 @@ class DeltaLakeChanges:
         return self.delta.snapshot()
 
     def window(self, start: int) -> TableWindow:
-        return self.delta.window(start)
+        self._window = self.delta.window(start)
+        return self._window
 
     def feed(self, start: int, columns: Sequence[str]) -> tuple[pa.Table, pa.Table]:
+        """The feed's rows, refused (`FilesNotReadable`) for a window that wrote deletion vectors: delta-rs's
+        feed reader gives wrong rows for a DELETE made with them (the rows of another file's vector)."""
+        window = self._window if self._window is not None and self._window.start == start else self.window(start)
+        with_vectors = [
+            commit.version
+            for commit in window.commits
+            if any(action.deletion_vector and action.data_change for action in (*commit.adds, *commit.removes))
+        ]
+        if with_vectors:
+            raise FilesNotReadable(
+                f"version {with_vectors[0]} of {self.table} wrote deletion vectors, whose changes delta-rs's "
+                f"Change Data Feed reader gets wrong"
+            )
         return self.delta.feed(start, columns)
 
     def files(self, window: TableWindow, columns: Sequence[str]) -> tuple[pa.Table, pa.Table]:

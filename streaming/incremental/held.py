@@ -88,4 +88,25 @@ def held_columns(
             f"again into a new dataset (dataframe_to_mds({table!r}, out, mode='overwrite'))."
         )
     encodings = value_columns(dataset) if dataset is not None else source.plan(chosen)
+    if dataset is not None:
+        widened = widened_columns(encodings, source.plan(chosen))
+        if widened:
+            raise ValueError(
+                f"Version {source.version} of {table!r} widened the type of {', '.join(widened)} (Delta type "
+                f"widening, delta.enableTypeWidening): its values may no longer fit the dataset's shards. Choices: "
+                f"convert the table again into a new dataset (dataframe_to_mds({table!r}, out, mode='overwrite'))."
+            )
     return chosen, [name for name in present if name not in chosen], encodings
+
+
+def widened_columns(held: Mapping[str, str], now: Mapping[str, str]) -> list[str]:
+    """``column (old -> new)`` for each column whose numeric encoding in ``now`` is a wider one of the same kind
+    than in ``held`` (int32 -> int64, float32 -> float64: what Delta's type widening does to a column)."""
+    found = []
+    for name, old in held.items():
+        new = now.get(name, old)
+        old_kind, new_kind = old.rstrip("0123456789"), new.rstrip("0123456789")
+        if old_kind in ("int", "uint", "float") and old_kind == new_kind and new != old:
+            if int(new[len(new_kind) :]) > int(old[len(old_kind) :]):
+                found.append(f"{name} ({old} -> {new})")
+    return found
