@@ -437,13 +437,14 @@ class StreamingDataset(Array, IterableDataset):
         are read, when the plan's layout is one it handles.
         """
         plan = self._plan_inputs()
+        alone = world.ranks_per_node * world.workers_per_rank == 1
+        # Prefetching needs where the share first needs each shard before its first sample: that walks the whole
+        # share, which the plan file already holds.
         if not self._shard_cache.prefetches and (
-            world.ranks_per_node * world.workers_per_rank == 1
-            or not plan_fits(plan.epoch_size, world.num_workers, plan.batch_size, plan.num_canonical_nodes, 1)
+            alone or not plan_fits(plan.epoch_size, world.num_workers, plan.batch_size, plan.num_canonical_nodes, 1)
         ):
-            # Prefetching needs where the share first needs each shard before its first sample: that walks the
-            # whole share, which the plan file already holds.
-            streamed = streamed_share(plan, world, epoch, sample_in_epoch)
+            shared = None if alone else self._state.shared_file
+            streamed = streamed_share(plan, world, epoch, sample_in_epoch, shared)
             if streamed is not None:
                 return streamed
         # The file name is the plan's identity: any input that changes the order names another file, so

@@ -28,22 +28,24 @@ MERGE_SAMPLES = 1 << 22
 #: Final positions the first merge waits for (the first sample waits for that merge).
 FIRST_SAMPLES = 1 << 18
 
-#: ``(state, has_uint32, uinteger)`` of a PCG64 generator: what ``bit_generator.state`` holds beside the
-#: increment, which never changes.
-_SavedState = tuple[int, int, int]
+_LOW_64 = (1 << 64) - 1
 
 
-def _save(generator: np.random.Generator) -> _SavedState:
+def _save(generator: np.random.Generator) -> tuple[int, int, int, int]:
+    """A PCG64 generator's state as four uint64 words: the 128-bit state's high and low halves, ``has_uint32``
+    and ``uinteger`` (its increment never changes, so it is not kept)."""
     state = generator.bit_generator.state
-    return state["state"]["state"], state["has_uint32"], state["uinteger"]
+    word = state["state"]["state"]
+    return word >> 64, word & _LOW_64, state["has_uint32"], state["uinteger"]
 
 
-def _restore(generator: np.random.Generator, saved: _SavedState, increment: int) -> None:
+def _restore(generator: np.random.Generator, saved: NDArray[np.uint64], increment: int) -> None:
+    high, low, has_uint32, uinteger = (int(word) for word in saved)
     generator.bit_generator.state = {
         "bit_generator": "PCG64",
-        "state": {"state": saved[0], "inc": increment},
-        "has_uint32": saved[1],
-        "uinteger": saved[2],
+        "state": {"state": (high << 64) | low, "inc": increment},
+        "has_uint32": has_uint32,
+        "uinteger": uinteger,
     }
 
 
@@ -76,6 +78,8 @@ class ShiftedOrder:
         sizes: samples of each piece.
         low: smallest random block size; high: one past the largest.
         merge_samples: keys merged at once (at least ``high``).
+        states: the ``states`` of an earlier `ShiftedOrder` of the same node and generator state; ``rng`` is then
+            moved to where the shuffles leave it instead of drawing them again.
 
     ``piece_larger_than_block`` tells, once iteration has ended, whether a piece outgrew its block (the
     reference warns then).
@@ -89,6 +93,7 @@ class ShiftedOrder:
         low: int,
         high: int,
         merge_samples: int = MERGE_SAMPLES,
+        states: NDArray[np.uint64] | None = None,
     ) -> None:
         state = rng.bit_generator.state
         if state["bit_generator"] != "PCG64":
@@ -102,15 +107,22 @@ class ShiftedOrder:
         self.num_samples = int(sizes.sum())
         self.piece_larger_than_block = False
         # The shuffles come first in the generator's stream: draw them now (their values are not kept), saving
-        # the state each starts from so that a piece's samples are shuffled again when its window opens.
-        self._saved: list[_SavedState | None] = []
-        scratch = np.empty(max(self._sizes, default=0), np.int64)
-        for size in self._sizes:
-            if size > 1:
-                self._saved.append(_save(rng))
+        # the state each starts from so that a piece's samples are shuffled again when its window opens; the last
+        # row is the state the shifts start from. Readers of one node share them (``states``): the shuffles of
+        # a billion samples take about ten seconds.
+        if states is None:
+            rows = []
+            scratch = np.empty(max(self._sizes, default=0), np.int64)
+            for size in self._sizes:
+                rows.append(_save(rng))
                 rng.shuffle(scratch[:size])
-            else:
-                self._saved.append(None)
+            rows.append(_save(rng))
+            states = np.array(rows, np.uint64).reshape(-1, 4)
+        elif states.shape != (len(self._sizes) + 1, 4):
+            raise ValueError(f"py1e's saved states are {states.shape}, not ({len(self._sizes) + 1}, 4).")
+        else:
+            _restore(rng, states[-1], self._increment)
+        self.states = states
 
     def __iter__(self) -> Iterator[NDArray[np.int64]]:
         replay = np.random.Generator(np.random.PCG64())
@@ -135,9 +147,8 @@ class ShiftedOrder:
             keys = positions.astype(np.float64)
             keys += draw_shifts(lower, upper, size)
             samples = np.arange(begin, begin + size, dtype=np.int64)
-            saved = self._saved[piece]
-            if saved is not None:
-                _restore(replay, saved, self._increment)
+            if size > 1:
+                _restore(replay, self.states[piece], self._increment)
                 replay.shuffle(samples)
             new.append((keys, samples, positions))
             new_count += size

@@ -312,8 +312,10 @@ def stream_py1e(
     epoch: int,
     block_size: int = DEFAULT_BLOCK_SIZE,
     merge_samples: int = MERGE_SAMPLES,
+    states: NDArray[np.uint64] | None = None,
 ) -> ShiftedOrder:
     """`get_shuffle_py1e`'s order for one canonical node, produced a window at a time as it is iterated
-    (`shift_order.ShiftedOrder`: memory bounded by the window, not the epoch)."""
+    (`shift_order.ShiftedOrder`: memory bounded by the window, not the epoch); ``states`` are those of an
+    earlier call with the same arguments, which spare the shuffles."""
     begins, sizes, _, epoch_rng = _canonical_spans(shard_sizes, 1, seed, epoch)
-    return ShiftedOrder(epoch_rng, begins, sizes, int(0.75 * block_size), int(1.25 * block_size), merge_samples)
+    return ShiftedOrder(epoch_rng, begins, sizes, int(0.75 * block_size), int(1.25 * block_size), merge_samples, states)

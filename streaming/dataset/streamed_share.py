@@ -11,7 +11,7 @@ are those of `batching.generate_work`, position for position (``tests/order/test
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 
 import numpy as np
 from numpy.typing import NDArray
@@ -19,6 +19,9 @@ from numpy.typing import NDArray
 from streaming.dataset.batching import PlanInputs
 from streaming.dataset.shuffle import stream_py1e
 from streaming.dataset.world import World
+
+#: ``InstanceState.shared_file``: the path of a node's shared file, built by the first caller with the builder.
+SharedFile = Callable[[str, Callable[[str], None]], str]
 
 #: Ids of the unshuffled order handed over at once.
 _IN_ORDER_CHUNK = 1 << 20
@@ -101,9 +104,15 @@ class StreamedShare:
         return ids
 
 
-def streamed_share(plan: PlanInputs, world: World, epoch: int, sample_in_epoch: int) -> StreamedShare | None:
+def streamed_share(
+    plan: PlanInputs, world: World, epoch: int, sample_in_epoch: int, shared_file: SharedFile | None = None
+) -> StreamedShare | None:
     """This reader's share of the epoch as a `StreamedShare`, or None when the plan's layout is not one it
-    computes (the caller then builds the plan whole)."""
+    computes (the caller then builds the plan whole).
+
+    ``shared_file`` (`InstanceState.shared_file`) shares the ``py1e`` shuffles' generator states among the
+    node's readers: the first to ask draws them, the others read them (none when there is one reader).
+    """
     totals = np.add.reduceat(plan.samples_per_shard, np.cumsum(plan.shards_per_stream) - plan.shards_per_stream)
     every_sample_once = len(plan.samples_per_shard) > 0 and np.array_equal(plan.choose_per_stream, totals)
     num_samples = int(plan.samples_per_shard.sum())
@@ -123,8 +132,17 @@ def streamed_share(plan: PlanInputs, world: World, epoch: int, sample_in_epoch: 
     if not simple:
         return None
     order: Iterable[NDArray[np.int64]]
-    if plan.shuffle:
+    if not plan.shuffle:
+        order = _in_order(num_samples)
+    elif shared_file is None:
         order = stream_py1e(plan.samples_per_shard, plan.shuffle_seed, epoch, block)
     else:
-        order = _in_order(num_samples)
+
+        def draw(path: str) -> None:
+            with open(path, "wb") as out:
+                np.save(out, stream_py1e(plan.samples_per_shard, plan.shuffle_seed, epoch, block).states)
+
+        # Named by every input of the states (the dataset instance fixes the shards).
+        states = np.load(shared_file(f"py1e-states-e{epoch}-seed{plan.shuffle_seed}-b{block}.npy", draw))
+        order = stream_py1e(plan.samples_per_shard, plan.shuffle_seed, epoch, block, states=states)
     return StreamedShare(order, num_samples, sample_in_epoch, world, plan.batch_size)

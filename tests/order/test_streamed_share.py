@@ -101,6 +101,26 @@ def test_windowed_py1e_is_the_whole_sort(seed):
     assert np.array_equal(streamed, whole)
 
 
+def test_readers_sharing_the_shuffles_states_get_the_same_order(tmp_path):
+    plan = plan_of(np.full(30, 50), 4, block=400)
+    built = []
+
+    def shared_file(key, build):
+        path = tmp_path / key
+        if not path.exists():
+            built.append(key)
+            build(str(path))
+        return str(path)
+
+    for worker in range(4):
+        world = World(1, 2, 2, worker)
+        whole = generate_work("random", plan, world, 1, 8)[0, world.rank_of_node, world.worker_of_rank].reshape(-1)
+        share = streamed_share(plan, world, 1, 8, shared_file)
+        assert share is not None
+        assert np.array_equal(read_all(share, 64), whole)
+    assert built == ["py1e-states-e1-seed17-b400.npy"]
+
+
 def test_equal_keys_come_out_in_position_order():
     # A float64 collision of two shifted positions: the unstable sort may put the later position first; the run
     # of equal keys is put back in position order (ids and the sort's permutation alike).
