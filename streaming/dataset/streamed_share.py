@@ -113,7 +113,10 @@ def streamed_share(
     ``shared_file`` (`InstanceState.shared_file`) shares the ``py1e`` shuffles' generator states among the
     node's readers: the first to ask draws them, the others read them (none when there is one reader).
     """
-    totals = np.add.reduceat(plan.samples_per_shard, np.cumsum(plan.shards_per_stream) - plan.shards_per_stream)
+    # Samples of each stream (a stream may have no shards): differences of the running total at its bounds.
+    shard_bounds = np.concatenate([[0], np.cumsum(plan.shards_per_stream)])
+    running = np.concatenate([[0], np.cumsum(plan.samples_per_shard)])
+    totals = running[shard_bounds[1:]] - running[shard_bounds[:-1]]
     every_sample_once = len(plan.samples_per_shard) > 0 and np.array_equal(plan.choose_per_stream, totals)
     num_samples = int(plan.samples_per_shard.sum())
     block = plan.shuffle_block_size or 0

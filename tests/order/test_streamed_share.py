@@ -79,6 +79,14 @@ def test_layouts_it_does_not_compute_are_left_to_the_whole_plan(change, why):
     assert streamed_share(plan, World(1, 1, 1, 0), 0, 0) is None, why
 
 
+def test_a_stream_without_shards_counts_no_samples():
+    plan = plan_of([30, 40, 50], 4, streams=[3, 0])
+    world = World(1, 1, 1, 0)
+    share = streamed_share(plan, world, 0, 0)
+    assert share is not None
+    assert np.array_equal(read_all(share, 16), generate_work("random", plan, world, 0, 0).reshape(-1))
+
+
 def test_a_streamed_share_reads_forward_only():
     share = streamed_share(plan_of([50, 50], 4), World(1, 1, 1, 0), 0, 0)
     assert share is not None
