@@ -25,6 +25,7 @@ Results: a table on stdout and one JSON line per measurement in ``--out`` (defau
 from __future__ import annotations
 
 import argparse
+import errno
 import json
 import os
 import shutil
@@ -70,9 +71,17 @@ def build_dataset(scratch: Path, num_samples: int, python: str) -> Path:
     building = Path(tempfile.mkdtemp(prefix=f"ds-{num_samples}.", dir=scratch))
     num_shards = num_samples // SAMPLES_PER_SHARD
     shards = []
+    source = shard_file
     for shard_id in range(num_shards):
         basename = f"shard.{shard_id:06d}.mds"
-        os.link(shard_file, building / basename)
+        try:
+            os.link(source, building / basename)
+        except OSError as error:
+            # ext4 allows 65,000 links to a file: past that, a copy of the shard is linked from in turn.
+            if error.errno != errno.EMLINK:
+                raise
+            shutil.copyfile(shard_file, building / basename)
+            source = building / basename
         shards.append({**entry, "raw_data": {**entry["raw_data"], "basename": basename}})
     (building / "index.json").write_text(json.dumps({"version": 2, "shards": shards}))
     building.rename(root)

@@ -38,11 +38,13 @@ from streaming.dataset.coordination import InstanceState
 from streaming.dataset.coordination.local_claims import LocalDirClaims
 from streaming.dataset.errors import InvalidCheckpointError
 from streaming.dataset.partition import default_num_canonical_nodes
+from streaming.dataset.plan_memory import plan_fits
 from streaming.dataset.reader_pool import ReaderPool
 from streaming.dataset.shard_cache import ShardCache
-from streaming.dataset.share import WorkerShare, first_needs
+from streaming.dataset.share import PlanRun, WorkerShare, first_needs
 from streaming.dataset.shuffle import default_shuffle_block_size
 from streaming.dataset.stream import Stream, StreamDefaults
+from streaming.dataset.streamed_share import streamed_share
 from streaming.dataset.weighting import SAMPLING_METHODS, resolve_weights
 from streaming.dataset.world import World
 from streaming.format.columns import Columns, columns_of
@@ -427,10 +429,24 @@ class StreamingDataset(Array, IterableDataset):
 
     # ------------------------------------------------------------------ iteration
 
-    def _get_work(self, world: World, epoch: int, sample_in_epoch: int) -> np.ndarray:
-        """This worker's sample ids for the epoch, -1 where there is none: a view of the mapped plan file, read
-        only as iteration reaches it (the plan is built once per rank and shared by its workers)."""
+    def _get_work(self, world: World, epoch: int, sample_in_epoch: int) -> PlanRun:
+        """This worker's sample ids for the epoch, -1 where there is none, read only as iteration reaches them.
+
+        Usually a view of the mapped plan file (built once per node and shared by its readers); for a reader
+        alone on its node, or a plan too large to build whole, a `StreamedShare` that computes the ids as they
+        are read, when the plan's layout is one it handles.
+        """
         plan = self._plan_inputs()
+        alone = world.ranks_per_node * world.workers_per_rank == 1
+        # Prefetching needs where the share first needs each shard before its first sample: that walks the whole
+        # share, which the plan file already holds.
+        if not self._shard_cache.prefetches and (
+            alone or not plan_fits(plan.epoch_size, world.num_workers, plan.batch_size, plan.num_canonical_nodes, 1)
+        ):
+            shared = None if alone else self._state.shared_file
+            streamed = streamed_share(plan, world, epoch, sample_in_epoch, shared)
+            if streamed is not None:
+                return streamed
         # The file name is the plan's identity: any input that changes the order names another file, so
         # workers never reuse a stale plan and the first one to ask builds it (under the file's build lock).
         key = (
@@ -458,7 +474,7 @@ class StreamingDataset(Array, IterableDataset):
         """
         return self._iter_epoch(through_getitem=overrides_item_access(type(self)))
 
-    def _epoch_work(self) -> tuple[np.ndarray, int]:
+    def _epoch_work(self) -> tuple[PlanRun, int]:
         """Start this worker's next epoch: its sample ids in order (-1 where there is none, a view of the mapped
         plan that `WorkerShare` reads a chunk at a time), and the number of readers on the node (every rank's
         DataLoader workers)."""
@@ -472,7 +488,7 @@ class StreamingDataset(Array, IterableDataset):
             _share_batches_by_name()
         return self._get_work(parallel, epoch, sample_in_epoch), unique.workers_per_node
 
-    def _prefetching(self, sample_ids: np.ndarray, readers_on_node: int) -> contextlib.AbstractContextManager[Any]:
+    def _prefetching(self, sample_ids: PlanRun, readers_on_node: int) -> contextlib.AbstractContextManager[Any]:
         """The shard cache's prefetcher for a reader of ``sample_ids`` when shards must be prepared ahead, else a
         context of None."""
         if not self._shard_cache.prefetches:

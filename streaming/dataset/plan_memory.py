@@ -51,6 +51,15 @@ def available_memory() -> int | None:
     return min(found) if found else None
 
 
+def plan_fits(
+    epoch_size: int, num_workers: int, batch_size: int, num_canonical_nodes: int = 0, num_physical_nodes: int = 0
+) -> bool:
+    """Whether building the plan whole stays within the memory available (`check_plan_memory` passes)."""
+    positions = plan_positions(epoch_size, num_canonical_nodes, num_physical_nodes)
+    available = available_memory()
+    return available is None or estimate_plan_bytes(positions, num_workers, batch_size) <= available
+
+
 def check_plan_memory(
     epoch_size: int,
     num_workers: int,
@@ -66,11 +75,12 @@ def check_plan_memory(
         PlanMemoryError: naming the epoch's sample count (and canonical nodes, when they outnumber the samples),
             the estimate and what is available.
     """
-    positions = plan_positions(epoch_size, num_canonical_nodes, num_physical_nodes)
-    needed = estimate_plan_bytes(positions, num_workers, batch_size)
-    available = available_memory()
-    if available is None or needed <= available:
+    if plan_fits(epoch_size, num_workers, batch_size, num_canonical_nodes, num_physical_nodes):
         return
+    needed = estimate_plan_bytes(
+        plan_positions(epoch_size, num_canonical_nodes, num_physical_nodes), num_workers, batch_size
+    )
+    available = available_memory() or 0
     spread = f" laid out over {num_canonical_nodes} canonical nodes" if num_canonical_nodes > epoch_size else ""
     raise PlanMemoryError(
         f"The epoch plan of {where} covers {epoch_size} samples{spread}, which needs about "

@@ -10,12 +10,22 @@ holds a few MiB of its share whatever the epoch's size.
 from __future__ import annotations
 
 from collections.abc import Iterator
+from typing import Any, Protocol
 
 import numpy as np
 from numpy.typing import NDArray
 
 #: Plan entries read and located at once: 1 MiB of ids, large enough that numpy's per-call costs vanish.
 CHUNK_SAMPLES = 1 << 17
+
+
+class PlanRun(Protocol):
+    """A worker's run of the plan, read forward in slices: a (mapped) array, or a `StreamedShare`."""
+
+    def __len__(self) -> int: ...
+
+    def __getitem__(self, at: slice, /) -> Any: ...
+
 
 #: ``(shard ids, indices within the shards)`` of consecutive samples.
 Located = tuple[NDArray[np.int64], NDArray[np.int64]]
@@ -30,7 +40,7 @@ class WorkerShare:
         shard_starts: the global id of every shard's first sample, ascending.
     """
 
-    def __init__(self, sample_ids: NDArray[np.int64], shard_starts: NDArray[np.int64]) -> None:
+    def __init__(self, sample_ids: PlanRun, shard_starts: NDArray[np.int64]) -> None:
         self._ids = sample_ids
         self._starts = shard_starts
         self._read_to = 0  # plan entries read so far
@@ -73,7 +83,7 @@ class WorkerShare:
         return shards, ids - self._starts[shards]
 
 
-def first_needs(sample_ids: NDArray[np.int64], shard_starts: NDArray[np.int64]) -> list[tuple[int, int]]:
+def first_needs(sample_ids: PlanRun, shard_starts: NDArray[np.int64]) -> list[tuple[int, int]]:
     """``(position, shard)`` of every shard of a share where the share first needs it, in that order (positions
     count the share's samples, padding left out); read in chunks, so memory follows the shards, not the share."""
     share = WorkerShare(sample_ids, shard_starts)

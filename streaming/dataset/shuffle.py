@@ -25,6 +25,7 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 from streaming.dataset.errors import UnknownAlgorithmError
+from streaming.dataset.shift_order import MERGE_SAMPLES, ShiftedOrder
 from streaming.format.distinct import distinct
 
 ShuffleFn = Callable[[ArrayLike, int, int, int, int], NDArray[np.int64]]
@@ -303,3 +304,18 @@ def get_shuffle(
     if shuffle is None:
         raise UnknownAlgorithmError(f"Unknown shuffle_algo {algo!r}; choose one of {sorted(shuffle_algos)}.")
     return shuffle(shard_sizes, num_canonical_nodes, seed, epoch, block_size)
+
+
+def stream_py1e(
+    shard_sizes: ArrayLike,
+    seed: int,
+    epoch: int,
+    block_size: int = DEFAULT_BLOCK_SIZE,
+    merge_samples: int = MERGE_SAMPLES,
+    states: NDArray[np.uint64] | None = None,
+) -> ShiftedOrder:
+    """`get_shuffle_py1e`'s order for one canonical node, produced a window at a time as it is iterated
+    (`shift_order.ShiftedOrder`: memory bounded by the window, not the epoch); ``states`` are those of an
+    earlier call with the same arguments, which spare the shuffles."""
+    begins, sizes, _, epoch_rng = _canonical_spans(shard_sizes, 1, seed, epoch)
+    return ShiftedOrder(epoch_rng, begins, sizes, int(0.75 * block_size), int(1.25 * block_size), merge_samples, states)

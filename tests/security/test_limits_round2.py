@@ -113,8 +113,8 @@ def _vm_size() -> int:
         return next(int(line.split()[1]) * 1024 for line in status if line.startswith("VmSize:"))
 
 
-def test_the_plan_memory_is_estimated_before_it_is_allocated(tmp_path):
-    """16 shards declaring as many samples as 4 GiB files can hold: the plan is refused, not allocated."""
+def _declaring_most_samples(tmp_path) -> tuple[str, int]:
+    """A dataset of 16 shards declaring as many samples as 4 GiB files can hold (the files hold one)."""
     ds = str(tmp_path / "ds")
     with MDSWriter(out=ds, columns={"x": "int"}) as writer:
         writer.write({"x": 1})
@@ -124,16 +124,31 @@ def test_the_plan_memory_is_estimated_before_it_is_allocated(tmp_path):
     entry["raw_data"] = dict(entry["raw_data"], bytes=MAX_SHARD_FILE_BYTES)
     index["shards"] = [entry] * 16
     _write_index(ds, index)
+    return ds, 16 * most
 
-    def first_sample() -> object:
-        # Capped a few GiB above what the process maps now: old code fails with a MemoryError, not the machine.
-        cap = _vm_size() + (4 << 30)
-        resource.setrlimit(resource.RLIMIT_AS, (cap, cap))
-        return next(iter(StreamingDataset(local=ds, batch_size=1)))
 
-    outcome = in_child(first_sample, timeout=120)
+def _first_sample_capped(ds: str, **kwargs: object) -> object:
+    # Capped a few GiB above what the process maps now: old code fails with a MemoryError, not the machine.
+    cap = _vm_size() + (4 << 30)
+    resource.setrlimit(resource.RLIMIT_AS, (cap, cap))
+    return next(iter(StreamingDataset(local=ds, batch_size=1, **kwargs)))
+
+
+def test_the_plan_memory_is_estimated_before_it_is_allocated(tmp_path):
+    """A plan built whole (two canonical nodes) of billions of declared samples is refused, not allocated."""
+    ds, declared = _declaring_most_samples(tmp_path)
+    outcome = in_child(lambda: _first_sample_capped(ds, num_canonical_nodes=2), timeout=120)
     assert outcome.kind == "error" and outcome.detail.startswith(PlanMemoryError.__name__), outcome
-    assert f"covers {16 * most} samples" in outcome.detail, outcome
+    assert f"covers {declared} samples" in outcome.detail, outcome
+
+
+def test_a_streamed_share_of_billions_of_declared_samples_allocates_no_plan(tmp_path):
+    """A reader alone on its node streams its share: under the same cap it gets as far as the shard, whose
+    truncation is the error."""
+    ds, _ = _declaring_most_samples(tmp_path)
+    outcome = in_child(lambda: _first_sample_capped(ds), timeout=120)
+    assert outcome.kind == "error" and outcome.detail.startswith("ShardCorruptError"), outcome
+    assert "shard.00000.mds" in outcome.detail and "truncated" in outcome.detail, outcome
 
 
 def test_a_json_sample_nested_200k_deep_is_a_clean_error_naming_the_file(tmp_path):

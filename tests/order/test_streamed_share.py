@@ -1,0 +1,141 @@
+"""A reader's share computed as it is read (`streamed_share`, `shift_order`) is the whole plan's, position for
+position: against `generate_work` and `get_shuffle_py1e`, which the reference's orders check."""
+
+import warnings
+
+import numpy as np
+import pytest
+
+from streaming.dataset.batching import PlanInputs, generate_work
+from streaming.dataset.shift_order import equal_keys_in_position_order
+from streaming.dataset.shuffle import get_shuffle_py1e, stream_py1e
+from streaming.dataset.streamed_share import streamed_share
+from streaming.dataset.world import World
+
+
+def plan_of(shard_sizes, batch_size, shuffle=True, block=300, streams=None, ncn=1, algo="py1e"):
+    sizes = np.array(shard_sizes, np.int64)
+    per_stream = streams or [len(sizes)]
+    starts = np.cumsum(per_stream) - per_stream
+    totals = [int(sizes[start : start + count].sum()) for start, count in zip(starts, per_stream)]
+    return PlanInputs(
+        samples_per_shard=sizes,
+        shards_per_stream=per_stream,
+        choose_per_stream=totals,
+        proportion_per_stream=[total / sum(totals) for total in totals],
+        epoch_size=sum(totals),
+        batch_size=batch_size,
+        num_canonical_nodes=ncn,
+        shuffle=shuffle,
+        shuffle_algo=algo,
+        shuffle_seed=17,
+        shuffle_block_size=block,
+    )
+
+
+def read_all(share, step):
+    parts = [share[start : start + step] for start in range(0, len(share), step)]
+    return np.concatenate(parts) if parts else np.zeros(0, np.int64)
+
+
+@pytest.mark.parametrize("ranks", [1, 2, 3])
+@pytest.mark.parametrize("workers", [1, 2])
+@pytest.mark.parametrize("batch_size", [1, 4, 7])
+@pytest.mark.parametrize("shuffle", [True, False])
+@pytest.mark.parametrize("sample_in_epoch", [0, 5, 133])
+def test_streamed_share_is_the_plans_run(ranks, workers, batch_size, shuffle, sample_in_epoch):
+    rng = np.random.default_rng(ranks * 100 + workers * 10 + batch_size)
+    plan = plan_of(rng.integers(1, 90, 40), batch_size, shuffle, streams=[25, 15])
+    for worker in range(ranks * workers):
+        world = World(1, ranks, workers, worker)
+        whole = generate_work("random", plan, world, 3, sample_in_epoch)[0, world.rank_of_node, world.worker_of_rank]
+        share = streamed_share(plan, world, 3, sample_in_epoch)
+        assert share is not None
+        assert len(share) == whole.size
+        assert np.array_equal(read_all(share, 37), whole.reshape(-1))
+
+
+def test_the_repeated_tail_of_an_uneven_split_over_ranks():
+    # 203 samples over 4 ranks: the node's positions are padded with 1 position from before the last 3.
+    plan = plan_of([100, 103], 8, shuffle=True, block=200)
+    for worker in range(4):
+        world = World(1, 4, 1, worker)
+        whole = generate_work("random", plan, world, 0, 0)[0, worker, 0].reshape(-1)
+        share = streamed_share(plan, world, 0, 0)
+        assert share is not None
+        assert np.array_equal(read_all(share, 5), whole)
+
+
+@pytest.mark.parametrize(
+    ("change", "why"),
+    [
+        ({"ncn": 2}, "two canonical nodes"),
+        ({"algo": "py1s"}, "another shuffle"),
+        ({"block": 40}, "a shard larger than the smallest block (the reference warns first)"),
+    ],
+)
+def test_layouts_it_does_not_compute_are_left_to_the_whole_plan(change, why):
+    plan = plan_of([60, 70, 80], 4, **change)
+    assert streamed_share(plan, World(1, 1, 1, 0), 0, 0) is None, why
+
+
+def test_a_stream_without_shards_counts_no_samples():
+    plan = plan_of([30, 40, 50], 4, streams=[3, 0])
+    world = World(1, 1, 1, 0)
+    share = streamed_share(plan, world, 0, 0)
+    assert share is not None
+    assert np.array_equal(read_all(share, 16), generate_work("random", plan, world, 0, 0).reshape(-1))
+
+
+def test_a_streamed_share_reads_forward_only():
+    share = streamed_share(plan_of([50, 50], 4), World(1, 1, 1, 0), 0, 0)
+    assert share is not None
+    share[0:10]
+    with pytest.raises(IndexError, match="read forward"):
+        share[5:20]
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_windowed_py1e_is_the_whole_sort(seed):
+    rng = np.random.default_rng(seed)
+    sizes = rng.integers(0, 400, int(rng.integers(1, 80)))
+    sizes[0] += 1
+    block = int(rng.integers(20, 3000))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # some pieces outgrow their block, as the reference warns
+        whole = get_shuffle_py1e(sizes, 1, seed, 2, block)
+        # Small merges: the window is flushed many times, each time only below the bound a later key can reach.
+        streamed = np.concatenate(list(stream_py1e(sizes, seed, 2, block, merge_samples=64)))
+    assert np.array_equal(streamed, whole)
+
+
+def test_readers_sharing_the_shuffles_states_get_the_same_order(tmp_path):
+    plan = plan_of(np.full(30, 50), 4, block=400)
+    built = []
+
+    def shared_file(key, build):
+        path = tmp_path / key
+        if not path.exists():
+            built.append(key)
+            build(str(path))
+        return str(path)
+
+    for worker in range(4):
+        world = World(1, 2, 2, worker)
+        whole = generate_work("random", plan, world, 1, 8)[0, world.rank_of_node, world.worker_of_rank].reshape(-1)
+        share = streamed_share(plan, world, 1, 8, shared_file)
+        assert share is not None
+        assert np.array_equal(read_all(share, 64), whole)
+    assert built == ["py1e-states-e1-seed17-b400.npy"]
+
+
+def test_equal_keys_come_out_in_position_order():
+    # A float64 collision of two shifted positions: the unstable sort may put the later position first; the run
+    # of equal keys is put back in position order (ids and the sort's permutation alike).
+    keys = np.array([0.5, 2.25, 2.25, 2.25, 7.0])
+    ids = np.array([10, 13, 11, 12, 14])
+    order = np.array([0, 3, 1, 2, 4])  # the unsorted index of each sorted key
+    positions = np.array([0, 1, 2, 3, 4])  # position of each unsorted key
+    equal_keys_in_position_order(keys, ids, order, positions)
+    assert ids.tolist() == [10, 11, 12, 13, 14]
+    assert order.tolist() == [0, 1, 2, 3, 4]
