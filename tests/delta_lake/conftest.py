@@ -21,7 +21,7 @@ import pyspark
 import pytest
 
 from tests.delta_lake.jars import delta_jars, release_for
-from tests.spark.conftest import CLASSIC_ONLY, ConnectServer, local_session
+from tests.spark.conftest import CLASSIC_ONLY, ConnectServer, deselect_connect_tests, local_session
 
 
 def delta_conf() -> dict[str, str]:
@@ -48,19 +48,7 @@ def pytest_report_header(config: pytest.Config) -> str:
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Deselect the Connect tests where pyspark ships no Connect server jar (see the module docstring)."""
-    if not CLASSIC_ONLY:
-        return
-    here = os.path.dirname(__file__)
-
-    def on_connect(item: pytest.Item) -> bool:
-        params = getattr(getattr(item, "callspec", None), "params", {})
-        uses = set(item.fixturenames)
-        return str(item.path).startswith(here) and ("delta_connect" in uses or "connect" in params.values())
-
-    deselected = [item for item in items if on_connect(item)]
-    if deselected:
-        config.hook.pytest_deselected(items=deselected)
-        items[:] = [item for item in items if not on_connect(item)]
+    deselect_connect_tests(config, items, os.path.dirname(__file__), "delta_connect")
 
 
 @pytest.fixture(scope="session")

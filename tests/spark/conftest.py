@@ -47,20 +47,24 @@ def pytest_report_header(config: pytest.Config) -> str:
     return f"pyspark {pyspark.__version__} (Spark Connect jar {connect}): {run}"
 
 
-def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Deselect the Connect tests in a classic-only run (pyspark 3.5 without the Connect jar)."""
+def deselect_connect_tests(config: pytest.Config, items: list[pytest.Item], folder: str, fixture: str) -> None:
+    """In a classic-only run, deselect the tests of ``folder`` that use ``fixture`` or a ``connect`` parameter."""
     if not CLASSIC_ONLY:
         return
-    here = os.path.dirname(__file__)
 
     def on_connect(item: pytest.Item) -> bool:
         params = getattr(getattr(item, "callspec", None), "params", {})
-        return str(item.path).startswith(here) and ("connect" in item.fixturenames or "connect" in params.values())
+        return str(item.path).startswith(folder) and (fixture in item.fixturenames or "connect" in params.values())
 
     deselected = [item for item in items if on_connect(item)]
     if deselected:
         config.hook.pytest_deselected(items=deselected)
         items[:] = [item for item in items if not on_connect(item)]
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Deselect the Connect tests in a classic-only run (pyspark 3.5 without the Connect jar)."""
+    deselect_connect_tests(config, items, os.path.dirname(__file__), "connect")
 
 
 def _free_port() -> int:
