@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator, Sequence
-from typing import Any
+from typing import Any, NoReturn
 from urllib.parse import unquote
 
 import numpy as np
@@ -47,6 +47,12 @@ from streaming.storage.url import is_remote
 
 #: Where a column-mapped table's schema names a field's name in the data files.
 PHYSICAL_NAME = "delta.columnMapping.physicalName"
+#: The reader features of the Delta protocol that this module's own reader of a local table implements (column
+#: mapping's physical names, deletion vectors, plain timestamps; the other two change nothing a reader does). Any
+#: other one (``typeWidening``, ``variantType``…) is refused, as the protocol asks of a reader that lacks it.
+LOCAL_READER_FEATURES = frozenset(
+    {"columnMapping", "deletionVectors", "timestampNtz", "v2Checkpoint", "vacuumProtocolCheck"}
+)
 #: Change Data Feed row kinds that add a row to the table, and those that take one away.
 FEED_PLUS = ("insert", "update_postimage")
 FEED_MINUS = ("delete", "update_preimage")
@@ -264,7 +270,10 @@ class DeltaLakeTable:
         """A pyarrow filesystem rooted at the table: for a local table one that follows no link
         (`table_filesystem`), else one over delta-rs's own object store."""
         if self._filesystem is None:
-            self._filesystem = table_filesystem(self.uri) or _object_store(self.table, self.uri)
+            local = table_filesystem(self.uri)
+            if local is not None:
+                refuse_unread_features(self.table)
+            self._filesystem = local or _object_store(self.table, self.uri)
         return self._filesystem
 
     def _read_text(self, relative: str) -> str | None:
@@ -332,6 +341,7 @@ def _local_batches(table: Any, batch_rows: int) -> Iterator[pa.RecordBatch]:
     vector marks are dropped. Under column mapping the files' physical names are read and given their
     logical names."""
     uri = table.table_uri
+    refuse_unread_features(table)
     files = table_filesystem(uri)
     logical = _plain_schema(table)
     physical = _physical_schema(logical, table.schema().to_json()) if maps_column_names(table) else logical
@@ -446,6 +456,15 @@ class UnsupportedTableFeatureError(ValueError):
     """A Delta table needs a reader feature delta-rs cannot read (e.g. ``typeWidening``)."""
 
 
+def refuse_unread_features(table: Any) -> None:
+    """Raise `UnsupportedTableFeatureError` when a local table needs a reader feature outside
+    `LOCAL_READER_FEATURES`."""
+    needed = sorted(table.protocol().reader_features or ())
+    unread = [feature for feature in needed if feature not in LOCAL_READER_FEATURES]
+    if unread:
+        _refuse_features(table, ", ".join(name[:1].upper() + name[1:] for name in unread), ", ".join(needed))
+
+
 def raise_unsupported_features(table: Any, err: BaseException) -> None:
     """Raise `UnsupportedTableFeatureError` naming the table, its version and the features when ``err`` is
     delta-rs's refusal of the table's features; return otherwise."""
@@ -453,10 +472,13 @@ def raise_unsupported_features(table: Any, err: BaseException) -> None:
     text = str(err)
     if marker not in text:
         return
+    features = text.split(marker, 1)[1].strip().splitlines()[0].strip(" []")
+    _refuse_features(table, features, ", ".join(sorted(table.protocol().reader_features or ())) or "none listed")
+
+
+def _refuse_features(table: Any, features: str, needed: str) -> NoReturn:
     from deltalake import __version__ as deltalake_version
 
-    features = text.split(marker, 1)[1].strip().splitlines()[0].strip(" []")
-    needed = ", ".join(sorted(table.protocol().reader_features or ())) or "none listed"
     raise UnsupportedTableFeatureError(
         f"Version {table.version()} of the Delta table {table.table_uri} needs the table feature {features} "
         f"(its reader features: {needed}), which delta-rs (deltalake {deltalake_version}) cannot read. Choices: "
