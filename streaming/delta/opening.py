@@ -7,7 +7,7 @@ key of its own (a file's distinct path, an application id), so its rows never ou
 `open_delta_table` reads the footers of the checkpoint files delta-rs would read (the newest at or before the
 version asked for, and the one ``_last_checkpoint`` names) and refuses a file declaring more rows than that, or
 more than ``_last_checkpoint`` says it holds, before delta-rs opens the table (`ParquetBoundsError`, naming the
-table and the file).
+table and the file). A V2 checkpoint's sidecar files are bounded the same way.
 """
 
 from __future__ import annotations
@@ -25,6 +25,9 @@ from streaming.storage.untrusted_text import shown
 
 #: Any checkpoint file in Parquet: classic single, one part of a multi-part one (its part count), or V2 (its id).
 _CHECKPOINT = re.compile(r"^(\d{20})\.checkpoint(?:\.\d{10}\.(\d{10})|\.([0-9a-fA-F-]{36}))?\.parquet$")
+#: A V2 checkpoint's id in its file name; its actions may continue in the log's sidecar files.
+_V2_ID = re.compile(r"[0-9a-fA-F-]{36}")
+_SIDECARS = "_delta_log/_sidecars"
 #: Rows a checkpoint may declare beyond one a byte (its protocol, metadata and other fixed actions).
 ROW_ALLOWANCE = 1024
 #: The most ``_last_checkpoint`` (a small JSON hint) is read of.
@@ -60,6 +63,8 @@ def check_checkpoints(uri: str, version: int | None) -> None:
         chosen.add(hint["version"])
     for number in sorted(chosen):
         for kind, files in found[number].items():
+            if _V2_ID.fullmatch(kind):
+                _check_sidecars(filesystem, uri)
             declared = sum(_declared_rows(filesystem, uri, info) for info in files)
             size, parts = hint.get("size"), hint.get("parts")
             described = kind == (f"{parts:010d}" if isinstance(parts, int) else "")
@@ -69,6 +74,17 @@ def check_checkpoints(uri: str, version: int | None) -> None:
                     f"({', '.join(shown(info.path) for info in files)}), which declares {declared} actions where "
                     f"_delta_log/_last_checkpoint says {size}; it was not read."
                 )
+
+
+def _check_sidecars(filesystem: Any, uri: str) -> None:
+    """Refuse a sidecar file of a V2 checkpoint that declares more rows than bytes: delta-rs decodes the sidecars a
+    V2 checkpoint names as it decodes the checkpoint. Which ones it names is known only by decoding it, so every
+    sidecar of the log is bounded (a footer each)."""
+    from pyarrow.fs import FileSelector, FileType
+
+    for info in filesystem.get_file_info(FileSelector(_SIDECARS, allow_not_found=True)):
+        if info.type == FileType.File and info.base_name.endswith(".parquet"):
+            _declared_rows(filesystem, uri, info)
 
 
 def _declared_rows(filesystem: Any, uri: str, info: Any) -> int:

@@ -62,6 +62,29 @@ def test_a_delta_checkpoint_bomb_is_refused_before_delta_rs_opens_the_table(tmp_
     assert not os.path.exists(os.path.join(out, "index.json"))
 
 
+def test_a_sidecar_bomb_of_a_v2_checkpoint_is_refused_before_delta_rs_opens_the_table(tmp_path):
+    """A V2 checkpoint's actions may sit in sidecar files, which delta-rs decodes with it: a sidecar of 2M
+    identical ``add`` actions is refused by its footer, naming the table and the sidecar."""
+    table, checkpoint = _table_with_checkpoint(tmp_path)
+    log = os.path.dirname(checkpoint)
+    actions = pq.read_table(checkpoint)
+    v2 = os.path.join(
+        log,
+        os.path.basename(checkpoint).replace(
+            ".checkpoint.", f".checkpoint.{'0' * 8}-{'1' * 4}-{'2' * 4}-{'3' * 4}-{'4' * 12}."
+        ),
+    )
+    os.rename(checkpoint, v2)
+    os.makedirs(os.path.join(log, "_sidecars"))
+    sidecar = os.path.join(log, "_sidecars", "bomb.parquet")
+    adds = actions.filter(actions.column("add").is_valid()).select(["add"])
+    pq.write_table(adds.take(pa.array([0] * 2_000_000)), sidecar, compression="zstd")
+    assert os.path.getsize(sidecar) < 1 << 20
+    with pytest.raises(ParquetBoundsError, match="bomb.parquet") as info:
+        check_checkpoints(table, None)
+    assert table in str(info.value) and "more than one a byte" in str(info.value)
+
+
 def test_a_checkpoint_holding_more_actions_than_last_checkpoint_says_is_refused(tmp_path):
     table, checkpoint = _table_with_checkpoint(tmp_path)
     _bomb(checkpoint, copies=3)  # within one row a byte: only the hint gives it away
