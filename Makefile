@@ -58,8 +58,12 @@ $(VENV)/.installed: pyproject.toml
 	$(PY) -m pip install -q -e '.[test]'
 	touch $@
 
-$(REF_VENV)/.bench-ready: benchmarks/setup_ref.sh
-	BENCH_REF_SPARK=0 bash benchmarks/setup_ref.sh $(abspath $(REF_VENV))
+# Every other virtualenv that needs torch takes the main one's files as hard links (benchmarks/share_torch.py):
+# PyPI's torch 2.13.0 is the CUDA build here, 4.6 GB unpacked, and five copies of it filled a CI machine's disk.
+SHARE_TORCH = python3 benchmarks/share_torch.py $(abspath $(VENV)) $(1)
+
+$(REF_VENV)/.bench-ready: benchmarks/setup_ref.sh $(VENV)/.installed
+	BENCH_REF_SPARK=0 BENCH_TORCH_FROM=$(abspath $(VENV)) bash benchmarks/setup_ref.sh $(abspath $(REF_VENV))
 
 # Real Delta Lake (tests/delta_lake): Delta's jars are built for one Spark line, so its lane has a virtualenv of its
 # own on the Spark 4.0 line (pyspark 4.0.1, the Apache Spark of Databricks Runtime 17.3 LTS) beside the main lane's
@@ -75,8 +79,9 @@ $(DELTA_VENV)/.installed: pyproject.toml
 	$(DELTA_PY) -m pip install -q -e '.[spark,delta,cli]' $(DELTA_TEST_DEPS)
 	touch $@
 
-$(SPARK35_VENV)/.installed: pyproject.toml .ci/spark35-constraints.txt
+$(SPARK35_VENV)/.installed: pyproject.toml .ci/spark35-constraints.txt $(VENV)/.installed
 	python3 -m venv $(SPARK35_VENV)
+	$(call SHARE_TORCH,$(SPARK35_VENV))
 	$(SPARK35_PY) -m pip install -q --upgrade pip
 	$(SPARK35_PY) -m pip install -q -c .ci/spark35-constraints.txt -e '.[spark,s3,gcs,azure,oci,databricks,hf,sftp]' \
 		$(SPARK35_TEST_DEPS)
@@ -113,6 +118,7 @@ DEMO_WHEEL_DIR := $(DEMO_VENV)/wheel
 
 $(DEMO_VENV)/.installed: pyproject.toml
 	python3 -m venv $(DEMO_VENV)
+	@$(call SHARE_TORCH,$(DEMO_VENV)) >/dev/null
 	$(DEMO_PY) -m pip install -q --disable-pip-version-check torch==2.13.0 -e '.[spark]' 'pandas<3'
 	touch $@
 
@@ -211,8 +217,8 @@ CLIENTS_PINS := tests/clients/requirements.txt tests/clients/constraints.txt tes
 	benchmarks/patch_torchvision.py
 LLM_FOUNDRY_SDIST := $(CLIENTS_DIR)/llm_foundry-0.22.0
 
-$(CLIENTS_DIR)/base/.installed: $(CLIENTS_PINS)
-	bash tests/clients/setup_venv.sh base $(CLIENTS_DIR)/base
+$(CLIENTS_DIR)/base/.installed: $(CLIENTS_PINS) $(VENV)/.installed
+	TORCH_FROM=$(abspath $(VENV)) bash tests/clients/setup_venv.sh base $(CLIENTS_DIR)/base
 
 $(CLIENTS_DIR)/ref/.installed: $(CLIENTS_DIR)/base/.installed
 	bash tests/clients/setup_venv.sh ref $(CLIENTS_DIR)/ref $(CLIENTS_DIR)/base
@@ -265,8 +271,9 @@ bench: $(VENV)/.installed $(REF_VENV)/.bench-ready
 # DataLoader hand-over side by side (benchmarks/loader_handover.py): ours, the reference and LitData, whose side
 # venv holds litdata beside the CPU torch (torchvision, which litdata pulls in, is removed: it breaks that torch).
 LITDATA_VENV := .bench/litdata
-$(LITDATA_VENV)/.installed:
+$(LITDATA_VENV)/.installed: $(VENV)/.installed
 	python3 -m venv $(LITDATA_VENV)
+	$(call SHARE_TORCH,$(LITDATA_VENV))
 	$(LITDATA_VENV)/bin/pip install -q torch==2.13.0 litdata
 	$(LITDATA_VENV)/bin/pip uninstall -q -y torchvision
 	touch $@

@@ -4,9 +4,10 @@
 #
 #   bash benchmarks/setup_ref.sh [VENV_DIR]        (default: .bench/ref in the repository)
 #
-# torch is pinned to 2.13.0 in the same pip call: left unpinned, pip resolves a multi-GB CUDA
-# build. The reference then needs torchvision patched to import beside that CPU build (see
-# patch_torchvision.py). pyspark/pyarrow/pandas are added for the spark scenario unless
+# torch is pinned to 2.13.0 in the same pip call, the release the other virtualenvs hold. With
+# BENCH_TORCH_FROM=VENV, that virtualenv's torch is hard-linked in first (share_torch.py: PyPI's torch
+# is the CUDA build on Linux, 4.6 GB unpacked) and pip keeps it. The reference then needs torchvision
+# patched to import beside it (see patch_torchvision.py). pyspark/pyarrow/pandas are added for the spark scenario unless
 # BENCH_REF_SPARK=0. A finished venv is marked with .bench-ready (and .bench-spark) and reused as
 # is; delete the directory to rebuild it.
 set -euo pipefail
@@ -28,6 +29,9 @@ mkdir -p "$(dirname "$VENV")"
 if [[ ! -x "$VENV/bin/python" ]]; then
   echo "creating reference venv $VENV with $("$BASE_PY" --version 2>&1)" >&2
   "$BASE_PY" -m venv "$VENV"
+  if [[ -n "${BENCH_TORCH_FROM:-}" ]]; then
+    "$BASE_PY" "$HERE/share_torch.py" "$BENCH_TORCH_FROM" "$VENV" >&2
+  fi
 fi
 LOG="$VENV/pip-install.log"
 if [[ ! -f "$READY" ]]; then

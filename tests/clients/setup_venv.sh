@@ -9,7 +9,8 @@
 # would otherwise replace the 2.13.0 CPU build (or fail). torchvision is the release built for torch 2.13.0;
 # benchmarks/patch_torchvision.py lets it import beside the CPU build (composer and the reference import it).
 # Each side then starts as a hard-linked copy of the base (seconds, no second download or unpacking of torch) and
-# gets its own package: `ours` this checkout (editable, so the lane always runs the current source), `ref`
+# gets its own package (with TORCH_FROM=VENV, the base itself first takes that virtualenv's torch as hard links,
+# benchmarks/share_torch.py): `ours` this checkout (editable, so the lane always runs the current source), `ref`
 # streaming-community 0.14.2, each with its own dependencies. pip replaces files rather than writing into them, so
 # the copies never change each other or the base. A finished venv is marked with .installed and reused as is.
 set -euo pipefail
@@ -32,6 +33,9 @@ LOG=$(dirname "$VENV")/$(basename "$VENV")-pip-install.log
 PIP=("$VENV/bin/python" -m pip install --quiet --no-compile -c "$HERE/constraints.txt")
 if [[ "$KIND" == base ]]; then
   python3 -m venv "$VENV"
+  if [[ -n "${TORCH_FROM:-}" ]]; then
+    python3 "$ROOT/benchmarks/share_torch.py" "$TORCH_FROM" "$VENV"
+  fi
   {
     "${PIP[@]}" -r "$HERE/requirements.txt" 'torchvision==0.28.0'
     "${PIP[@]}" --no-deps "${CLIENTS[@]}"
