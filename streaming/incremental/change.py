@@ -117,13 +117,13 @@ def read_change(
         except HistoryUnavailableError as err:
             missing = err
         except Exception as err:
-            if not _names_missing_history(err):
+            if not names_missing_history(err):
                 raise
             missing = HistoryUnavailableError(str(err).splitlines()[0], held + 1)
     try:
         return _netted(net(*source.full(held, names), encodings), "full_snapshot_diff")
     except Exception as err:
-        if not isinstance(err, HistoryUnavailableError) and not _names_missing_history(err):
+        if not isinstance(err, HistoryUnavailableError) and not names_missing_history(err):
             raise
         cause = missing or err
         version = getattr(cause, "version", held + 1)
@@ -150,7 +150,7 @@ def _feed_usable(window: TableWindow | None, missing: HistoryUnavailableError | 
     return True, ""
 
 
-def _names_missing_history(err: BaseException) -> bool:
+def names_missing_history(err: BaseException) -> bool:
     """Whether a reader's error says files or versions of the table are gone (Spark's and delta-rs's words)."""
     text = str(err)
     markers = (

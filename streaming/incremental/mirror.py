@@ -62,7 +62,13 @@ from streaming.delta.row_ids import ROW_ID
 from streaming.format import commit_log
 from streaming.format.index import FILE_KEYS, read_index, rebase
 from streaming.format.runs import new_increment_folder, new_run_id
-from streaming.incremental.change import Change, IncrementalHistoryError, read_change
+from streaming.incremental.change import (
+    Change,
+    IncrementalHistoryError,
+    history_error,
+    names_missing_history,
+    read_change,
+)
 from streaming.incremental.commit import commit_run
 from streaming.incremental.deltalake_reader import DeltaLakeChanges
 from streaming.incremental.held import held_columns, held_version
@@ -292,14 +298,21 @@ def _read_change(
         return Change(added, None, "resync"), taken_keys
     try:
         change = read_change(source, table, held, names, encodings, change_data_feed, net=source.net_rows)
-    except IncrementalHistoryError as err:
+        taken = change.removed
+        # Spark's rows are read here, not by read_change: files a VACUUM removed are found missing now.
+        taken_keys = (
+            source.key_digests(taken, key_encodings)[0] if taken is not None and not isinstance(taken, int) else []
+        )
+    except Exception as err:
+        if not isinstance(err, IncrementalHistoryError):
+            if not names_missing_history(err):
+                raise
+            err = history_error(table, held, source.version, err, held + 1)
         raise IncrementalHistoryError(
             f"{err} This dataset is a mirror: incremental_to_mds({table!r}, out, mode='mirror', "
             f"key={list(key_encodings)}, resync=True) also removes the rows the version no longer has.",
             err.version,
         ) from err
-    taken = change.removed
-    taken_keys = source.key_digests(taken, key_encodings)[0] if taken is not None and not isinstance(taken, int) else []
     return change, taken_keys
 
 
