@@ -61,6 +61,18 @@ def _dataset_ids(remote: Remote, cache: str) -> list[int]:
     return [int(sample["id"]) for sample in dataset]
 
 
+def _described(folder) -> list[str]:
+    """Each entry of ``folder``: its kind, size and first bytes (or its own entries), to tell what left it."""
+    described = []
+    for entry in sorted(os.scandir(folder), key=lambda item: item.name):
+        if entry.is_dir(follow_symlinks=False):
+            described.append(f"{entry.name}/ holding {sorted(os.listdir(entry.path))[:10]}")
+        else:
+            with open(entry.path, "rb") as file:
+                described.append(f"{entry.name} ({entry.stat().st_size} bytes: {file.read(64)!r})")
+    return described
+
+
 def _committed_copies(destination: DatasetRoot, rows: int) -> int:
     samples = sum(entry["samples"] for entry in read_snapshot(destination).shards)
     assert samples % rows == 0, f"the dataset holds {samples} samples: not whole runs of {rows}"
@@ -107,7 +119,7 @@ def test_conversions_killed_at_random_points_leave_a_dataset_the_next_run_extend
     left = set(destination.list_relative(""))
     own = {INDEX_BASENAME, METADATA_BASENAME} | {f"{folder}/{INDEX_BASENAME}" for folder in folders}
     assert {name for name in left if not name.startswith(f"{LOG_FOLDER}/")} - own == named
-    assert sorted(os.listdir(scratch)) == [], "killed runs left temporary files behind"
+    assert sorted(os.listdir(scratch)) == [], f"killed runs left temporary files behind: {_described(scratch)}"
     figures = {
         "runs": runs + 2,
         "killed": killed,
