@@ -270,7 +270,7 @@ bench: $(VENV)/.installed $(REF_VENV)/.bench-ready
 	BENCH_REF_PYTHON=$${BENCH_REF_PYTHON:-$(abspath $(REF_VENV))/bin/python} bash benchmarks/run.sh
 
 # DataLoader hand-over side by side (benchmarks/loader_handover.py): ours, the reference and LitData, whose side
-# venv holds litdata beside the CPU torch (torchvision, which litdata pulls in, is removed: it breaks that torch).
+# venv holds litdata beside the main venv's torch (torchvision, which litdata pulls in, is removed: it breaks a CPU-only torch).
 LITDATA_VENV := .bench/litdata
 $(LITDATA_VENV)/.installed: $(VENV)/.installed
 	python3 -m venv $(LITDATA_VENV)

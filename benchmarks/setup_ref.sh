@@ -6,10 +6,11 @@
 #
 # torch is pinned to 2.13.0 in the same pip call, the release the other virtualenvs hold. With
 # BENCH_TORCH_FROM=VENV, that virtualenv's torch is hard-linked in first (share_torch.py: PyPI's torch
-# is the CUDA build on Linux, 4.6 GB unpacked) and pip keeps it. The reference then needs torchvision
-# patched to import beside it (see patch_torchvision.py). pyspark/pyarrow/pandas are added for the spark scenario unless
-# BENCH_REF_SPARK=0. A finished venv is marked with .bench-ready (and .bench-spark) and reused as
-# is; delete the directory to rebuild it.
+# is the CUDA build on Linux, 4.6 GB unpacked) and pip keeps it. torchvision is patched to import
+# beside a CPU-only torch where one is installed (patch_torchvision.py; beside the CUDA build its ops
+# load and the patch changes nothing). pyspark/pyarrow/pandas are added for the spark scenario unless
+# BENCH_REF_SPARK=0. A finished venv is marked with .bench-ready (and .bench-spark) and reused as is;
+# delete the directory to rebuild it.
 set -euo pipefail
 
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)

@@ -6,8 +6,9 @@
 #
 # `base` installs the clients from PyPI: the dependencies in requirements.txt (exact versions in constraints.txt),
 # then llm-foundry, mosaicml (composer) and torchvision with --no-deps, since the first two pin torch<2.7.1 and pip
-# would otherwise replace the 2.13.0 CPU build (or fail). torchvision is the release built for torch 2.13.0;
-# benchmarks/patch_torchvision.py lets it import beside the CPU build (composer and the reference import it).
+# would otherwise replace torch 2.13.0 (or fail). torchvision is the release built for torch 2.13.0;
+# benchmarks/patch_torchvision.py lets it import beside a CPU-only torch where one is installed (composer and the
+# reference import it).
 # Each side then starts as a hard-linked copy of the base (seconds, no second download or unpacking of torch) and
 # gets its own package (with TORCH_FROM=VENV, the base itself first takes that virtualenv's torch as hard links,
 # benchmarks/share_torch.py): `ours` this checkout (editable, so the lane always runs the current source), `ref`
