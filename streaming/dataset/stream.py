@@ -21,6 +21,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from streaming.dataset.shard_fetcher import ShardFetcher
+from streaming.dataset.shared_table import load_table
 from streaming.dataset.weighting import StreamWeight, resolve_weights, validate_weights
 from streaming.format.index import get_index_basename
 from streaming.format.reader import Reader
@@ -276,7 +277,8 @@ class Stream:
         """Read this stream's index, downloading it first when it is not in the local directory yet.
 
         A local ``index.json`` is used as is (no freshness check against the remote, as upstream). An explicit
-        ``local`` that caches a remote must be the user's own folder (`check_cache_dir`).
+        ``local`` that caches a remote must be the user's own folder (`check_cache_dir`). A large index is decoded
+        once per node and mapped by the node's other processes (`streaming.dataset.shared_table`).
         """
         if self._local is not None and self.has_remote:
             check_cache_dir(self._local)
@@ -286,7 +288,7 @@ class Stream:
                 raise RuntimeError(f"No `remote` provided, but local file {path} does not exist either.")
             os.makedirs(os.path.dirname(path), exist_ok=True)
             ShardFetcher(self).download(get_index_basename())
-        return ShardTable.from_file(path, root=self.local)
+        return load_table(path, self.local)
 
     def prepare_shard(self, shard: Reader) -> int:
         """Make a shard's raw files present (download, verify, decompress); return the change in bytes on disk.
