@@ -160,6 +160,8 @@ def names_missing_history(err: BaseException) -> bool:
         "DELTA_FILE_NOT_FOUND",
         "VersionNotFound",
         "DELTA_VERSION_NOT_FOUND",  # Spark: time travel to a version log cleanup removed
+        # The same, from Delta 3.x on pyspark 3.5, whose error text carries no error class.
+        "Cannot time travel Delta table to version",
         "DELTA_VERSIONS_NOT_CONTIGUOUS",
         "DELTA_CHANGE_DATA_FILE_NOT_FOUND",
         "does not exist",
