@@ -1,8 +1,8 @@
 """Epoch start at scale: construction, first sample and first batch over synthetic datasets of millions of samples.
 
-Every dataset is one real MDS shard of 10,000 int64 samples hard-linked under every shard name of an index that
-lists ``samples / 10,000`` shards, so only planning (the shard table, the epoch plan, the worker's share) differs
-between sizes and sides. Each measurement runs in fresh processes; both sides read the same files.
+Every dataset is one real MDS shard of 10,000 int64 samples (``--shard-samples``) hard-linked under every shard name
+of an index that lists ``samples / 10,000`` shards, so only planning (the shard table, the epoch plan, the worker's
+share) differs between sizes and sides. Each measurement runs in fresh processes; both sides read the same files.
 
 Modes:
 
@@ -11,11 +11,14 @@ Modes:
 * ``loader``: the same dataset through ``StreamingDataLoader(batch_size=32, num_workers=2)`` on ``--ranks`` ranks
   of one node (one process per rank, ``RANK``/``WORLD_SIZE``/``LOCAL_RANK``/``LOCAL_WORLD_SIZE`` set as a
   launcher sets them); time to the first batch, and the peak RSS (``VmHWM``) of every rank and DataLoader worker.
+* ``construct``: construction alone on ``--ranks`` ranks started together; each rank's time and peak RSS. With
+  small shards (``--shard-samples 100``: 1,000,000 shards for 100M samples) this is the shard table's cost.
 
 Usage (the reference side needs a virtualenv with streaming-community 0.14.2, ``.venv-ref`` by default)::
 
     .venv/bin/python benchmarks/epoch_start.py --samples 10M 100M --modes sample loader
     .venv/bin/python benchmarks/epoch_start.py --samples 1B --modes loader --ranks 2 --sides ours
+    .venv/bin/python benchmarks/epoch_start.py --samples 100M --shard-samples 100 --modes construct --ranks 2
 
 Datasets are built once under ``--scratch`` (default ``.bench/epoch-start``) and kept for the next run.
 Results: a table on stdout and one JSON line per measurement in ``--out`` (default
@@ -41,39 +44,41 @@ BATCH_SIZE = 32
 SUFFIXES = {"K": 10**3, "M": 10**6, "B": 10**9}
 
 
-def parse_count(text: str) -> int:
+def parse_count(text: str, shard_samples: int = SAMPLES_PER_SHARD) -> int:
     """``10M`` -> 10,000,000; a multiple of the shard size."""
     scale = SUFFIXES.get(text[-1].upper(), 1)
     count = int(float(text[:-1] if text[-1].upper() in SUFFIXES else text) * scale)
-    if count % SAMPLES_PER_SHARD:
-        raise SystemExit(f"--samples {text}: must be a multiple of {SAMPLES_PER_SHARD} samples")
+    if count % shard_samples:
+        raise SystemExit(f"--samples {text}: must be a multiple of {shard_samples} samples")
     return count
 
 
-def build_dataset(scratch: Path, num_samples: int, python: str) -> Path:
-    """The synthetic dataset of ``num_samples`` samples under ``scratch`` (built once, then reused)."""
-    root = scratch / f"ds-{num_samples}"
+def build_dataset(scratch: Path, num_samples: int, python: str, shard_samples: int = SAMPLES_PER_SHARD) -> Path:
+    """The synthetic dataset of ``num_samples`` samples in shards of ``shard_samples`` under ``scratch`` (built
+    once, then reused)."""
+    suffix = "" if shard_samples == SAMPLES_PER_SHARD else f"-per{shard_samples}"
+    root = scratch / f"ds-{num_samples}{suffix}"
     if (root / "index.json").exists():
         return root
-    template = scratch / "template"
+    template = scratch / f"template{suffix}"
     if not (template / "index.json").exists():
         shutil.rmtree(template, ignore_errors=True)
         # Written by whichever interpreter runs this script: both libraries write MDS identically.
         code = (
             "import sys, numpy as np; from streaming import MDSWriter\n"
             "with MDSWriter(out=sys.argv[1], columns={'x': 'int64'}, size_limit=1 << 30) as w:\n"
-            f"    [w.write({{'x': np.int64(i)}}) for i in range({SAMPLES_PER_SHARD})]\n"
+            f"    [w.write({{'x': np.int64(i)}}) for i in range({shard_samples})]\n"
         )
         subprocess.run([python, "-c", code, str(template)], check=True, env=_env_for(python))
     index = json.loads((template / "index.json").read_text())
     (entry,) = index["shards"]
     shard_file = template / entry["raw_data"]["basename"]
     building = Path(tempfile.mkdtemp(prefix=f"ds-{num_samples}.", dir=scratch))
-    num_shards = num_samples // SAMPLES_PER_SHARD
+    num_shards = num_samples // shard_samples
     shards = []
     source = shard_file
     for shard_id in range(num_shards):
-        basename = f"shard.{shard_id:06d}.mds"
+        basename = f"shard.{shard_id:07d}.mds"
         try:
             os.link(source, building / basename)
         except OSError as error:
@@ -146,6 +151,16 @@ def child_sample(local: str) -> dict:
     }
 
 
+def child_construct(local: str) -> dict:
+    """Construction alone: where the shard table's cost shows (each rank's time and peak RSS)."""
+    from streaming import StreamingDataset
+
+    start = time.perf_counter()
+    dataset = StreamingDataset(local=local, shuffle=True, batch_size=BATCH_SIZE)
+    constructed = time.perf_counter()
+    return {"construct_s": constructed - start, "peak_rss": _peak_rss_of(os.getpid()), "ok": len(dataset) > 0}
+
+
 def child_loader(local: str) -> dict:
     from streaming import StreamingDataLoader, StreamingDataset
 
@@ -216,6 +231,11 @@ def _gb(value: float) -> str:
 def describe(mode: str, result: dict) -> str:
     if "error" in result:
         return f"error: {result['error'][:120]}"
+    if mode == "construct":
+        ranks = result["ranks"]
+        return ", ".join(
+            f"rank {n}: construct {r['construct_s']:.2f} s, peak RSS {_gb(r['peak_rss'])}" for n, r in enumerate(ranks)
+        )
     if mode == "sample":
         return (
             f"construct {result['construct_s']:.2f} s, first sample {result['first_sample_s']:.2f} s, "
@@ -234,10 +254,16 @@ def describe(mode: str, result: dict) -> str:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--samples", nargs="+", default=["10M", "100M"])
-    parser.add_argument("--modes", nargs="+", default=["sample", "loader"], choices=["sample", "loader"])
+    parser.add_argument("--modes", nargs="+", default=["sample", "loader"], choices=["sample", "loader", "construct"])
     parser.add_argument("--sides", nargs="+", default=["ours", "ref"], choices=["ours", "ref"])
-    parser.add_argument("--ranks", type=int, default=1, help="ranks of the one node in loader mode")
+    parser.add_argument("--ranks", type=int, default=1, help="ranks of the one node in loader and construct modes")
     parser.add_argument("--rounds", type=int, default=1)
+    parser.add_argument(
+        "--shard-samples",
+        type=int,
+        default=SAMPLES_PER_SHARD,
+        help="samples per shard: 100 makes 100M samples 1,000,000 shards (the shard table at scale)",
+    )
     parser.add_argument(
         "--ref-python", default=os.environ.get("MDS_REFERENCE_PYTHON", str(REPO / ".venv-ref/bin/python"))
     )
@@ -250,7 +276,8 @@ def main() -> None:
     args = parser.parse_args()
 
     if args.child:
-        result = child_sample(args.local) if args.child == "sample" else child_loader(args.local)
+        child = {"sample": child_sample, "loader": child_loader, "construct": child_construct}[args.child]
+        result = child(args.local)
         Path(args.child_out).write_text(json.dumps(result))
         return
 
@@ -259,14 +286,21 @@ def main() -> None:
     out = Path(args.out or scratch / "results.jsonl")
     pythons = {"ours": OURS_PYTHON, "ref": args.ref_python}
     for text in args.samples:
-        num_samples = parse_count(text)
-        local = build_dataset(scratch, num_samples, OURS_PYTHON)
+        num_samples = parse_count(text, args.shard_samples)
+        local = build_dataset(scratch, num_samples, OURS_PYTHON, args.shard_samples)
         for mode in args.modes:
             for round_index in range(args.rounds):
                 # Sides alternate within a round, so a busy machine weighs on both alike.
                 for side in args.sides:
-                    result = run_child(pythons[side], mode, local, args.ranks if mode == "loader" else 1, args.timeout)
-                    record = {"samples": num_samples, "mode": mode, "side": side, "round": round_index, **result}
+                    result = run_child(pythons[side], mode, local, args.ranks if mode != "sample" else 1, args.timeout)
+                    record = {
+                        "samples": num_samples,
+                        "shards": num_samples // args.shard_samples,
+                        "mode": mode,
+                        "side": side,
+                        "round": round_index,
+                        **result,
+                    }
                     with out.open("a") as sink:
                         sink.write(json.dumps(record) + "\n")
                     print(f"{text:>5} {mode:<6} {side:<4} round {round_index}: {describe(mode, result)}", flush=True)

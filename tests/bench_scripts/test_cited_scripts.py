@@ -35,7 +35,10 @@ RUN_ELSEWHERE = {
 
 #: Each script's smoke command line (after the interpreter and the script) and the text its closing report holds.
 SMOKE_RUNS: dict[str, tuple[list[str], str]] = {
-    "epoch_start.py": (["--samples", "100K", "--rounds", "1"], "loader ref"),
+    "epoch_start.py": (
+        ["--samples", "100K", "--rounds", "1", "--shard-samples", "100", "--modes", "sample", "loader", "construct"],
+        "construct ref",
+    ),
     "security_cost.py": (["--samples", "2000", "--open-shards", "50", "--random", "200", "--rounds", "1"], "mapped"),
     "loader_handover.py": (["--samples", "500", "--rounds", "1", "--epochs", "2"], '"reference"'),
     "tabular_bench.py": (["--rows", "20000", "--rounds", "1", "--epochs", "2"], '"reference"'),
