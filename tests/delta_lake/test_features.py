@@ -29,13 +29,13 @@ def _values(rows: list[tuple]) -> str:
 
 
 @pytest.mark.parametrize("vectors", [True, False], ids=["deletion-vectors", "no-deletion-vectors"])
-def test_the_change_data_feed_read_by_name_and_by_path(delta_spark, table_name, tmp_path, vectors):
+def test_the_change_data_feed_read_by_name_and_by_path(delta_session, table_name, tmp_path, vectors):
     """Spark reads the feed with ``readChangeFeed``; delta-rs's feed reader gets deletes made with deletion vectors
     wrong (another file's rows), so over such versions delta-rs reads the changed files, and a run that requires
     the feed is refused naming the table, the version and the feature."""
     from streaming.incremental import incremental_to_mds as delta_rs_incremental_to_mds
 
-    spark = delta_spark
+    spark = delta_session
     spark.sql(
         f"CREATE TABLE {table_name} (id BIGINT, v STRING) USING delta "
         f"TBLPROPERTIES ('delta.enableChangeDataFeed' = 'true', {VECTORS if vectors else NO_VECTORS})"
@@ -69,8 +69,8 @@ def test_the_change_data_feed_read_by_name_and_by_path(delta_spark, table_name, 
     followed.catch_up()
 
 
-def test_a_liquid_clustered_table_through_optimize(delta_spark, table_name, tmp_path):
-    spark = delta_spark
+def test_a_liquid_clustered_table_through_optimize(delta_session, table_name, tmp_path):
+    spark = delta_session
     spark.sql(f"CREATE TABLE {table_name} (id BIGINT, v STRING) USING delta CLUSTER BY (id)")
     spark.sql(f"INSERT INTO {table_name} VALUES (1, 'a'), (2, 'b')")
     followed = Followed(spark, table_name, tmp_path, ["id", "v"], ["id"])
@@ -83,8 +83,8 @@ def test_a_liquid_clustered_table_through_optimize(delta_spark, table_name, tmp_
     assert list(detail["clusteringColumns"]) == ["id"]
 
 
-def test_optimize_alone_appends_and_removes_nothing(delta_spark, table_name, tmp_path):
-    spark = delta_spark
+def test_optimize_alone_appends_and_removes_nothing(delta_session, table_name, tmp_path):
+    spark = delta_session
     spark.sql(f"CREATE TABLE {table_name} (id BIGINT, v STRING) USING delta TBLPROPERTIES ({NO_VECTORS})")
     for row in range(3):
         spark.sql(f"INSERT INTO {table_name} VALUES ({row}, 'v{row}')")
@@ -97,8 +97,8 @@ def test_optimize_alone_appends_and_removes_nothing(delta_spark, table_name, tmp
     )
 
 
-def test_restore_and_create_or_replace(delta_spark, table_name, tmp_path):
-    spark = delta_spark
+def test_restore_and_create_or_replace(delta_session, table_name, tmp_path):
+    spark = delta_session
     spark.sql(f"CREATE TABLE {table_name} (id BIGINT, v STRING) USING delta TBLPROPERTIES ({NO_VECTORS})")
     spark.sql(f"INSERT INTO {table_name} VALUES (1, 'a'), (2, 'b')")
     followed = Followed(spark, table_name, tmp_path, ["id", "v"], ["id"])
@@ -116,8 +116,8 @@ def test_restore_and_create_or_replace(delta_spark, table_name, tmp_path):
     followed.catch_up()
 
 
-def test_vacuum_of_files_the_next_run_needs_is_named_and_resync_recovers(delta_spark, table_name, tmp_path):
-    spark = delta_spark
+def test_vacuum_of_files_the_next_run_needs_is_named_and_resync_recovers(delta_session, table_name, tmp_path):
+    spark = delta_session
     spark.sql(f"CREATE TABLE {table_name} (id BIGINT, v STRING) USING delta TBLPROPERTIES ({NO_VECTORS})")
     spark.sql(f"INSERT INTO {table_name} VALUES (1, 'a'), (2, 'b')")
     followed = Followed(spark, table_name, tmp_path, ["id", "v"], ["id"])
@@ -136,8 +136,8 @@ def test_vacuum_of_files_the_next_run_needs_is_named_and_resync_recovers(delta_s
     followed.catch_up(skip=("spark-mirror",))
 
 
-def test_timestamp_ntz_columns(delta_spark, table_name, tmp_path):
-    spark = delta_spark
+def test_timestamp_ntz_columns(delta_session, table_name, tmp_path):
+    spark = delta_session
     spark.sql(f"CREATE TABLE {table_name} (id BIGINT, at TIMESTAMP_NTZ) USING delta TBLPROPERTIES ({NO_VECTORS})")
     spark.sql(f"INSERT INTO {table_name} VALUES (1, TIMESTAMP_NTZ'2024-01-02 03:04:05.123456'), (2, NULL)")
     followed = Followed(spark, table_name, tmp_path, ["id", "at"], ["id"])
@@ -147,8 +147,8 @@ def test_timestamp_ntz_columns(delta_spark, table_name, tmp_path):
     followed.catch_up()
 
 
-def test_v2_checkpoints_with_sidecars(delta_spark, table_name, tmp_path):
-    spark = delta_spark
+def test_v2_checkpoints_with_sidecars(delta_session, table_name, tmp_path):
+    spark = delta_session
     spark.sql(
         f"CREATE TABLE {table_name} (id BIGINT, v STRING) USING delta TBLPROPERTIES "
         f"('delta.checkpointPolicy' = 'v2', 'delta.checkpointInterval' = '2', {NO_VECTORS})"
@@ -166,14 +166,14 @@ def test_v2_checkpoints_with_sidecars(delta_spark, table_name, tmp_path):
 
 
 @pytest.mark.parametrize("widened", [("INT", "BIGINT", "1", "3000000000"), ("FLOAT", "DOUBLE", "1.5", "1e300")])
-def test_a_column_widened_by_type_widening(delta_spark, table_name, tmp_path, widened):
+def test_a_column_widened_by_type_widening(delta_session, table_name, tmp_path, widened):
     """Spark's reader reads a widened column; delta-rs cannot read the ``typeWidening`` reader feature at all, and
     the job refuses naming the table, the version and the feature."""
     from streaming.delta.table import UnsupportedTableFeatureError
     from streaming.incremental import incremental_to_mds as delta_rs_incremental_to_mds
 
     narrow, wide, small, large = widened
-    spark = delta_spark
+    spark = delta_session
     spark.sql(
         f"CREATE TABLE {table_name} (id BIGINT, x {narrow}) USING delta "
         f"TBLPROPERTIES ('delta.enableTypeWidening' = 'true', {NO_VECTORS})"
@@ -206,12 +206,12 @@ def test_a_column_widened_by_type_widening(delta_spark, table_name, tmp_path, wi
     ), str(refused.value)
 
 
-def test_log_cleanup_by_delta_itself_is_named_and_resync_recovers(delta_spark, table_name, tmp_path):
+def test_log_cleanup_by_delta_itself_is_named_and_resync_recovers(delta_session, table_name, tmp_path):
     """Delta deletes commit files older than ``delta.logRetentionDuration`` (by their file times, truncated to the
     day) when it writes a checkpoint; the files' times are set three days back so that the next checkpoint cleans."""
     from streaming.incremental import IncrementalHistoryError
 
-    spark = delta_spark
+    spark = delta_session
     spark.sql(
         f"CREATE TABLE {table_name} (id BIGINT) USING delta TBLPROPERTIES "
         f"('delta.checkpointInterval' = '2', 'delta.logRetentionDuration' = 'interval 1 days', "
