@@ -2,8 +2,10 @@
 
 A checkpoint is read from a file, so it is checked like an index: ``epoch``, ``sample_in_epoch``,
 ``num_canonical_nodes`` and ``shuffle_seed`` must be integers, ``initial_physical_nodes`` (optional in upstream's
-older checkpoints) None or an integer, each within the range below, and the epoch plan it asks for must fit in
-memory (`plan_memory.check_plan_memory`, sized with the checkpoint's own canonical and initial nodes). Anything
+older checkpoints) None or an integer, each within the range below, and the epoch plan it asks for, when it is
+built whole, must fit in memory (`plan_memory.check_plan_memory`, sized with the checkpoint's own canonical and
+initial nodes; a share computed as it is read, `streamed_share`, needs no whole plan, so a billion-sample epoch
+resumes on a machine that cannot hold its plan). Anything
 else is refused with `InvalidCheckpointError` (a ValueError, and the KeyError upstream raises for a missing key)
 naming the key, before it can take effect. Unchecked, ``num_canonical_nodes = 10**9`` allocated gigabytes past
 the memory check, ``10**6`` made a one-million-sample epoch of a 100-sample dataset, and ``sample_in_epoch = -5``
@@ -24,7 +26,7 @@ An empty dict resumes nothing. The ranges hold every checkpoint MosaicML Streami
 from __future__ import annotations
 
 import numbers
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -37,16 +39,26 @@ CANONICAL_NODES_PER_NODE = 64
 LARGEST_COUNTER = 2**62
 
 
+def _built_whole(num_canonical_nodes: int, initial_physical_nodes: int, sample_in_epoch: int) -> bool:
+    return True
+
+
 @dataclass(frozen=True)
 class CheckpointBounds:
     """What the resuming dataset knows: its epoch's samples, this run's nodes and ranks (the replicated world's),
-    its ``num_canonical_nodes`` argument (None when not given), and its batch size for the memory check."""
+    its ``num_canonical_nodes`` argument (None when not given), and its batch size for the memory check.
+
+    ``built_whole`` says whether the epoch a checkpoint resumes (its canonical nodes, initial physical nodes and
+    position) is planned whole, which the memory check sizes; a share computed as it is read holds a window of
+    the epoch whatever its size, so its plan is not sized.
+    """
 
     epoch_size: int
     num_nodes: int
     num_ranks: int
     num_canonical_nodes: int | None
     batch_size: int | None
+    built_whole: Callable[[int, int, int], bool] = _built_whole
 
 
 def _shown(value: Any) -> str:
@@ -116,6 +128,7 @@ def checked_checkpoint(obj: Any, bounds: CheckpointBounds) -> dict[str, Any]:
         positions + bounds.num_ranks,
         f"the epoch's {size} samples padded to {canonical} canonical nodes and {bounds.num_ranks} ranks",
     )
-    check_plan_memory(size, bounds.num_ranks, bounds.batch_size or 1, "this checkpoint", canonical, nodes)
+    if bounds.built_whole(canonical, nodes, sample_in_epoch):
+        check_plan_memory(size, bounds.num_ranks, bounds.batch_size or 1, "this checkpoint", canonical, nodes)
     numbers_of = {"epoch": epoch, "sample_in_epoch": sample_in_epoch, "num_canonical_nodes": canonical}
     return {**obj, **numbers_of, "shuffle_seed": seed, "initial_physical_nodes": initial_nodes}

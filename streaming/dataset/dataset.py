@@ -20,6 +20,7 @@ import weakref
 from array import array
 from bisect import bisect_right
 from collections.abc import Iterable, Iterator, Mapping, Sequence
+from dataclasses import replace
 from typing import Any, cast
 
 import numpy as np
@@ -38,13 +39,13 @@ from streaming.dataset.coordination import InstanceState
 from streaming.dataset.coordination.local_claims import LocalDirClaims
 from streaming.dataset.errors import InvalidCheckpointError
 from streaming.dataset.partition import default_num_canonical_nodes
-from streaming.dataset.plan_memory import plan_fits
+from streaming.dataset.plan_memory import plan_is_small
 from streaming.dataset.reader_pool import ReaderPool
 from streaming.dataset.shard_cache import ShardCache
 from streaming.dataset.share import PlanRun, WorkerShare, first_needs
 from streaming.dataset.shuffle import default_shuffle_block_size
 from streaming.dataset.stream import Stream, StreamDefaults
-from streaming.dataset.streamed_share import streamed_share
+from streaming.dataset.streamed_share import computes_layout, streamed_share
 from streaming.dataset.weighting import SAMPLING_METHODS, resolve_weights
 from streaming.dataset.world import World
 from streaming.format.columns import Columns, columns_of
@@ -403,7 +404,14 @@ class StreamingDataset(Array, IterableDataset):
         batch_size = self.batch_size if isinstance(self.batch_size, int) and self.batch_size > 0 else None
         obj = checked_checkpoint(
             obj,
-            CheckpointBounds(self.epoch_size, world.num_nodes, world.num_ranks, self.num_canonical_nodes, batch_size),
+            CheckpointBounds(
+                self.epoch_size,
+                world.num_nodes,
+                world.num_ranks,
+                self.num_canonical_nodes,
+                batch_size,
+                self._resume_built_whole,
+            ),
         )
         if obj and obj["epoch"] < self.next_epoch and self.next_epoch > 0:
             warnings.warn(
@@ -413,6 +421,17 @@ class StreamingDataset(Array, IterableDataset):
                 stacklevel=2,
             )
         self._state.write_resume(obj)
+
+    def _resume_built_whole(self, num_canonical_nodes: int, initial_physical_nodes: int, sample_in_epoch: int) -> bool:
+        """Whether resuming at this checkpoint's values builds the epoch's plan whole (`_get_work`'s choice for a
+        plan too large to be small)."""
+        if self._shard_cache.prefetches or self.batch_size is None:
+            return True
+        plan = replace(
+            self._plan_inputs(), num_canonical_nodes=num_canonical_nodes, initial_physical_nodes=initial_physical_nodes
+        )
+        world = self._parallel_world
+        return not computes_layout(plan, world.num_nodes, world.ranks_per_node, sample_in_epoch)
 
     def _begin_epoch(self, world: World) -> tuple[int, int, int]:
         """Count this worker's iterations; return that count, and the epoch and position this one starts at."""
@@ -432,16 +451,18 @@ class StreamingDataset(Array, IterableDataset):
     def _get_work(self, world: World, epoch: int, sample_in_epoch: int) -> PlanRun:
         """This worker's sample ids for the epoch, -1 where there is none, read only as iteration reaches them.
 
-        Usually a view of the mapped plan file (built once per node and shared by its readers); for a reader
-        alone on its node, or a plan too large to build whole, a `StreamedShare` that computes the ids as they
-        are read, when the plan's layout is one it handles.
+        For a reader alone on its node, or a plan larger than a small one (`plan_is_small`: about 22M samples), a
+        `StreamedShare` that computes the ids as they are read, when the plan's layout is one it handles; else a
+        view of the mapped plan file (built once per node and shared by its readers). Each streamed reader sorts
+        the whole epoch's order a window at a time (about 0.3 us a sample), which for a small plan costs more than
+        building it once.
         """
         plan = self._plan_inputs()
         alone = world.ranks_per_node * world.workers_per_rank == 1
         # Prefetching needs where the share first needs each shard before its first sample: that walks the whole
         # share, which the plan file already holds.
         if not self._shard_cache.prefetches and (
-            alone or not plan_fits(plan.epoch_size, world.num_workers, plan.batch_size, plan.num_canonical_nodes, 1)
+            alone or not plan_is_small(plan.epoch_size, world.num_workers, plan.batch_size, plan.num_canonical_nodes, 1)
         ):
             shared = None if alone else self._state.shared_file
             streamed = streamed_share(plan, world, epoch, sample_in_epoch, shared)

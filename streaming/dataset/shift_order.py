@@ -6,7 +6,9 @@ those keys. Sorting the whole node at once held three arrays of its size (sample
 most of an epoch's planning in one ``argsort``. A sample can move by less than ``high / 2``, so once the pieces
 up to position ``p`` have their keys, every key below ``p - high / 2`` is final: the keys are merged a few
 million at a time and the prefix below that bound is written out, and each piece's shuffled samples are
-produced again from the generator state saved before its shuffle, only while its window is open.
+produced again from the generator state saved before its shuffle, only while its window is open. A reader that
+resumes deep in the epoch skips the pieces wholly before its position: their shifts are drawn past by advancing
+the generator (one 64-bit word per uniform double), so resuming costs a window, not the epoch before it.
 
 Equal keys: the sorted order of distinct keys is unique, so it is the reference's whatever the sort. Two samples
 whose shifted positions are exactly equal (a float64 collision: about one per 10^8 samples of a node) are kept
@@ -17,6 +19,7 @@ instruction set) orders them as that kernel happens to, which differs between ma
 from __future__ import annotations
 
 from collections.abc import Iterator
+from typing import Any, cast
 
 import numpy as np
 from numpy.typing import NDArray
@@ -125,6 +128,35 @@ class ShiftedOrder:
         self.states = states
 
     def __iter__(self) -> Iterator[NDArray[np.int64]]:
+        for _, ids in self.chunks():
+            yield ids
+
+    def _pieces_before(self, position: int) -> tuple[int, int]:
+        """How many leading pieces a reader starting at ``position`` may skip, and the samples they hold.
+
+        The first id yielded after skipping the pieces up to offset ``o`` is at most ``o + high + 1`` (only the
+        ``high + 1`` positions after ``o`` can hold keys the skipped samples might precede), so pieces ending by
+        ``position - high - 1`` are skipped."""
+        ends = np.cumsum(np.array(self._sizes, np.int64))
+        skipped = int(np.searchsorted(ends, position - self._high - 1, "right"))
+        return skipped, int(ends[skipped - 1]) if skipped else 0
+
+    def _advance(self, draws: int) -> None:
+        """Move the epoch generator past ``draws`` uniform doubles (one 64-bit word each) without drawing them,
+        keeping the half word an earlier bounded draw left for the next one."""
+        bit_generator = cast(np.random.PCG64, self._rng.bit_generator)  # checked at construction
+        before = bit_generator.state
+        bit_generator.advance(draws)
+        after = {**bit_generator.state, "has_uint32": before["has_uint32"], "uinteger": before["uinteger"]}
+        bit_generator.state = cast(Any, after)
+
+    def chunks(self, skip_to: int = 0) -> Iterator[tuple[int, NDArray[np.int64]]]:
+        """The order as ``(position of its first id, ids)`` chunks, consecutive from the first.
+
+        With ``skip_to``, the first chunk starts at or before that position but may start well after 0: the pieces
+        whose samples all come before it have their block and shifts drawn past (the generator advanced, nothing
+        shuffled or sorted), so a share resumed deep in the epoch starts in the time of a fresh one.
+        """
         replay = np.random.Generator(np.random.PCG64())
         draw_block, draw_shifts = self._rng.integers, self._rng.uniform
         num_samples, high = self.num_samples, self._high
@@ -136,11 +168,21 @@ class ShiftedOrder:
         new_count = 0
         offset = 0
         last = len(self._sizes) - 1
+        skipped, skipped_samples = self._pieces_before(skip_to)
+        # Keys below this may belong to a skipped sample: the samples holding them are dropped, and the order
+        # resumes at the first key above it, whose position counts every skipped sample.
+        drop_below = skipped_samples + high / 2 + 1 if skipped else None
+        position = skipped_samples  # of the next id yielded
+        first_at = skipped_samples + (high + 2 if skipped else high / 2) + FIRST_SAMPLES
         for piece, (size, begin) in enumerate(zip(self._sizes, self._begins)):
             cutoff = (int(draw_block(self._low, high)) - size) / 2
             if cutoff < 0:
                 cutoff = 0.0
                 self.piece_larger_than_block = True
+            if piece < skipped:
+                self._advance(size)
+                offset += size
+                continue
             lower = max(-cutoff, -offset)
             upper = min(cutoff, num_samples - offset - size)
             positions = np.arange(offset, offset + size, dtype=np.int64)
@@ -154,7 +196,7 @@ class ShiftedOrder:
             new_count += size
             offset += size
             # The first merge comes as soon as a little of the order is final: it is what the first sample waits for.
-            first_ready = not merged and offset >= high / 2 + FIRST_SAMPLES
+            first_ready = not merged and offset >= first_at
             if new_count < self._merge_at and piece != last and not first_ready:
                 continue
             # Every later piece starts at or after ``offset`` and moves back by less than high / 2 (the 1 covers
@@ -167,8 +209,18 @@ class ShiftedOrder:
             positions = np.concatenate([held_positions, *(part[2] for part in new)])
             equal_keys_in_position_order(keys, ids, order, positions)
             done = int(np.searchsorted(keys, bound, "left"))
+            if drop_below is not None:
+                if bound < drop_below:
+                    done = 0  # the samples that may follow a skipped one have not all arrived
+                else:
+                    dropped = int(np.searchsorted(keys, drop_below, "left"))
+                    keys, ids, order = keys[dropped:], ids[dropped:], order[dropped:]
+                    position += dropped
+                    done -= dropped
+                    drop_below = None
             if done:
-                yield ids[:done]
+                yield position, ids[:done]
+                position += done
             held_keys, held_ids, held_positions = keys[done:], ids[done:], positions[order[done:]]
             merged = True
             del order, positions

@@ -11,7 +11,7 @@ are those of `batching.generate_work`, position for position (``tests/order/test
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterator
 
 import numpy as np
 from numpy.typing import NDArray
@@ -27,26 +27,30 @@ SharedFile = Callable[[str, Callable[[str], None]], str]
 _IN_ORDER_CHUNK = 1 << 20
 
 
-def _in_order(num_samples: int) -> Iterator[NDArray[np.int64]]:
-    for start in range(0, num_samples, _IN_ORDER_CHUNK):
-        yield np.arange(start, min(start + _IN_ORDER_CHUNK, num_samples), dtype=np.int64)
+#: An epoch order as ``(position of its first id, ids)`` chunks, consecutive from the first, which may start
+#: after position 0 (`ShiftedOrder.chunks`).
+OrderChunks = Iterator[tuple[int, NDArray[np.int64]]]
+
+
+def _in_order(num_samples: int, skip_to: int) -> OrderChunks:
+    for start in range(skip_to, num_samples, _IN_ORDER_CHUNK):
+        yield start, np.arange(start, min(start + _IN_ORDER_CHUNK, num_samples), dtype=np.int64)
 
 
 class StreamedShare:
     """One reader's run of the plan (sample ids, -1 for padding), sliced forward only: ``share[a:b]``.
 
     Args:
-        order: the epoch order (the sample id at each position) as consecutive chunks.
+        order: the epoch order (the sample id at each position) as consecutive chunks from at most
+            ``drop_first`` on.
         num_samples: positions in the epoch.
         drop_first: positions already consumed (``sample_in_epoch``).
         world: the reader's place; one node and one canonical node.
         batch_size: per-device batch size.
     """
 
-    def __init__(
-        self, order: Iterable[NDArray[np.int64]], num_samples: int, drop_first: int, world: World, batch_size: int
-    ) -> None:
-        self._order = iter(order)
+    def __init__(self, order: OrderChunks, num_samples: int, drop_first: int, world: World, batch_size: int) -> None:
+        self._order = order
         self._ranks, self._rank = world.ranks_per_node, world.rank_of_node
         self._workers, self._worker = world.workers_per_rank, world.worker_of_rank
         self._batch = batch_size
@@ -88,20 +92,51 @@ class StreamedShare:
     def _ids_at(self, positions: NDArray[np.int64]) -> NDArray[np.int64]:
         """The order's ids at ``positions`` (ascending but for the repeated tail), keeping what later reads need."""
         needed_to = int(positions.max()) + 1
-        parts = [self._window]
-        have_to = self._window_start + len(self._window)
-        while have_to < needed_to:
-            chunk = next(self._order)
-            parts.append(chunk)
-            have_to += len(chunk)
-        window = np.concatenate(parts) if len(parts) > 1 else self._window
-        ids = window[positions - self._window_start]
         # Later reads start after these positions, except the repeated tail near the end of the epoch.
         keep_from = min(int(positions.min()), self._repeat_from)
-        drop = max(0, keep_from - self._window_start)
+        parts = [self._window]
+        start = self._window_start
+        have_to = start + len(self._window)
+        while have_to < needed_to:
+            chunk_start, chunk = next(self._order)
+            if chunk_start != have_to:  # the order's first chunk, after the positions it skipped
+                parts, start, have_to = [], chunk_start, chunk_start
+            parts.append(chunk)
+            have_to += len(chunk)
+            # Chunks wholly before what is needed go as they come: a share resumed deep in the epoch holds a
+            # window of the order, never the order up to its position.
+            while len(parts) > 1 and start + len(parts[0]) <= keep_from:
+                start += len(parts.pop(0))
+        window = np.concatenate(parts) if len(parts) > 1 else parts[0]
+        ids = window[positions - start]
+        drop = max(0, keep_from - start)
         self._window = window[drop:].copy() if drop else window
-        self._window_start += drop
+        self._window_start = start + drop
         return ids
+
+
+def computes_layout(plan: PlanInputs, num_nodes: int, ranks_per_node: int, sample_in_epoch: int) -> bool:
+    """Whether `streamed_share` computes this epoch's shares (else the plan is built whole): one node and one
+    canonical node, `random` batching over every sample once, and ``py1e`` or no shuffle."""
+    # Samples of each stream (a stream may have no shards): differences of the running total at its bounds.
+    shard_bounds = np.concatenate([[0], np.cumsum(plan.shards_per_stream)])
+    running = np.concatenate([[0], np.cumsum(plan.samples_per_shard)])
+    totals = running[shard_bounds[1:]] - running[shard_bounds[:-1]]
+    every_sample_once = len(plan.samples_per_shard) > 0 and np.array_equal(plan.choose_per_stream, totals)
+    num_samples = int(running[-1])
+    block = plan.shuffle_block_size or 0
+    return bool(
+        plan.batching_method == "random"
+        and every_sample_once
+        and num_samples == plan.epoch_size
+        and num_nodes == 1
+        and plan.num_canonical_nodes == 1
+        and plan.partition_algo in ("orig", "relaxed")
+        and num_samples - sample_in_epoch >= 2 * ranks_per_node
+        # A piece larger than the smallest block makes the reference warn before the epoch starts.
+        and (not plan.shuffle or int(plan.samples_per_shard.max()) <= int(0.75 * block))
+        and (not plan.shuffle or plan.shuffle_algo == "py1e")
+    )
 
 
 def streamed_share(
@@ -113,32 +148,15 @@ def streamed_share(
     ``shared_file`` (`InstanceState.shared_file`) shares the ``py1e`` shuffles' generator states among the
     node's readers: the first to ask draws them, the others read them (none when there is one reader).
     """
-    # Samples of each stream (a stream may have no shards): differences of the running total at its bounds.
-    shard_bounds = np.concatenate([[0], np.cumsum(plan.shards_per_stream)])
-    running = np.concatenate([[0], np.cumsum(plan.samples_per_shard)])
-    totals = running[shard_bounds[1:]] - running[shard_bounds[:-1]]
-    every_sample_once = len(plan.samples_per_shard) > 0 and np.array_equal(plan.choose_per_stream, totals)
+    if not computes_layout(plan, world.num_nodes, world.ranks_per_node, sample_in_epoch):
+        return None
     num_samples = int(plan.samples_per_shard.sum())
     block = plan.shuffle_block_size or 0
-    simple = (
-        plan.batching_method == "random"
-        and every_sample_once
-        and num_samples == plan.epoch_size
-        and world.num_nodes == 1
-        and plan.num_canonical_nodes == 1
-        and plan.partition_algo in ("orig", "relaxed")
-        and num_samples - sample_in_epoch >= 2 * world.ranks_per_node
-        # A piece larger than the smallest block makes the reference warn before the epoch starts.
-        and (not plan.shuffle or int(plan.samples_per_shard.max()) <= int(0.75 * block))
-        and (not plan.shuffle or plan.shuffle_algo == "py1e")
-    )
-    if not simple:
-        return None
-    order: Iterable[NDArray[np.int64]]
+    order: OrderChunks
     if not plan.shuffle:
-        order = _in_order(num_samples)
+        order = _in_order(num_samples, sample_in_epoch)
     elif shared_file is None:
-        order = stream_py1e(plan.samples_per_shard, plan.shuffle_seed, epoch, block)
+        order = stream_py1e(plan.samples_per_shard, plan.shuffle_seed, epoch, block).chunks(sample_in_epoch)
     else:
 
         def draw(path: str) -> None:
@@ -147,5 +165,6 @@ def streamed_share(
 
         # Named by every input of the states (the dataset instance fixes the shards).
         states = np.load(shared_file(f"py1e-states-e{epoch}-seed{plan.shuffle_seed}-b{block}.npy", draw))
-        order = stream_py1e(plan.samples_per_shard, plan.shuffle_seed, epoch, block, states=states)
+        shifted = stream_py1e(plan.samples_per_shard, plan.shuffle_seed, epoch, block, states=states)
+        order = shifted.chunks(sample_in_epoch)
     return StreamedShare(order, num_samples, sample_in_epoch, world, plan.batch_size)

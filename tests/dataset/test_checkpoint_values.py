@@ -109,3 +109,24 @@ def test_numpy_integers_are_stored_as_ints(local):
     dataset = StreamingDataset(local=local, batch_size=4)
     dataset.load_state_dict({key: np.int64(value) for key, value in _checkpoint(sample_in_epoch=90).items()})
     assert [sample["id"] for sample in dataset] == list(range(90, SAMPLES))
+
+
+def test_a_checkpoint_of_an_epoch_too_large_to_plan_whole_resumes_when_its_share_is_streamed(local, monkeypatch):
+    """A billion-sample epoch starts streamed (no whole plan); its checkpoint must resume the same way, not be
+    refused for a plan nobody builds. Here the machine's memory is made too small for this epoch's whole plan."""
+    import streaming.dataset.plan_memory as plan_memory
+
+    monkeypatch.setattr(plan_memory, "available_memory", lambda: 1_000)
+    streamed = StreamingDataset(local=local, batch_size=4, shuffle=True, shuffle_block_size=100)
+    streamed.load_state_dict(_checkpoint(sample_in_epoch=60, shuffle_seed=7))
+    resumed = [sample["id"] for sample in streamed]
+    assert len(resumed) == SAMPLES - 60
+    # The tail of the same epoch read from its start (tests/order checks that order against the whole plan's).
+    monkeypatch.undo()
+    whole = StreamingDataset(local=local, batch_size=4, shuffle=True, shuffle_block_size=100, shuffle_seed=7)
+    assert [sample["id"] for sample in whole][60:] == resumed
+    # A layout that is only ever planned whole is still sized, and refused.
+    monkeypatch.setattr(plan_memory, "available_memory", lambda: 1_000)
+    whole_only = StreamingDataset(local=local, batch_size=4, shuffle=True, shuffle_algo="py1s")
+    with pytest.raises(PlanMemoryError, match="this checkpoint covers 100 samples"):
+        whole_only.load_state_dict(_checkpoint(sample_in_epoch=60))

@@ -1,6 +1,7 @@
 """A reader's share computed as it is read (`streamed_share`, `shift_order`) is the whole plan's, position for
 position: against `generate_work` and `get_shuffle_py1e`, which the reference's orders check."""
 
+import os
 import warnings
 
 import numpy as np
@@ -42,7 +43,7 @@ def read_all(share, step):
 @pytest.mark.parametrize("workers", [1, 2])
 @pytest.mark.parametrize("batch_size", [1, 4, 7])
 @pytest.mark.parametrize("shuffle", [True, False])
-@pytest.mark.parametrize("sample_in_epoch", [0, 5, 133])
+@pytest.mark.parametrize("sample_in_epoch", [0, 5, 133, 1200])
 def test_streamed_share_is_the_plans_run(ranks, workers, batch_size, shuffle, sample_in_epoch):
     rng = np.random.default_rng(ranks * 100 + workers * 10 + batch_size)
     plan = plan_of(rng.integers(1, 90, 40), batch_size, shuffle, streams=[25, 15])
@@ -109,6 +110,30 @@ def test_windowed_py1e_is_the_whole_sort(seed):
     assert np.array_equal(streamed, whole)
 
 
+@pytest.mark.parametrize("seed", range(12))
+def test_windowed_py1e_resumed_at_a_position_is_the_whole_sorts_tail(seed):
+    """Resumed deep in the epoch, the pieces wholly before the position are drawn past, not sorted: the order
+    from the first chunk on is the whole sort's, and the first chunk starts at or before the position."""
+    rng = np.random.default_rng(seed + 100)
+    sizes = rng.integers(1, 300, int(rng.integers(20, 120)))
+    block = int(rng.integers(20, 2000))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        whole = get_shuffle_py1e(sizes, 1, seed, 2, block)
+        shared_states = stream_py1e(sizes, seed, 2, block).states
+        for skip_to in sorted({0, 1, int(1.25 * block) + 2, len(whole) // 2, len(whole) - 3, len(whole) - 1}):
+            for states in (None, shared_states):
+                order = stream_py1e(sizes, seed, 2, block, merge_samples=64, states=states)
+                chunks = list(order.chunks(skip_to))
+                starts = [start for start, _ in chunks]
+                first = starts[0] if chunks else len(whole)
+                assert first <= skip_to
+                assert starts == list(np.cumsum([first] + [len(ids) for _, ids in chunks])[:-1])
+                assert np.array_equal(np.concatenate([ids for _, ids in chunks]), whole[first:])
+                if skip_to > 3 * block + int(sizes.max()):
+                    assert first > 0  # it did skip
+
+
 def test_readers_sharing_the_shuffles_states_get_the_same_order(tmp_path):
     plan = plan_of(np.full(30, 50), 4, block=400)
     built = []
@@ -139,3 +164,54 @@ def test_equal_keys_come_out_in_position_order():
     equal_keys_in_position_order(keys, ids, order, positions)
     assert ids.tolist() == [10, 11, 12, 13, 14]
     assert order.tolist() == [0, 1, 2, 3, 4]
+
+
+def _loader_epoch(local, monkeypatch, small_plan_bytes: int) -> tuple[list[int], list[str]]:
+    """A 2-worker DataLoader's epoch (sample ids, in order) and the plan files its workers made."""
+    import streaming.dataset.plan_memory as plan_memory
+    from streaming import StreamingDataLoader, StreamingDataset
+
+    # Forked workers inherit the threshold.
+    monkeypatch.setattr(plan_memory, "SMALL_PLAN_BYTES", small_plan_bytes)
+    dataset = StreamingDataset(local=str(local), shuffle=True, shuffle_block_size=500, batch_size=8, shuffle_seed=5)
+    ids = []
+    files: list[str] = []
+    for batch in StreamingDataLoader(dataset, batch_size=8, num_workers=2):
+        ids.extend(int(value) for value in batch["id"])
+        files = files or sorted(os.listdir(dataset._state.path))
+    return ids, files
+
+
+def test_dataloader_workers_stream_a_plan_larger_than_a_small_one(tmp_path, monkeypatch):
+    from streaming import MDSWriter
+
+    with MDSWriter(out=str(tmp_path / "ds"), columns={"id": "int64"}, size_limit=1 << 10) as writer:
+        for number in range(3_000):
+            writer.write({"id": number})
+    built_whole, whole_files = _loader_epoch(tmp_path / "ds", monkeypatch, 1 << 30)
+    streamed, streamed_files = _loader_epoch(tmp_path / "ds", monkeypatch, 1 << 10)
+    assert [name for name in whole_files if name.startswith("plan-")]
+    assert not [name for name in streamed_files if name.startswith("plan-")]
+    assert [name for name in streamed_files if name.startswith("py1e-states-")]
+    # The same samples in the same order either way; every sample once.
+    assert streamed == built_whole and sorted(streamed) == list(range(3_000))
+
+
+def test_a_share_resumed_deep_in_the_epoch_holds_a_window_not_the_epoch_before_it():
+    import tracemalloc
+
+    num_samples = 8_000_000
+    plan = plan_of(np.full(80, num_samples // 80), 32, shuffle=False)
+    world = World(1, 1, 1, 0)
+    resume_at = 6_000_000
+    share = streamed_share(plan, world, 0, resume_at)
+    assert share is not None
+    tracemalloc.start()
+    try:
+        first = share[0:64]
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert np.array_equal(first, np.arange(resume_at, resume_at + 64))
+    # The order comes in chunks of 2^20 ids (8 MiB): a few of them, not the 6M ids (48 MB) before the position.
+    assert peak < 24 << 20, peak
