@@ -165,10 +165,18 @@ def test_v2_checkpoints_with_sidecars(delta_session, table_name, tmp_path):
     followed.catch_up()
 
 
-@pytest.mark.parametrize("widened", [("INT", "BIGINT", "1", "3000000000"), ("FLOAT", "DOUBLE", "1.5", "1e300")])
+@pytest.mark.parametrize(
+    "widened",
+    [
+        ("INT", "BIGINT", "1", "3000000000"),
+        ("FLOAT", "DOUBLE", "1.5", "1e300"),
+        ("SMALLINT", "INT", "1", "100000"),  # what Delta 3.x widens too (its feature: typeWidening-preview)
+    ],
+    ids=["int-bigint", "float-double", "smallint-int"],
+)
 def test_a_column_widened_by_type_widening(delta_session, table_name, tmp_path, widened):
-    """Spark's reader reads a widened column; delta-rs cannot read the ``typeWidening`` reader feature at all, and
-    the job refuses naming the table, the version and the feature."""
+    """Spark's reader reads a widened column; delta-rs cannot read the ``typeWidening`` reader feature (Delta 3.x:
+    ``typeWidening-preview``) at all, and the job refuses naming the table, the version and the feature."""
     from streaming.delta.table import UnsupportedTableFeatureError
     from streaming.incremental import incremental_to_mds as delta_rs_incremental_to_mds
 
@@ -184,7 +192,7 @@ def test_a_column_widened_by_type_widening(delta_session, table_name, tmp_path, 
     spark.sql(f"ALTER TABLE {table_name} ALTER COLUMN x TYPE {wide}")
     spark.sql(f"INSERT INTO {table_name} VALUES (2, {large})")
     path, version = table_location(spark, table_name), latest_version(spark, table_name)
-    old, new = {"INT": ("int32", "int64"), "FLOAT": ("float32", "float64")}[narrow]
+    old, new = {"INT": ("int32", "int64"), "FLOAT": ("float32", "float64"), "SMALLINT": ("int16", "int32")}[narrow]
     for mode in ("append", "mirror"):  # the dataset's shards hold the narrow type: refused, nothing written
         with pytest.raises(ValueError) as refused:
             followed.run(SPARK, mode)
@@ -195,12 +203,15 @@ def test_a_column_widened_by_type_widening(delta_session, table_name, tmp_path, 
         )
     followed.root, followed.previous = tmp_path / "rebuilt", None  # a new dataset reads the widened column
     followed.catch_up()
+    detail = spark.sql(f"DESCRIBE DETAIL {table_name}").collect()[0]
+    (feature,) = [name for name in detail["tableFeatures"] if name.startswith("typeWidening")]
     with pytest.raises(UnsupportedTableFeatureError) as refused:
         delta_rs_incremental_to_mds(path, str(tmp_path / "delta-rs"))
+    named = re.escape(feature[:1].upper() + feature[1:])
     assert re.fullmatch(
-        rf"Version {version} of the Delta table \S*{re.escape(path)}/? needs the table feature TypeWidening \(its "
-        r"reader features: typeWidening\), which delta-rs \(deltalake [0-9.]+\) cannot read\. Choices: read it by "
-        r"name with Spark's Delta reader \(streaming.spark.incremental_to_mds or dataframe_to_mds in a "
+        rf"Version {version} of the Delta table \S*{re.escape(path)}/? needs the table feature {named} \(its "
+        rf"reader features: {re.escape(feature)}\), which delta-rs \(deltalake [0-9.]+\) cannot read\. Choices: "
+        r"read it by name with Spark's Delta reader \(streaming.spark.incremental_to_mds or dataframe_to_mds in a "
         r"Delta-enabled SparkSession\)\.",
         str(refused.value),
     ), str(refused.value)
