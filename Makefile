@@ -15,8 +15,9 @@ REF_VENV := .venv-ref
 # a package it no longer installs does not stay behind (as deltalake did); so is .venv-delta35.
 SPARK35_VENV ?= .venv-spark35
 SPARK35_PY := $(SPARK35_VENV)/bin/python
-# No deltalake here: every deltalake that reads through pyarrow needs pyarrow 16 or later (deltalake[pyarrow] 1.4 to
-# 1.5: 16; 1.6: 21; 0.20 to 0.25: 16), so pyarrow 14 beside any deltalake is a pair deltalake forbids (pip installed
+# No deltalake here: the delta extra needs deltalake 1.6.2 and pyarrow 21, and every deltalake that reads through
+# pyarrow needs pyarrow 16 or later (0.20 to 0.25, deltalake[pyarrow] 1.0 to 1.5: 16; 1.6: 21), so pyarrow 14 beside
+# any deltalake is a pair deltalake forbids (pip installed
 # deltalake 1.6.6 here before the delta extra declared deltalake[pyarrow], and its partitioned-table reader and the
 # string_view Parquet files its DELETE writes failed on pyarrow 14). A runtime's pyarrow 14 is upgraded by
 # `%pip install mds-streaming[delta]`, so the tests that write or read Delta with deltalake run in the Spark 3.5
@@ -27,7 +28,7 @@ SPARK35_TEST_DEPS := torch==2.13.0 pytest pytest-timeout hypothesis psutil seawe
 FLOOR_TESTS := tests/spark tests/notebooks tests/dataset/test_handover.py tests/dataset/test_multiprocess.py \
 	tests/dataset/test_streaming.py
 # The floor's tests that write or read Delta tables with deltalake: run by test-delta-spark35 on Spark 3.5 with the
-# delta extra's floors (deltalake 1.4.0, pyarrow 16.0.0), not here.
+# delta extra's floors (deltalake 1.6.2, pyarrow 21.0.0), not here.
 FLOOR_DELTALAKE_TESTS := tests/notebooks/test_incremental.py \
 	tests/notebooks/test_notebooks.py::test_incremental_job_appends_each_version_once \
 	tests/notebooks/test_notebooks.py::test_incremental_job_mirrors_deletes_with_its_mode_widget \
@@ -95,8 +96,8 @@ $(DELTA_VENV)/.installed: pyproject.toml
 	touch $@
 
 # The Spark 3.5 Delta lane (test-delta-spark35): the newest pyspark 3.5 on PyPI (3.5.9) with the newest Delta 3.x
-# (3.3.3, which needs Spark 3.5.3 and enables row tracking), and the delta extra's own floors (deltalake 1.4.0 with
-# pyarrow 16.0.0, pinned by .ci/delta35-constraints.txt). numpy stays below 2, as on every Spark 3.5 runtime.
+# (3.3.3, which needs Spark 3.5.3 and enables row tracking), and the delta extra's own floors (deltalake 1.6.2 with
+# pyarrow 21.0.0, pinned by .ci/delta35-constraints.txt). numpy stays below 2, as on every Spark 3.5 runtime.
 DELTA35_VENV ?= .venv-delta35
 DELTA35_PY := $(DELTA35_VENV)/bin/python
 DELTA35_TEST_DEPS := pyspark==3.5.9 'numpy<2' 'pandas<3' $(SPARK35_TEST_DEPS)
@@ -298,20 +299,21 @@ test-delta-floor: $(SPARK35_VENV)/.installed
 	$(TEST_ENV) PYSPARK_PYTHON=$(abspath $(SPARK35_PY)) MDS_SPARK_CLASSIC_ONLY=1 $(SPARK35_PY) -m pytest -q \
 		--durations=5 $(DELTA_FLOOR_TESTS)
 
-# The Spark 3.5 Delta lane (.venv-delta35: pyspark 3.5.9, Delta 3.3.3, deltalake 1.4.0 and pyarrow 16.0.0, classic
+# The Spark 3.5 Delta lane (.venv-delta35: pyspark 3.5.9, Delta 3.3.3, deltalake 1.6.2 and pyarrow 21.0.0, classic
 # only): first that the venv holds the delta extra's floors, then tests/delta_lake's reproductions (every one: Delta
-# 3.3 enables row tracking, and deltalake reads partitioned tables on pyarrow 16) and table features, then the floor
+# 3.3 enables row tracking, and deltalake reads partitioned tables on pyarrow 21) and table features, then the floor
 # lane's tests that need deltalake (FLOOR_DELTALAKE_TESTS), in a pytest of their own (tests/delta_lake needs a session
-# with Delta's jars, the others one without). Not run here: type widening, which Delta 3.3 cannot do from INT to
-# BIGINT or from FLOAT to DOUBLE (ALTER COLUMN fails with DELTA_UNSUPPORTED_ALTER_TABLE_CHANGE_COL_OP; Delta 4.0
-# widens them): test-delta runs it. The last part of the Spark lane.
-DELTA35_NOT_RUN := tests/delta_lake/test_features.py::test_a_column_widened_by_type_widening
+# with Delta's jars, the others one without). Not run here: the type widenings Delta 3.3 cannot make, INT to BIGINT
+# and FLOAT to DOUBLE (ALTER COLUMN fails with DELTA_UNSUPPORTED_ALTER_TABLE_CHANGE_COL_OP; Delta 4.0 makes them, and
+# test-delta runs them); SMALLINT to INT (Delta 3.x's typeWidening-preview) runs. The last part of the Spark lane.
+DELTA35_NOT_RUN := tests/delta_lake/test_features.py::test_a_column_widened_by_type_widening[classic-int-bigint] \
+	tests/delta_lake/test_features.py::test_a_column_widened_by_type_widening[classic-float-double]
 test-delta-spark35: $(DELTA35_VENV)/.installed $(REF_VENV)/.bench-ready
 	$(DELTA35_PY) tests/floor_versions.py .ci/delta35-constraints.txt delta
 	$(DELTA35_PY) tests/delta_lake/jars.py
 	$(TEST_ENV) PYSPARK_PYTHON=$(abspath $(DELTA35_PY)) MDS_SPARK_CLASSIC_ONLY=1 $(DELTA35_PY) -m pytest -q \
 		--durations=5 tests/delta_lake/test_reproductions.py tests/delta_lake/test_features.py \
-		$(addprefix --deselect ,$(DELTA35_NOT_RUN))
+		$(foreach test,$(DELTA35_NOT_RUN),--deselect '$(test)')
 	$(TEST_ENV) PYSPARK_PYTHON=$(abspath $(DELTA35_PY)) MDS_SPARK_CLASSIC_ONLY=1 $(DELTA35_PY) -m pytest -q \
 		--durations=5 $(FLOOR_DELTALAKE_TESTS)
 
