@@ -301,8 +301,10 @@ test-delta-floor: $(SPARK35_VENV)/.installed
 
 # The Spark 3.5 Delta lane (.venv-delta35: pyspark 3.5.9, Delta 3.3.3, deltalake 1.6.2 and pyarrow 21.0.0, classic
 # only): first that the venv holds the delta extra's floors, then tests/delta_lake's reproductions (every one: Delta
-# 3.3 enables row tracking, and deltalake reads partitioned tables on pyarrow 21) and table features, then the floor
-# lane's tests that need deltalake (FLOOR_DELTALAKE_TESTS), in a pytest of their own (tests/delta_lake needs a session
+# 3.3 enables row tracking, and deltalake reads partitioned tables on pyarrow 21), table features and 6 generated
+# histories of Delta Lake's own writing on both readers (tests/delta_lake/test_oracle.py, about 2 min), then the floor
+# lane's tests that need deltalake (FLOOR_DELTALAKE_TESTS) and the generated delta-rs histories on the extra's floors
+# (tests/incremental/test_oracle.py, about 70 s), in a pytest of their own (tests/delta_lake needs a session
 # with Delta's jars, the others one without). Not run here: the type widenings Delta 3.3 cannot make, INT to BIGINT
 # and FLOAT to DOUBLE (ALTER COLUMN fails with DELTA_UNSUPPORTED_ALTER_TABLE_CHANGE_COL_OP; Delta 4.0 makes them, and
 # test-delta runs them); SMALLINT to INT (Delta 3.x's typeWidening-preview) runs. The last part of the Spark lane.
@@ -311,11 +313,12 @@ DELTA35_NOT_RUN := tests/delta_lake/test_features.py::test_a_column_widened_by_t
 test-delta-spark35: $(DELTA35_VENV)/.installed $(REF_VENV)/.bench-ready
 	$(DELTA35_PY) tests/floor_versions.py .ci/delta35-constraints.txt delta
 	$(DELTA35_PY) tests/delta_lake/jars.py
-	$(TEST_ENV) PYSPARK_PYTHON=$(abspath $(DELTA35_PY)) MDS_SPARK_CLASSIC_ONLY=1 $(DELTA35_PY) -m pytest -q \
-		--durations=5 tests/delta_lake/test_reproductions.py tests/delta_lake/test_features.py \
+	$(TEST_ENV) PYSPARK_PYTHON=$(abspath $(DELTA35_PY)) MDS_SPARK_CLASSIC_ONLY=1 MDS_DELTA_ORACLE_EXAMPLES=6 \
+		$(DELTA35_PY) -m pytest -q --durations=5 tests/delta_lake/test_reproductions.py \
+		tests/delta_lake/test_features.py tests/delta_lake/test_oracle.py \
 		$(foreach test,$(DELTA35_NOT_RUN),--deselect '$(test)')
 	$(TEST_ENV) PYSPARK_PYTHON=$(abspath $(DELTA35_PY)) MDS_SPARK_CLASSIC_ONLY=1 $(DELTA35_PY) -m pytest -q \
-		--durations=5 $(FLOOR_DELTALAKE_TESTS)
+		--durations=5 $(FLOOR_DELTALAKE_TESTS) tests/incremental/test_oracle.py
 
 # The reference side is the differential suite's $(REF_VENV) unless BENCH_REF_PYTHON names another interpreter.
 # A few minutes: `make bench BENCH_SCALE=0.1 BENCH_ROUNDS=2`; one part: `make bench BENCH_ONLY="write remote-s3"`.
