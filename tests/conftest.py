@@ -82,6 +82,32 @@ def out_dir(tmp_path):
 
 
 @pytest.fixture(scope="session")
+def private_tempdirs() -> Iterator[str]:
+    """The folder that holds every test's `private_tempdir`, removed at the end of the run.
+
+    Not removed per test: multiprocessing keeps the first temporary folder it makes in a process for the rest of
+    it (its socket for sharing descriptors with DataLoader workers lives there).
+    """
+    root = tempfile.mkdtemp(prefix="test-tmp-")
+    yield root
+    shutil.rmtree(root, ignore_errors=True)
+
+
+@pytest.fixture
+def private_tempdir(monkeypatch: pytest.MonkeyPatch, private_tempdirs: str) -> str:
+    """`tempfile.gettempdir()` in a folder of this test's own, for the folders writers stage remote output in.
+
+    A writer that fails keeps its staged files for good (its error names the folder), so tests that make writers
+    fail request this from an autouse fixture of their conftest, and nothing is left in the machine's ``/tmp``.
+    The path stays short (not under ``tmp_path``): multiprocessing puts sockets there, and a socket's path is at
+    most 107 bytes.
+    """
+    folder = tempfile.mkdtemp(dir=private_tempdirs)
+    monkeypatch.setattr(tempfile, "tempdir", folder)
+    return folder
+
+
+@pytest.fixture(scope="session")
 def fuse_volume_mount(tmp_path_factory: pytest.TempPathFactory) -> Iterator[FuseVolume]:
     """`/Volumes/<unique catalog>/default/vol` as a FUSE mount with a Databricks volume's limits (one per run)."""
     yield from mounted_fuse_volume(tmp_path_factory.mktemp("fuse-volume"))

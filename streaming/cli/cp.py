@@ -12,14 +12,13 @@ from __future__ import annotations
 
 import argparse
 import os
-import shutil
-import tempfile
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from streaming.cli.console import OK, emit, human_bytes, progress
 from streaming.format.index import METADATA_BASENAME, read_index, stored_files
 from streaming.storage.dataset_root import DatasetRoot
+from streaming.storage.scratch import make_scratch, remove_scratch
 
 EXAMPLES = """\
 examples:
@@ -78,7 +77,7 @@ def copy_file(src: DatasetRoot, dst: DatasetRoot, info: dict[str, Any]) -> tuple
     present = _present_and_matching(dst, name, size, hashes)
     if present is not None:
         return "skipped", present
-    scratch = tempfile.mkdtemp(prefix="mds-cp-")
+    scratch = make_scratch("mds-cp-")
     try:
         path = src.fetch(name, scratch, size)
         actual = os.path.getsize(path)
@@ -100,7 +99,7 @@ def copy_file(src: DatasetRoot, dst: DatasetRoot, info: dict[str, Any]) -> tuple
             raise OSError(f"{dst.child(name)} holds {copied} bytes after the upload, expected {actual}; run cp again.")
         return "copied", actual
     finally:
-        shutil.rmtree(scratch, ignore_errors=True)
+        remove_scratch(scratch)
 
 
 def run(args: argparse.Namespace) -> int:

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import argparse
 import statistics
-import tempfile
 from typing import Any
 
 from streaming.cli.console import OK, emit, human_bytes, table
@@ -15,6 +14,7 @@ from streaming.format.dataset_version import dataset_version
 from streaming.format.index import RAW_DATA, RAW_META, dumps_index, read_index, shard_files, stored_files
 from streaming.format.table import ShardTable
 from streaming.storage.dataset_root import DatasetRoot
+from streaming.storage.scratch import scratch as scratch_folder
 from streaming.storage.untrusted_text import shown
 
 EXAMPLES = """\
@@ -92,7 +92,7 @@ def decoded_samples(location: DatasetRoot, shards: list[dict[str, Any]], count: 
     from streaming.format.reader_registry import reader_from_json
 
     found: list[dict[str, Any]] = []
-    with tempfile.TemporaryDirectory(prefix="mds-inspect-") as scratch:
+    with scratch_folder("mds-inspect-") as scratch:
         for shard in shards:
             if len(found) >= count:
                 break

@@ -19,7 +19,6 @@ from __future__ import annotations
 import argparse
 import posixpath
 import re
-import tempfile
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -41,6 +40,7 @@ from streaming.format.index import (
     stored_files,
 )
 from streaming.storage.dataset_root import DatasetRoot
+from streaming.storage.scratch import scratch as scratch_folder
 
 EXAMPLES = """\
 examples:
@@ -212,7 +212,7 @@ def rebuild_shard(
     raw, name = found["data"]
     inferred = []
     meta = found["meta"] is not None
-    with tempfile.TemporaryDirectory(prefix="mds-rebuild-") as scratch:
+    with scratch_folder("mds-rebuild-") as scratch:
         try:
             head_raw, head_name = found["meta"] or found["data"]
             first = _scan(location, head_raw, head_name, [], scratch, _meta_bounds if meta else _mds_bounds)

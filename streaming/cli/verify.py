@@ -11,8 +11,6 @@ from __future__ import annotations
 import argparse
 import os
 import random
-import shutil
-import tempfile
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
@@ -29,6 +27,7 @@ from streaming.format.index import (
     shard_files,
 )
 from streaming.storage.dataset_root import DatasetRoot
+from streaming.storage.scratch import make_scratch, remove_scratch
 
 EXAMPLES = """\
 examples:
@@ -72,7 +71,7 @@ def check_shard(
 
     problems = []
     rebuild = f"if the shard files are right, rebuild the index: mds-streaming rebuild-index {location.url}"
-    scratch = tempfile.mkdtemp(prefix="mds-verify-")
+    scratch = make_scratch("mds-verify-")
     try:
         contents: dict[str, bytes] = {}
         for key, info in shard_files(shard):
@@ -143,7 +142,7 @@ def check_shard(
             decoded += 1
         return problems, decoded
     finally:
-        shutil.rmtree(scratch, ignore_errors=True)
+        remove_scratch(scratch)
 
 
 def unreferenced_files(listing: set[str], shards: list[dict[str, Any]]) -> list[str]:

@@ -17,6 +17,7 @@ from streaming.storage.download import PERMANENT
 from streaming.storage.out_argument import local_directory, parse_out
 from streaming.storage.registry import refuse_unsupported, storage_for
 from streaming.storage.retry import call_with_retry
+from streaming.storage.scratch import keep_scratch, remove_scratch
 from streaming.storage.url import join_url, split_url
 
 __all__ = [
@@ -84,7 +85,11 @@ class CloudUploader:
                 f"{type(self).__name__} cannot upload to {remote!r}; it accepts "
                 f"{', '.join(repr(s) for s in self.schemes)} URLs."
             )
+        # Without a local part the files are staged in a scratch folder, which a SIGKILLed process cannot leak.
+        self._staged_in_scratch = local is None
         self.local = local_directory(local, exist_ok=exist_ok, clear=False)
+        if self._staged_in_scratch and keep_local:  # files asked to be kept outlive this process, as upstream's do
+            keep_scratch(self.local)
         self.remote = remote
         self.keep_local = keep_local
         self.progress_bar = progress_bar
@@ -127,11 +132,17 @@ class CloudUploader:
         """Every file was uploaded by `upload` as it came; publish the index last, then drop the local folder
         unless `keep_local`."""
         self.upload_file(index_basename)
-        if self.remote is not None and not self.keep_local:
+        if self.remote is None or self.keep_local:
+            return
+        if self._staged_in_scratch:
+            remove_scratch(self.local)
+        else:
             shutil.rmtree(self.local, ignore_errors=True)
 
     def abort(self, error: BaseException) -> None:
         """Nothing runs in the background; the remote is left without a new index, the local files are kept."""
+        if self._staged_in_scratch:  # kept for good: no later sweep may take them
+            keep_scratch(self.local)
 
 
 class S3Uploader(CloudUploader):

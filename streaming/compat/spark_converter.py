@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import logging
 import os
-import tempfile
 from collections.abc import Callable
 from typing import Any
 
@@ -34,6 +33,7 @@ from streaming.format.index import INDEX_BASENAME  # noqa: E402
 from streaming.spark import dataframe_to_mds as spark_dataframe_to_mds  # noqa: E402
 from streaming.storage.dataset_root import DatasetRoot  # noqa: E402
 from streaming.storage.out_argument import parse_out  # noqa: E402
+from streaming.storage.scratch import make_scratch  # noqa: E402
 
 logger = logging.getLogger(__name__)
 
@@ -161,7 +161,7 @@ def dataframe_to_mds(
         infer_dataframe_schema(dataframe, columns)
     local, remote = parse_out(kwargs["out"])
     if local is None:
-        local = tempfile.mkdtemp(prefix="mds-spark-")
+        local = make_scratch("mds-spark-")  # lives while this process does (upstream returns its path)
     spark_dataframe_to_mds(
         dataframe,
         remote or local,

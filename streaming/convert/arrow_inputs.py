@@ -16,8 +16,6 @@ import importlib.util
 import json
 import os
 import posixpath
-import shutil
-import tempfile
 from collections.abc import Iterator
 from dataclasses import dataclass
 
@@ -29,6 +27,7 @@ from streaming.storage.dataset_root import DatasetRoot
 from streaming.storage.local_tree import LocalTree, open_regular
 from streaming.storage.out_argument import normalize_root
 from streaming.storage.registry import storage_for
+from streaming.storage.scratch import scratch
 from streaming.storage.table_files import check_table_files
 from streaming.storage.url import is_remote
 
@@ -230,13 +229,10 @@ def local_copy(url: str, folder: str | None = None) -> Iterator[str]:
         finally:
             os.close(fd)
         return
-    scratch = tempfile.mkdtemp(prefix="mds-convert-")
-    try:
-        path = os.path.join(scratch, posixpath.basename(url))
+    with scratch("mds-convert-") as folder:
+        path = os.path.join(folder, posixpath.basename(url))
         storage_for(url).get(url, path)
         yield path
-    finally:
-        shutil.rmtree(scratch, ignore_errors=True)
 
 
 def _batches(task: Task, path: str) -> Iterator[pa.RecordBatch]:

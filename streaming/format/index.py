@@ -12,13 +12,13 @@ from __future__ import annotations
 import json
 import os
 import re
-import tempfile
 from typing import Any, NamedTuple, overload
 
 from streaming.format.safe_files import create_temp, publish_in
 from streaming.storage.dataset_root import MAX_SMALL_FILE, DatasetRoot
 from streaming.storage.local import LocalStorage, local_path
 from streaming.storage.registry import storage_for
+from streaming.storage.scratch import scratch
 from streaming.storage.url import check_relative_path, join_url
 
 INDEX_VERSION = 2
@@ -131,8 +131,8 @@ def publish_index(location: str, shards: list[dict[str, Any]], *, folder: int | 
     url = join_url(location, INDEX_BASENAME)
     storage = storage_for(url)
     if not isinstance(storage, LocalStorage):
-        with tempfile.TemporaryDirectory(prefix="mds-index-") as scratch:
-            path = os.path.join(scratch, INDEX_BASENAME)
+        with scratch("mds-index-") as staging:
+            path = os.path.join(staging, INDEX_BASENAME)
             with open(path, "w", encoding="utf-8") as out:
                 out.write(text)
             storage.put(path, url)

@@ -15,7 +15,6 @@ from __future__ import annotations
 import os
 import posixpath
 import shutil
-import tempfile
 from typing import Any, cast
 
 from streaming.format.index import INDEX_BASENAME, MAX_INDEX_BYTES, parse_index, publish_index, rebase
@@ -25,6 +24,7 @@ from streaming.storage.errors import ObjectNotFoundError
 from streaming.storage.local import local_path
 from streaming.storage.local_tree import LocalTree
 from streaming.storage.out_argument import parse_out
+from streaming.storage.scratch import scratch
 from streaming.storage.url import check_relative_path, is_remote, join_url, relative_to
 
 Source = str | tuple[str, str]
@@ -131,7 +131,7 @@ def _merge_from_list(
         if normalized not in sources:
             sources.append(normalized)
     shards: list[dict[str, Any]] = []
-    with tempfile.TemporaryDirectory(prefix="mds-merge-") as work_dir:
+    with scratch("mds-merge-") as work_dir:
         for number, source in enumerate(sources):
             prefix = _prefix_for(source, local_root, remote_root)
             if prefix:  # the merged basenames must stay inside the root, as every index's do

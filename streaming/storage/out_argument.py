@@ -9,11 +9,13 @@ from __future__ import annotations
 
 import os
 import shutil
-import tempfile
 from typing import Any, NamedTuple
 
 from streaming.storage.registry import volumes_via_api
+from streaming.storage.scratch import make_scratch
 from streaming.storage.url import is_remote, split_url
+
+UNNAMED_LOCAL_PREFIX = "mds-out-"  # the scratch folders that stage an `out` given as a remote only
 
 
 class Output(NamedTuple):
@@ -46,12 +48,14 @@ def parse_out(out: Any) -> Output:
 
 
 def local_directory(local: str | None, *, exist_ok: bool, clear: bool) -> str:
-    """The local directory of an output, created: a fresh temporary one when ``local`` is None.
+    """The local directory of an output, created: a fresh scratch folder when ``local`` is None.
 
-    A non-empty ``local`` is refused unless ``exist_ok``; with ``clear`` its old contents are then removed.
+    A non-empty ``local`` is refused unless ``exist_ok``; with ``clear`` its old contents are then removed. A
+    scratch folder (`streaming.storage.scratch`) lives while this process does: its owner removes it with
+    ``remove_scratch``, and a killed owner's is removed by the next process that makes one.
     """
     if local is None:
-        return tempfile.mkdtemp(prefix="mds-out-")
+        return make_scratch(UNNAMED_LOCAL_PREFIX)
     if os.path.isdir(local) and os.listdir(local):
         if not exist_ok:
             action = "replace it" if clear else "write into it"

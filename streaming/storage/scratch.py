@@ -1,8 +1,10 @@
 """Scratch folders in the temporary directory that outlive no process: a killed owner's are removed by the next.
 
-A writer stages shards, and the commit path small objects, in folders under ``tempfile.gettempdir()``. A process
-that is SIGKILLed (an out-of-memory kill, a preempted node, a cancelled job) cannot remove its folder, and a
-staging folder can hold several shards. So each folder holds an ``.owner`` file on which its process keeps an
+Every working folder this package makes under ``tempfile.gettempdir()`` is one of these (a dataset's download
+cache is not a working folder): a writer's staging folder for a remote ``out``, a conversion task's attempt and its
+downloaded input, an index being published or merged, the CLI's copies of shards. A process that is SIGKILLed (an
+out-of-memory kill, a preempted node, a cancelled job) cannot remove its folder, and a staging folder can hold
+several shards. So each folder holds an ``.owner`` file on which its process keeps an
 exclusive ``flock``; the kernel drops the lock when the process dies, whatever killed it. The first folder a
 process makes with a prefix first removes that prefix's folders whose lock it can take (their owner is dead).
 Liveness is the kernel's lock, not a pid, so it holds across PID namespaces sharing one ``/tmp``; folders of
@@ -65,6 +67,16 @@ def _is_same_file(fd: int, path: str) -> bool:
 def remove_scratch(path: str) -> None:
     """Delete a folder made by `make_scratch`, then its owner file, and release the lock."""
     shutil.rmtree(path, ignore_errors=True)
+    _disown(path)
+
+
+def keep_scratch(path: str) -> None:
+    """Make a folder made by `make_scratch` an ordinary one, never swept: for files a caller asked to keep."""
+    _disown(path)
+
+
+def _disown(path: str) -> None:
+    """Remove the owner file of a scratch folder, then release its lock (a sweep only takes a locked owner file)."""
     with _lock:
         fd = _held.pop(path, None)
     with contextlib.suppress(FileNotFoundError):

@@ -19,6 +19,7 @@ from streaming.storage.download import PERMANENT
 from streaming.storage.out_argument import local_directory, parse_out
 from streaming.storage.registry import storage_for
 from streaming.storage.retry import call_with_retry
+from streaming.storage.scratch import keep_scratch, remove_scratch
 from streaming.storage.url import join_url
 
 if TYPE_CHECKING:
@@ -32,7 +33,9 @@ class ShardUploader:
         out: a local directory, a remote URL, or a ``(local, remote)`` pair.
         index_basename: the name of the dataset's index (given by the format layer, which owns it); with
             ``exist_ok`` the remote's old index is deleted before any file is sent.
-        keep_local: keep local copies after upload (only meaningful with a remote).
+        keep_local: keep local copies after upload (only meaningful with a remote). Without a local part in
+            ``out`` they are staged in a scratch folder (`streaming.storage.scratch`): a finished writer keeps it
+            only with this, a failed one always keeps it (the error names it), a SIGKILLed one's is swept.
         exist_ok: allow a non-empty destination. Old local contents are removed first; a remote that
             already holds objects is written over, and its old index is deleted before any shard is sent.
             Without it, a non-empty local directory or remote prefix raises FileExistsError.
@@ -55,6 +58,10 @@ class ShardUploader:
         if retry < 1:
             raise ValueError(f"retry (total upload attempts) must be at least 1, got {retry}.")
         local, remote = parse_out(out)
+        if remote is not None:  # first, so that a refused remote leaves no local folder behind
+            self._check_remote(remote, exist_ok, index_basename)
+        # Without a local part the files are staged in a scratch folder, so that a SIGKILLed writer cannot leak it.
+        self._staged_in_scratch = local is None
         self.local = local_directory(local, exist_ok=exist_ok, clear=True)
         self.remote = remote
         self.keep_local = keep_local
@@ -66,8 +73,6 @@ class ShardUploader:
         self._lock = threading.Lock()
         self._pool: ThreadPoolExecutor | None = None
         self._progress: tqdm | None = None
-        if remote is not None:
-            self._check_remote(remote, exist_ok, index_basename)
 
     def _check_remote(self, remote: str, exist_ok: bool, index_basename: str) -> None:
         if exist_ok:
@@ -147,20 +152,29 @@ class ShardUploader:
                     f"Cannot publish the index: {os.path.join(self.local, index_basename)} does not exist."
                 )
             self._put(index_basename)
-            if not self.keep_local:
+            if self._staged_in_scratch and self.keep_local:
+                keep_scratch(self.local)
+            elif self._staged_in_scratch:
+                remove_scratch(self.local)
+            elif not self.keep_local:
                 shutil.rmtree(self.local, ignore_errors=True)
         except Exception as err:
-            self._note_kept_copy(err)
+            self._keep_for_the_user(err)
             raise
         finally:
             self._shutdown()
 
-    def _note_kept_copy(self, err: BaseException) -> None:
+    def _keep_for_the_user(self, err: BaseException) -> None:
+        """After a failure, keep the local files for good and say where in a note on ``err`` (once)."""
+        if self.remote is None:
+            return
+        if self._staged_in_scratch:  # the note promises the files: no later sweep may take them
+            keep_scratch(self.local)
         note = (
             f"Nothing written is lost: the files are kept in {self.local}. {self.remote} has no "
             f"index, so no reader sees a partial dataset there."
         )
-        if self.remote is None or note in getattr(err, "__notes__", ()):
+        if note in getattr(err, "__notes__", ()):
             return
         if sys.version_info >= (3, 11):
             err.add_note(note)
@@ -174,7 +188,7 @@ class ShardUploader:
         for future in futures:
             future.cancel()
         self._shutdown()
-        self._note_kept_copy(error)
+        self._keep_for_the_user(error)
 
     def _shutdown(self) -> None:
         if self._pool is not None:

@@ -8,8 +8,9 @@ import pytest
 
 
 @pytest.fixture(autouse=True)
-def isolated_environment(credential_free_environment: None) -> Iterator[None]:
-    """Every fault test runs without the machine's credentials (see `credential_free_environment`)."""
+def isolated_environment(credential_free_environment: None, private_tempdir: str) -> Iterator[None]:
+    """Every fault test runs without the machine's credentials (see `credential_free_environment`), and its
+    temporary folders go into its own directory (`private_tempdir`)."""
     yield
 
 

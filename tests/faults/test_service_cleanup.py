@@ -14,7 +14,7 @@ from tests.services import REPO
 # A stand-in for a test process: starts a server as the fixtures do, prints its pid, then waits to be killed.
 _RUN = textwrap.dedent(
     """
-    import socket, sys, tempfile
+    import socket, sys
     from pathlib import Path
     from tests.services import free_port, start_service
 
@@ -24,7 +24,7 @@ _RUN = textwrap.dedent(
             return probe.connect_ex(("127.0.0.1", port)) == 0
     server = start_service(
         "http", [sys.executable, "-m", "http.server", str(port), "--bind", "127.0.0.1"], port,
-        Path(tempfile.mkdtemp()), ready,
+        Path(sys.argv[1]), ready,
     )
     print(server.process.pid, flush=True)
     sys.stdin.read()
@@ -41,9 +41,9 @@ def _alive(pid: int) -> bool:
         return stat.read().split(") ")[1][0] != "Z"
 
 
-def test_a_server_dies_with_the_test_process_that_started_it():
+def test_a_server_dies_with_the_test_process_that_started_it(tmp_path):
     runner = subprocess.Popen(
-        [sys.executable, "-c", _RUN], cwd=REPO, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+        [sys.executable, "-c", _RUN, str(tmp_path)], cwd=REPO, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
     )
     server = int(runner.stdout.readline())
     assert _alive(server)

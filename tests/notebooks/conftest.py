@@ -15,7 +15,6 @@ import importlib.util
 import os
 import shutil
 import sys
-import tempfile
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -45,17 +44,10 @@ def runner() -> ModuleType:
 
 
 @pytest.fixture(autouse=True)
-def isolated_environment(credential_free_environment: None) -> Iterator[None]:
-    """Every notebook test runs without the machine's credentials (see `credential_free_environment`)."""
+def isolated_environment(credential_free_environment: None, private_tempdir: str) -> Iterator[None]:
+    """Every notebook test runs without the machine's credentials (see `credential_free_environment`), and its
+    temporary folders go into its own directory (`private_tempdir`)."""
     yield
-
-
-@pytest.fixture(autouse=True)
-def private_tempdir(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    """Temporary folders the notebooks and writers make in this process go into the test's own directory."""
-    folder = tmp_path / "tempdir"
-    folder.mkdir()
-    monkeypatch.setattr(tempfile, "tempdir", str(folder))
 
 
 @pytest.fixture(scope="session")

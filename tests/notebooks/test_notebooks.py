@@ -108,12 +108,12 @@ def test_incremental_job_mirrors_deletes_with_its_mode_widget(runner, spark, tmp
     assert dataset_ids(str(tmp_path / "mirror"), tmp_path / "cache") == [i for i in range(100) if i not in (7, 70)]
 
 
-def test_incremental_job_creates_its_demo_table_when_it_is_missing(runner, spark, tmp_path):
+def test_incremental_job_creates_its_demo_table_when_it_is_missing(runner, spark, tmp_path, private_tempdir):
     """Run as it comes (no `table` widget): the default demo table is created, converted, then up to date."""
     widgets = {"out": str(tmp_path / "events")}
     first = json.loads(runner.run_notebook(JOB, widgets, spark, quiet=True).exit_value)
     assert (first["method"], first["version"], first["samples"]) == ("snapshot", 0, 100)
-    assert first["table"].endswith("mds_demo/events_table") and first["table"].startswith(str(tmp_path))
+    assert first["table"].endswith("mds_demo/events_table") and first["table"].startswith(private_tempdir)
     again = json.loads(runner.run_notebook(JOB, widgets, spark, quiet=True).exit_value)
     assert (again["method"], again["version"]) == ("up_to_date", 0), "an existing demo table is left as it is"
     assert dataset_ids(str(tmp_path / "events"), tmp_path / "cache") == list(range(100))

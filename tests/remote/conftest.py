@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import dataclasses
 import os
-import tempfile
 from collections.abc import Callable, Iterator
 
 import pytest
@@ -47,17 +46,10 @@ def cloud(request: pytest.FixtureRequest, remote_factory: Callable[[str], Remote
 
 
 @pytest.fixture(autouse=True)
-def isolated_environment(credential_free_environment: None) -> Iterator[None]:
-    """Every remote test runs without the machine's credentials (see `credential_free_environment`)."""
+def isolated_environment(credential_free_environment: None, private_tempdir: str) -> Iterator[None]:
+    """Every remote test runs without the machine's credentials (see `credential_free_environment`), and its
+    temporary folders go into its own directory (`private_tempdir`)."""
     yield
-
-
-@pytest.fixture(autouse=True)
-def private_tempdir(monkeypatch: pytest.MonkeyPatch, tmp_path) -> None:
-    """Writers stage remote output in `tempfile.gettempdir()`: keep it in this test's directory."""
-    staging = tmp_path / "tempdir"
-    staging.mkdir()
-    monkeypatch.setattr(tempfile, "tempdir", str(staging))
 
 
 @pytest.fixture

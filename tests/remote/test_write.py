@@ -45,7 +45,7 @@ def _record_puts(monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, str]]:
     return events
 
 
-def test_write_to_url_publishes_the_index_last(remote, monkeypatch, tmp_path):
+def test_write_to_url_publishes_the_index_last(remote, monkeypatch, tmp_path, private_tempdir):
     events = _record_puts(monkeypatch)
     writer = MDSWriter(
         out=remote.root, columns=COLUMNS, compression="zstd", hashes=["sha1"], size_limit=2000, max_workers=3
@@ -67,7 +67,7 @@ def test_write_to_url_publishes_the_index_last(remote, monkeypatch, tmp_path):
         index_start = events.index(("start", join_url(remote.root, "index.json")))
         shards_done = [i for i, (kind, url) in enumerate(events) if kind == "end" and not url.endswith("index.json")]
         assert max(shards_done) < index_start, f"index.json upload started before every shard was uploaded: {events}"
-        assert os.listdir(tmp_path / "tempdir") == [], "the staging copy is removed without keep_local"
+        assert os.listdir(private_tempdir) == [], "the staging copy (and its owner file) is removed without keep_local"
 
 
 def test_write_to_local_and_remote_pair_keeps_local(remote, tmp_path):

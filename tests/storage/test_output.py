@@ -7,6 +7,7 @@ import os
 import pytest
 
 from streaming.storage.out_argument import Output, local_directory, normalize_root, parse_out
+from streaming.storage.scratch import OWNER_SUFFIX, remove_scratch
 
 
 def test_the_three_spellings_of_out(tmp_path):
@@ -38,7 +39,9 @@ def test_normalize_root():
 def test_local_directory(tmp_path):
     fresh = local_directory(None, exist_ok=False, clear=False)
     assert os.path.isdir(fresh) and os.listdir(fresh) == []
-    os.rmdir(fresh)
+    assert os.path.isfile(fresh + OWNER_SUFFIX), "an unnamed local folder is a scratch folder"
+    remove_scratch(fresh)
+    assert not os.path.exists(fresh) and not os.path.exists(fresh + OWNER_SUFFIX)
     folder = tmp_path / "out"
     assert local_directory(str(folder), exist_ok=False, clear=False) == str(folder)
     (folder / "old").write_text("x")
