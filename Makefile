@@ -165,7 +165,7 @@ demo:
 	@echo "make demo: 2/3 notebooks/02_train_from_volume.py: train from the shards, checkpoint, resume, then 2 processes"
 	@SPARK_LOCAL_IP=127.0.0.1 $(DEMO_PY) notebooks/run_local.py notebooks/02_train_from_volume.py --widget install=$$(ls $(abspath $(DEMO_WHEEL_DIR))/*.whl)
 	@echo "make demo: 3/3 notebooks/formats_demo.py: every MDS encoding written and read back"
-	@$(DEMO_PY) notebooks/formats_demo.py
+	@rm -rf $(DEMO_VENV)/formats-demo && $(DEMO_PY) notebooks/formats_demo.py $(DEMO_VENV)/formats-demo
 	@echo "make demo: done"
 
 # Lint, types and the documentation site first: any finding fails `make test` before the (much longer) test run

@@ -8,9 +8,11 @@ by a NUL byte.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
+import signal
 import subprocess
 import tempfile
 import time
@@ -73,6 +75,7 @@ class Browser:
             stderr=subprocess.DEVNULL,
             close_fds=False,
             preexec_fn=onto_3_and_4,
+            start_new_session=True,  # its helpers (zygote, crashpad) are killed with it, by group
         )
         os.close(to_browser_read)
         os.close(from_browser_write)
@@ -92,10 +95,17 @@ class Browser:
 
     def close(self) -> None:
         os.close(self._to_browser)
-        self.process.kill()
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(self.process.pid, signal.SIGKILL)
         self.process.wait(timeout=30)
         os.close(self._from_browser)
+        # A helper that was still writing into the profile can put a file back after the first pass (an empty
+        # profile folder was once left in /tmp), so try again until the folder is gone.
+        deadline = time.monotonic() + 10
         shutil.rmtree(self.profile, ignore_errors=True)
+        while os.path.exists(self.profile) and time.monotonic() < deadline:
+            time.sleep(0.05)
+            shutil.rmtree(self.profile, ignore_errors=True)
 
     def _read_message(self, deadline: float) -> dict[str, Any]:
         while b"\0" not in self._buffer:

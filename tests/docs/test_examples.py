@@ -113,7 +113,8 @@ def _localize(source: str, root: Path) -> str:
 
 
 @pytest.mark.parametrize("page", _python_pages())
-def test_page_examples_run(page, tmp_path, request, monkeypatch, encoding_registry):
+def test_page_examples_run(page, tmp_path, request, monkeypatch, encoding_registry, private_tempdir):
+    """Each page's examples in order, in one namespace, in this test's folders (the temporary one too)."""
     monkeypatch.chdir(tmp_path)
     namespace: dict[str, Any] = {"__name__": "__docs__"}
     for line, source in blocks(page, "python"):
