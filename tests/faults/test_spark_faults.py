@@ -26,7 +26,6 @@ import hashlib
 import json
 import os
 import random
-import tempfile
 import threading
 import time
 from collections import Counter
@@ -174,10 +173,9 @@ def _replay(destination: DatasetRoot, rows: dict[str, list[int]]) -> tuple[list[
 
 @pytest.mark.parametrize("scheme", ["local", "s3"])
 def test_four_appends_and_an_overwrite_through_dataframe_to_mds_at_once(
-    scheme: str, spark, remote_factory: Callable[[str], Remote], tmp_path, monkeypatch
+    scheme: str, spark, remote_factory: Callable[[str], Remote], tmp_path
 ) -> None:
     remote = remote_factory(scheme)
-    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
     options: dict[str, Any] = {"compression": None, "size_limit": "1kb", "progress": False}
     if scheme != "local":
         options["executor_env"] = _storage_env()

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 import os
-import tempfile
 from collections.abc import Iterator
 
 import pytest
@@ -41,10 +40,9 @@ def storage_env() -> dict[str, str]:
 
 
 @pytest.mark.parametrize("mode, scheme", CASES)
-def test_conversion_into_remote_storage(mode, scheme, request, remote_factory, tmp_path, monkeypatch):
+def test_conversion_into_remote_storage(mode, scheme, request, remote_factory, tmp_path, private_tempdir):
     session = request.getfixturevalue("spark" if mode == "classic" else "connect")
     remote = remote_factory(scheme)
-    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
     frame = session.range(0, 400, 1, 2).selectExpr(
         "id", "sha2(CAST(id AS STRING), 256) AS digest", "array(CAST(id AS FLOAT), CAST(-id AS FLOAT)) AS pair"
     )

@@ -10,7 +10,6 @@ No SparkSession is needed: the task's code runs here as it runs in an executor.
 from __future__ import annotations
 
 import os
-import tempfile
 
 import pyarrow as pa
 import pytest
@@ -42,20 +41,11 @@ def _batches() -> list[pa.RecordBatch]:
     return [batch.slice(0, ROWS // 2), batch.slice(ROWS // 2)]
 
 
-@pytest.fixture
-def staging(tmp_path, monkeypatch: pytest.MonkeyPatch) -> str:
-    """The executor's staging area (``tempfile``), inside this test's directory."""
-    folder = tmp_path / "staging"
-    folder.mkdir()
-    monkeypatch.setattr(tempfile, "tempdir", str(folder))
-    return str(folder)
-
-
 def _files_below(root: str) -> list[str]:
     return sorted(os.path.relpath(os.path.join(d, f), root) for d, _, files in os.walk(root) for f in files)
 
 
-def test_an_attempt_streams_its_shards_to_the_destination(tmp_path, staging):
+def test_an_attempt_streams_its_shards_to_the_destination(tmp_path, private_tempdir):
     destination = str(tmp_path / "out")
     record = write_attempt(_config(destination), iter(_batches()), 3, 17)
     folder = attempt_folder("run", 3, 17)
@@ -63,7 +53,7 @@ def test_an_attempt_streams_its_shards_to_the_destination(tmp_path, staging):
     shards = record.shards
     assert len(shards) >= 4
     assert [int(sample["id"]) for sample in LocalDataset(os.path.join(destination, folder))] == list(range(ROWS))
-    assert os.listdir(staging) == [], "the sink deletes the staging folder"
+    assert os.listdir(private_tempdir) == [], "the sink deletes the staging folder"
 
 
 def _shard_count(tmp_path) -> int:
@@ -72,7 +62,7 @@ def _shard_count(tmp_path) -> int:
 
 
 @pytest.mark.parametrize("position", ["first shard", "middle shard", "last shard", "index"])
-def test_a_storage_failure_anywhere_in_the_task_surfaces_as_itself(tmp_path, staging, position):
+def test_a_storage_failure_anywhere_in_the_task_surfaces_as_itself(tmp_path, private_tempdir, position):
     count = _shard_count(tmp_path)
     name = {
         "first shard": "shard.00000.mds",
@@ -87,7 +77,7 @@ def test_a_storage_failure_anywhere_in_the_task_surfaces_as_itself(tmp_path, sta
         write_attempt(_config(destination), iter(_batches()), 0, 1)
     assert raised.value.url == blocked and blocked in str(raised.value)
     assert _files_below(destination) == [], "the failed attempt removes every file it wrote"
-    assert os.listdir(staging) == [], "and its staging folder"
+    assert os.listdir(private_tempdir) == [], "and its staging folder"
 
 
 def test_a_failed_upload_in_a_spark_job_reaches_the_driver_as_the_storage_error(spark, tmp_path, monkeypatch):
