@@ -4,10 +4,13 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import sys
+import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import NamedTuple
 
 import pytest
@@ -114,6 +117,26 @@ def world_writable_dir(path: str) -> str:
     for parent in _parents(path):
         os.chmod(parent, os.stat(parent).st_mode | 0o011)  # let the other user reach it
     return path
+
+
+@pytest.fixture(scope="session")
+def _second_user_root() -> Iterator[str]:
+    """The folder that holds this directory's `tmp_path`s, made in the temporary directory, removed at the end."""
+    root = tempfile.mkdtemp(prefix="mds-security-tests-")
+    yield root
+    shutil.rmtree(root, ignore_errors=True)
+
+
+@pytest.fixture
+def tmp_path(_second_user_root: str, request: pytest.FixtureRequest) -> Path:
+    """A fresh folder per test, outside pytest's ``pytest-of-<user>``: the other user must pass through its parents.
+
+    `shared_dir` opens the parents of a shared folder to other users, but every pytest session that starts (the CI
+    lanes run several at once) makes ``pytest-of-<user>`` private again, so the other user's setup failed now and
+    then with a folder below it (seen once in a fresh-clone CI run).
+    """
+    name = "".join(c if c.isalnum() else "_" for c in request.node.name)[:40]
+    return Path(tempfile.mkdtemp(prefix=f"{name}-", dir=_second_user_root))
 
 
 def _parents(path: str) -> list[str]:
