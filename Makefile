@@ -185,6 +185,8 @@ docs: $(VENV)/.installed
 # waits on servers, subprocesses and JVM start-up rather than on the two cores. Every test runs in exactly one lane.
 # The differential suite and the upstream suite share a lane: both drive streaming-community's /dev/shm blocks.
 CORE_LANE_IGNORES := tests/differential tests/spark tests/notebooks tests/clients tests/delta_lake tests/bench_scripts
+# tests/bundle (core lane) runs the real Databricks CLI named by DATABRICKS_CLI, which .ci/run exports and make passes
+# on to the tests with the rest of the environment (else `databricks` on PATH).
 TEST_ENV := SPARK_LOCAL_IP=127.0.0.1 MDS_REFERENCE_PYTHON=$(abspath $(REF_VENV))/bin/python
 
 test: lint $(VENV)/.installed $(SPARK35_VENV)/.installed $(DELTA35_VENV)/.installed $(DELTA_VENV)/.installed $(NODE_DIR)/.installed $(REF_VENV)/.bench-ready fuse \

@@ -505,10 +505,14 @@ class Handler(BaseHTTPRequestHandler):
             raise ApiError(429, "REQUEST_LIMIT_EXCEEDED", "Too many requests. Please retry later.", headers)
         raise ApiError(503, "TEMPORARILY_UNAVAILABLE", "The service is temporarily unavailable.", headers)
 
+    def _authenticated(self) -> bool:
+        """Whether the request carries the workspace's token (tests/servers/fake_workspace.py knows several)."""
+        return self.headers.get("Authorization") == f"Bearer {self.server.workspace.token}"
+
     def _api(self, raw_path: str, path: str, query: dict[str, str], body: bytes) -> None:
         if not raw_path.startswith("/api/"):
             raise ApiError(404, "ENDPOINT_NOT_FOUND", f"No API found for '{self.command} {raw_path}'")
-        if self.headers.get("Authorization") != f"Bearer {self.server.workspace.token}":
+        if not self._authenticated():
             raise ApiError(401, "UNAUTHENTICATED", "Invalid access token.")
         if path.startswith(FILES_PREFIX + "/"):
             self._files(path[len(FILES_PREFIX) :], query, body)
@@ -950,8 +954,8 @@ class FakeDatabricksServer(ThreadingHTTPServer):
     daemon_threads = True
     request_queue_size = 64  # many tasks connect at once; the limits, not the listen backlog, must answer them
 
-    def __init__(self, port: int, workspace: Workspace, role: str) -> None:
-        super().__init__(("127.0.0.1", port), Handler)
+    def __init__(self, port: int, workspace: Workspace, role: str, handler: type[Handler] | None = None) -> None:
+        super().__init__(("127.0.0.1", port), handler or Handler)
         self.workspace = workspace
         self.role = role
 
