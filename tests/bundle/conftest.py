@@ -78,6 +78,7 @@ class Workspace:
             DATABRICKS_BUNDLE_ENGINE="direct",
             DATABRICKS_CONFIG_FILE=str(self.home / "databrickscfg"),
             HOME=str(self.home),
+            TMPDIR=str(self.home),  # the CLI's and the wheel build's scratch files, gone with the test's folder
             # pip's cache stays the machine's: the artifact build fetches its build backend once, not every deploy.
             PIP_CACHE_DIR=os.environ.get("PIP_CACHE_DIR") or str(Path.home() / ".cache" / "pip"),
             # The bundle's artifact build runs `python3 -m pip wheel`: this interpreter's, which has pip.
@@ -87,7 +88,11 @@ class Workspace:
             [self.cli, *args], cwd=cwd, env=environment, capture_output=True, text=True, timeout=600, check=False
         )
         if check and done.returncode != 0:
-            pytest.fail(f"databricks {' '.join(args)} exited {done.returncode}:\n{done.stdout}\n{done.stderr}")
+            runs = "".join(
+                f"\n--- {log.name} (the job run's notebook output) ---\n{log.read_text(errors='replace')[-6000:]}"
+                for log in sorted(self.service.log.parent.glob("run-*.log"))
+            )
+            pytest.fail(f"databricks {' '.join(args)} exited {done.returncode}:\n{done.stdout}\n{done.stderr}{runs}")
         return done
 
     def api(self, method: str, path: str, token: str, body: bytes | None = None) -> bytes:
@@ -136,7 +141,8 @@ def workspace_factory(
             port,
             workdir,
             lambda: _answers(f"http://127.0.0.1:{port}/.well-known/databricks-config"),
-            env={"SPARK_LOCAL_IP": "127.0.0.1"},
+            # The job runs' scratch files (their notebook's copy, Spark's local folders) stay in the server's folder.
+            env={"SPARK_LOCAL_IP": "127.0.0.1", "TMPDIR": str(workdir)},
         )
         service.extra["root"] = workdir / "root"
         started.append(service)

@@ -36,7 +36,7 @@ ROWS = 100
 
 
 def targets() -> list[str]:
-    return list(yaml.safe_load((REPO / "bundle" / "databricks.yml").read_text())["targets"])
+    return list(_root()["targets"])
 
 
 def documented_commands() -> list[list[str]]:
@@ -170,6 +170,9 @@ def test_the_documented_commands_deploy_prod_as_a_service_principal(workspace_fa
         assert out.startswith("/Volumes/main/default/mds_demo/prod/"), out
     paused = jobs["mds-incremental-serverless"]["settings"]["trigger"]["pause_status"]
     assert paused == "PAUSED" and jobs["mds-incremental"]["settings"]["trigger"].get("pause_status") != "PAUSED"
+    # A redeploy of the same checkout changes nothing.
+    again = workspace.run(["bundle", "deploy", "-t", "prod"], SERVICE_PRINCIPAL_TOKEN, checkout / "bundle")
+    assert "Resources: 0 created, 0 changed, 0 deleted, 4 unchanged" in again.stdout + again.stderr, again.stderr
 
 
 def test_a_service_principal_named_as_user_name_is_refused(workspace_factory, checkout):
@@ -191,14 +194,38 @@ def test_the_node_type_follows_the_cloud(workspace_factory, checkout):
     bundle = checkout / "bundle"
     refused = workspace.run(["bundle", "deploy", "-t", "dev"], USER_TOKEN, bundle, check=False)
     assert refused.returncode != 0 and "Node type i3.xlarge is not supported" in refused.stderr, refused.stderr
-    text = DOCS_PAGE.read_text()
-    for cloud, node_type in (("Azure", "Standard_D4ds_v5"), ("GCP", "n2-standard-4")):
-        assert f"on {cloud} deploy with `--var node_type_id={node_type}`" in text.replace("\n", " ") or (
-            f"on {cloud} with `--var node_type_id={node_type}`" in text.replace("\n", " ")
-        )
     workspace.run(["bundle", "deploy", "-t", "dev", "--var", "node_type_id=Standard_D4ds_v5"], USER_TOKEN, bundle)
     (job,) = [j for j in deployed_jobs(workspace, USER_TOKEN).values() if j["settings"].get("job_clusters")]
     assert job["settings"]["job_clusters"][0]["new_cluster"]["node_type_id"] == "Standard_D4ds_v5"
+
+
+@pytest.mark.parametrize("cloud", ["aws", "azure", "gcp"])
+def test_each_clouds_documented_node_type_is_the_one_its_jobs_api_takes(workspace_factory, cloud):
+    """The page's node type per cloud (the default on AWS) is accepted there and refused on the other clouds."""
+    documented = {"aws": _root()["variables"]["node_type_id"]["default"]}
+    flat = DOCS_PAGE.read_text().replace("\n", " ")
+    for name, key in (("Azure", "azure"), ("GCP", "gcp")):
+        found = re.search(rf"on {name}(?: deploy)? with `--var node_type_id=([^`]+)`", flat)
+        assert found is not None, f"the page gives no node type for {name}"
+        documented[key] = found.group(1)
+    workspace = workspace_factory(cloud=cloud)
+    for other, node_type in documented.items():
+        cluster = {
+            "job_cluster_key": "c",
+            "new_cluster": {"spark_version": "15.4.x-scala2.12", "node_type_id": node_type},
+        }
+        body = {"name": "j", "job_clusters": [cluster], "tasks": [{"task_key": "t", "job_cluster_key": "c"}]}
+        request = ("POST", "/api/2.2/jobs/create", USER_TOKEN, json.dumps(body).encode())
+        if other == cloud:
+            assert "job_id" in json.loads(workspace.api(*request))
+        else:
+            with pytest.raises(urllib.error.HTTPError) as refused:
+                workspace.api(*request)
+            assert f"Node type {node_type} is not supported" in json.loads(refused.value.read())["message"]
+
+
+def _root() -> dict[str, Any]:
+    return yaml.safe_load((REPO / "bundle" / "databricks.yml").read_text())
 
 
 def test_the_workspace_refuses_what_the_service_refuses(workspace_factory):

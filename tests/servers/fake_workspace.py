@@ -32,7 +32,8 @@ run's `notebook_params`, in one kept virtualenv (the cluster's notebook environm
 resolves for a cluster are resolved here: a parameter naming a `/Volumes/...` path is given as that path on this
 server's disk (the cluster's FUSE mount of the volume; the volume must exist), and a parameter naming a table given
 with `--table name=DELTA_PATH` is given as its location (Unity Catalog's name resolution, which a local Spark
-session has no metastore for). The run's result is the notebook's `dbutils.notebook.exit` value.
+session has no metastore for). The run's result is the notebook's `dbutils.notebook.exit` value; its output is kept
+in `run-<run id>.log` beside the runner's virtualenv. A run that would exceed `max_concurrent_runs` is skipped.
 
 Run: `python fake_workspace.py PORT ROOT --user TOKEN=EMAIL --service-principal TOKEN=APPLICATION_ID
 [--group NAME=MEMBER,...] [--volume c.s.v ...] [--schema c.s ...] [--table name=path ...] [--cloud aws|azure|gcp]
@@ -455,10 +456,6 @@ class Handler(fake_databricks.Handler):
         run_as = settings.get("run_as") or {}
         owner = workspace.owners[("jobs", str(job["job_id"]))]
         active = [r for r in workspace.runs.values() if r.job_id == job["job_id"] and r.end_time == 0]
-        if len(active) >= int(settings.get("max_concurrent_runs", 1)):
-            raise ApiError(
-                400, "RESOURCE_CONFLICT", f"Job {job['job_id']} already has the maximum number of runs in progress"
-            )
         run_id = next(workspace.ids)
         task_runs = [
             {"run_id": next(workspace.ids), "task_key": task["task_key"], "state": {"life_cycle_state": "PENDING"}}
@@ -475,6 +472,14 @@ class Handler(fake_databricks.Handler):
             start_time=int(time.time() * 1000),
         )
         workspace.runs[run_id] = run
+        if len(active) >= int(settings.get("max_concurrent_runs", 1)):
+            # Without a queue, the service skips a run that would exceed the job's concurrent runs.
+            run.end_time = run.start_time
+            run.state = {
+                "life_cycle_state": "SKIPPED",
+                "state_message": "Skipping this run because the limit of concurrent runs has been reached.",
+            }
+            return {"run_id": run_id, "number_in_job": run.number}
         threading.Thread(target=execute, args=(workspace, run), name=f"run-{run_id}", daemon=True).start()
         return {"run_id": run_id, "number_in_job": run.number}
 
