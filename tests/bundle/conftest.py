@@ -7,14 +7,17 @@ skip on a developer's machine and fail in CI (`CI` set), so CI never passes with
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
 import sys
+import urllib.error
 import urllib.request
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -105,6 +108,15 @@ class Workspace:
         )
         with urllib.request.urlopen(request, timeout=30) as answer:
             return answer.read()
+
+    def refusal(self, method: str, path: str, token: str, body: bytes | None = None) -> tuple[int, dict[str, Any]]:
+        """The status and error body of a request the workspace must refuse (the test fails if it answers 2xx)."""
+        try:
+            self.api(method, path, token, body)
+        except urllib.error.HTTPError as refused:
+            with refused:
+                return refused.code, json.loads(refused.read())
+        pytest.fail(f"{method} {path} was accepted")
 
 
 @pytest.fixture
