@@ -172,6 +172,18 @@ def test_the_documented_commands_deploy_prod_as_a_service_principal(workspace_fa
     # A redeploy of the same checkout changes nothing.
     again = workspace.run(["bundle", "deploy", "-t", "prod"], SERVICE_PRINCIPAL_TOKEN, checkout / "bundle")
     assert "Resources: 0 created, 0 changed, 0 deleted, 4 unchanged" in again.stdout + again.stderr, again.stderr
+    # A changed variable updates both jobs in place (jobs/reset), their owner and permissions kept.
+    changed = workspace.run(
+        ["bundle", "deploy", "-t", "prod", "--var", "table=main.sales.orders"],
+        SERVICE_PRINCIPAL_TOKEN,
+        checkout / "bundle",
+    )
+    assert "Resources: 0 created, 2 changed, 0 deleted, 2 unchanged" in changed.stdout + changed.stderr, changed.stderr
+    updated = deployed_jobs(workspace, SERVICE_PRINCIPAL_TOKEN)
+    assert {job["job_id"] for job in updated.values()} == {job["job_id"] for job in jobs.values()}
+    for job in updated.values():
+        assert job["settings"]["trigger"]["table_update"]["table_names"] == ["main.sales.orders"]
+        assert job["acl"] == {SERVICE_PRINCIPAL: "IS_OWNER", "admins": "CAN_MANAGE"}
 
 
 def test_a_service_principal_named_as_user_name_is_refused(workspace_factory, checkout):
