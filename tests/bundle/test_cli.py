@@ -104,6 +104,8 @@ def dataset_ids(folder: Path) -> list[int]:
 @pytest.mark.parametrize("token", [USER_TOKEN, SERVICE_PRINCIPAL_TOKEN], ids=["user", "service_principal"])
 def test_validate_strict_passes_on_every_target(workspace_factory, checkout, token):
     workspace = workspace_factory(owners=(USER, SERVICE_PRINCIPAL))
+    me = json.loads(workspace.run(["current-user", "me", "--output", "json"], token, checkout).stdout)
+    assert me["userName"] == {USER_TOKEN: USER, SERVICE_PRINCIPAL_TOKEN: SERVICE_PRINCIPAL}[token]
     assert targets() == ["dev", "prod"]
     for target in targets():
         done = workspace.run(["bundle", "validate", "--strict", "-t", target], token, checkout / "bundle")
@@ -134,6 +136,8 @@ def test_the_documented_commands_deploy_as_a_user_and_run_both_jobs(workspace_fa
     bundle = checkout / "bundle"
     missing = workspace.run(["bundle", "deploy", "-t", "dev"], USER_TOKEN, bundle, check=False)
     assert missing.returncode != 0 and "volume main.default.mds_demo does not exist" in missing.stderr, missing.stderr
+    quoted = re.search(r"with\s+`(Error: volume [^`]+)`", DOCS_PAGE.read_text())
+    assert quoted is not None and quoted.group(1) in missing.stderr, "the page quotes another error than the CLI's"
     outputs = run_documented(workspace, user_block, USER_TOKEN, checkout)
     config = resolved(workspace, "dev", USER_TOKEN, checkout)
     parameters = job_parameters(config)
