@@ -209,7 +209,9 @@ class Handler(fake_databricks.Handler):
 
     def _route(self, raw_path: str, path: str, query: dict[str, str], body: bytes, storage: bool, within: bool) -> None:
         if raw_path == "/telemetry-ext" and not storage:
-            self._json(200, {"errors": [], "numProtoSuccess": 0})
+            # Accepted and dropped; the count tells the CLI every log arrived (else it sends them twice more).
+            logs = json.loads(body or b"{}").get("protoLogs") or []
+            self._json(200, {"errors": [], "numProtoSuccess": len(logs)})
             return
         super()._route(raw_path, path, query, body, storage, within)
 
