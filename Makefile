@@ -58,7 +58,7 @@ PURELIB = $(1)/bin/python -c 'import sysconfig; print(sysconfig.get_paths()["pur
 .PHONY: wheel demo test unit lint docs bench bench-loader fuse chromium test-floor test-upstream test-lane-core \
 	test-bench-scripts \
 	test-lane-spark test-lane-reference test-clients clients-venvs test-databricks-sdks test-delta test-delta-floor \
-	test-delta-spark35
+	test-delta-spark35 test-lane-pythons
 
 wheel: $(WHEEL_STAMP)
 
@@ -319,6 +319,53 @@ test-delta-spark35: $(DELTA35_VENV)/.installed $(REF_VENV)/.bench-ready
 		$(foreach test,$(DELTA35_NOT_RUN),--deselect '$(test)')
 	$(TEST_ENV) PYSPARK_PYTHON=$(abspath $(DELTA35_PY)) MDS_SPARK_CLASSIC_ONLY=1 $(DELTA35_PY) -m pytest -q \
 		--durations=5 $(FLOOR_DELTALAKE_TESTS) tests/incremental/test_oracle.py
+
+# The Python lanes (test-lane-pythons, the fourth lane of `make test`): the format, storage, dataset, Spark conversion
+# and Arrow conversion (the CLI's `convert`) tests on the runtimes' other Pythons, each in a virtualenv pinned to one
+# runtime's own libraries by .ci/py<version>-constraints.txt, which tests/floor_versions.py --runtime checks first
+# (a pin pip could not keep, or a runtime's version below a floor pyproject.toml declares, fails there):
+#   3.10: Databricks Runtime 14.3 LTS (and serverless environment 1): pyspark 3.5.0, numpy 1.23.5, pandas 1.5.3,
+#         pyarrow 8.0.0, Pillow 9.4.0, matplotlib 3.7.0; classic sessions only (pyspark 3.5 has no Connect server here)
+#   3.12: Databricks Runtime 17.3 LTS (serverless environments 3 to 5 run 3.12 as well): pyspark 4.0.0, numpy 2.1.3,
+#         pandas 2.2.3, pyarrow 19.0.1; classic sessions and Spark Connect
+# Neither holds deltalake (the delta extra needs pyarrow 21): the Delta-path tests the floor lane leaves to
+# test-delta-spark35 are left out here too. The interpreters are pyenv's (3.10.13 and 3.12.1 on this machine);
+# PYTHON310=... / PYTHON312=... name others. torch 2.13.0 is installed in both: its CUDA libraries (the nvidia-* wheels,
+# 2.7 GB of its 4.6, built for any Python) are linked from the main virtualenv by share_torch.py, and each virtualenv
+# downloads only the torch and triton of its own CPython (1.8 GB unpacked). The virtualenvs are built inside the lane,
+# so their downloads overlap the other lanes' tests instead of adding to `make test`'s installs.
+PYENV_VERSIONS := $(shell pyenv root 2>/dev/null || echo $(HOME)/.pyenv)/versions
+PYTHON310 ?= $(lastword $(sort $(wildcard $(PYENV_VERSIONS)/3.10.*/bin/python3.10)))
+PYTHON312 ?= $(lastword $(sort $(wildcard $(PYENV_VERSIONS)/3.12.*/bin/python3.12)))
+PYTHONS_TEST_DEPS := $(SPARK35_TEST_DEPS)
+PY312_DEPS := 'pyspark[connect]'
+PYTHONS_EXTRAS := spark,cli,s3,gcs,azure,oci,databricks,hf,sftp
+PYTHONS_TESTS := tests/format tests/storage tests/dataset tests/spark tests/cli/test_convert.py \
+	tests/cli/test_convert_nulls.py tests/cli/test_convert_spark.py
+PY310_NOT_RUN := $(FLOOR_NOT_RUN)
+PY312_NOT_RUN := $(FLOOR_DELTALAKE_TESTS)
+
+.venv-py%/.installed: pyproject.toml .ci/py%-constraints.txt | $(VENV)/.installed
+	@test -n "$(PYTHON$*)" || { echo "no Python $*: install it with pyenv or set PYTHON$*=/path/to/python"; exit 1; }
+	rm -rf .venv-py$*
+	$(PYTHON$*) -m venv .venv-py$*
+	$(call SHARE_TORCH,.venv-py$*)
+	.venv-py$*/bin/python -m pip install -q --upgrade pip
+	.venv-py$*/bin/python -m pip install -q -c .ci/py$*-constraints.txt -e '.[$(PYTHONS_EXTRAS)]' \
+		$(PYTHONS_TEST_DEPS) $(PY$*_DEPS)
+	touch $@
+
+# One Python: its pins first, then the tests (MDS_SPARK_CLASSIC_ONLY on pyspark 3.5, which has no Connect server).
+test-python%: .venv-py%/.installed $(NODE_DIR)/.installed
+	.venv-py$*/bin/python tests/floor_versions.py .ci/py$*-constraints.txt --runtime $(PYTHONS_EXTRAS)
+	$(TEST_ENV) PYSPARK_PYTHON=$(abspath .venv-py$*/bin/python) \
+		$(if $(filter 3.5.%,$(shell sed -n 's/^pyspark==//p' .ci/py$*-constraints.txt)),MDS_SPARK_CLASSIC_ONLY=1) \
+		.venv-py$*/bin/python -m pytest -q --durations=10 $(PYTHONS_TESTS) \
+		$(foreach test,$(PY$*_NOT_RUN),--deselect '$(test)')
+
+test-lane-pythons: $(VENV)/.installed
+	$(MAKE) test-python310
+	$(MAKE) test-python312
 
 # The reference side is the differential suite's $(REF_VENV) unless BENCH_REF_PYTHON names another interpreter.
 # A few minutes: `make bench BENCH_SCALE=0.1 BENCH_ROUNDS=2`; one part: `make bench BENCH_ONLY="write remote-s3"`.

@@ -66,6 +66,17 @@ def _binary_piece(array: pa.Array) -> _Piece:
     return _Piece([array], np.diff(offsets))
 
 
+def _decimal_text(array: pa.Array) -> pa.Array:
+    """A decimal array as text, the way Arrow's cast writes it (``1.50``, ``0E-10``: the scientific notation of
+    Python's ``str(Decimal)``, one standard's). pyarrow 8 (Databricks Runtime 14.3) has no decimal-to-string cast;
+    there each value goes through Python's ``Decimal``, which pyarrow builds with the column's scale, so the text is
+    the same."""
+    try:
+        return pc.cast(array, pa.string())
+    except pa.ArrowNotImplementedError:
+        return pa.array([None if value is None else str(value) for value in array.to_pylist()], pa.string())
+
+
 def _numbers(array: pa.Array) -> np.ndarray:
     """The values of a numeric, boolean or temporal Arrow array as numpy numbers (zero-copy where possible)."""
     types = pa.types
@@ -222,7 +233,7 @@ class BatchEncoder:
         if encoding == "str_int":
             return _binary_piece(pc.cast(pa.array(_numbers(array)), pa.string()))
         if encoding == "str_decimal":
-            return _binary_piece(pc.cast(array, pa.string()))
+            return _binary_piece(_decimal_text(array))
         if encoding == "str" or encoding in _VERBATIM:
             return _binary_piece(array.storage if isinstance(array, pa.ExtensionArray) else array)
         if encoding.split(":")[0] == "ndarray":
