@@ -5,7 +5,7 @@ the pin must lie on the line of the lowest version pyproject.toml declares for i
 floor raised in pyproject.toml without the lane following it, or a pin pip could not keep, fails `make test` here.
 With EXTRA, the floors are the ones that extra declares (the Spark 3.5 Delta lane pins the `delta` extra's, whose
 pyarrow floor is above the `spark` extra's); without it, the lowest any part of pyproject.toml declares (the floor
-lane).
+lane). A pin whose line's comment starts with "above the floor:" (and says why) need only be at or above it.
 
 `python tests/floor_versions.py CONSTRAINTS --runtime EXTRA,EXTRA...`: CONSTRAINTS are a Databricks runtime's own
 versions (the Python 3.10 and 3.12 lanes), installed with those extras. Each must be installed as pinned and be at or
@@ -72,10 +72,12 @@ def main(constraints: str, extra: str | None = None, installed_extras: str | Non
         floors = declared_floors(extra)
     problems = []
     where = f" in its {extra} extra" if extra else ""
-    for line in Path(constraints).read_text().splitlines():
-        line = line.split("#")[0].strip()
+    for text in Path(constraints).read_text().splitlines():
+        line, _, comment = (part.strip() for part in text.partition("#"))
         if not line:
             continue
+        # A pin may stand above its floor only when its line says why (the floor runs in another lane).
+        above_floor = comment.startswith("above the floor:")
         name, pinned = (part.strip() for part in line.split("=="))
         installed = version(name)
         floor = floors.get(name.lower())
@@ -83,7 +85,7 @@ def main(constraints: str, extra: str | None = None, installed_extras: str | Non
             problems.append(f"{name}: {installed} installed, {pinned} pinned")
         if floor is None:
             problems.append(f"{name}: pinned, but pyproject.toml declares no floor for it{where}")
-        elif runtime:
+        elif runtime or above_floor:
             if _version(pinned) < _version(floor):
                 problems.append(f"{name}: the runtime's {pinned} is below the >={floor} pyproject.toml declares")
         elif pinned.split(".")[: len(floor.split("."))] != floor.split("."):
