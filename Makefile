@@ -362,16 +362,20 @@ PY312_NOT_RUN := $(FLOOR_DELTALAKE_TESTS) $(PYTHONS_DELTALAKE_TESTS)
 		$(PYTHONS_TEST_DEPS) $(PY$*_DEPS)
 	touch $@
 
-# One Python: its pins first, then the tests (MDS_SPARK_CLASSIC_ONLY on pyspark 3.5, which has no Connect server).
+# One Python: its pins first, then the tests (MDS_SPARK_CLASSIC_ONLY on pyspark 3.5, which has no Connect server),
+# but the two `slow` ones (a 1.3 GB conversion, 40 s of DataLoader starts), which the core lane runs.
 test-python%: .venv-py%/.installed $(NODE_DIR)/.installed $(REF_VENV)/.bench-ready fuse
 	.venv-py$*/bin/python tests/floor_versions.py .ci/py$*-constraints.txt --runtime $(PYTHONS_EXTRAS)
 	$(TEST_ENV) PYSPARK_PYTHON=$(abspath .venv-py$*/bin/python) \
 		$(if $(filter 3.5.%,$(shell sed -n 's/^pyspark==//p' .ci/py$*-constraints.txt)),MDS_SPARK_CLASSIC_ONLY=1) \
-		.venv-py$*/bin/python -m pytest -q --durations=10 $(PYTHONS_TESTS) \
+		.venv-py$*/bin/python -m pytest -q --durations=10 -m "not slow" $(PYTHONS_TESTS) \
 		$(foreach test,$(PY$*_NOT_RUN),--deselect '$(test)')
 
+# The 3.12 virtualenv is built while the 3.10 lane builds its own and tests (the log shows only on a failure).
 test-lane-pythons: $(VENV)/.installed
-	$(MAKE) test-python310
+	$(MAKE) .venv-py312/.installed > .venv-py312.log 2>&1 & build=$$!; \
+	$(MAKE) test-python310; tests=$$?; \
+	wait $$build || { tail -n 40 .venv-py312.log; exit 1; }; exit $$tests
 	$(MAKE) test-python312
 
 # The reference side is the differential suite's $(REF_VENV) unless BENCH_REF_PYTHON names another interpreter.

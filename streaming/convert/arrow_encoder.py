@@ -67,14 +67,15 @@ def _binary_piece(array: pa.Array) -> _Piece:
 
 
 def _decimal_text(array: pa.Array) -> pa.Array:
-    """A decimal array as text, the way Arrow's cast writes it (``1.50``, ``0E-10``: the scientific notation of
-    Python's ``str(Decimal)``, one standard's). pyarrow 8 (Databricks Runtime 14.3) has no decimal-to-string cast;
-    there each value goes through Python's ``Decimal``, which pyarrow builds with the column's scale, so the text is
-    the same."""
+    """A decimal array as Python's text of each value, with the column's scale (``1.50``, ``0E-10``), as upstream's
+    ``str_decimal`` writes ``str(Decimal)``. Arrow's cast writes the same text but for one quirk of pyarrow 14
+    (Databricks Runtime 15.4), a point after a lone digit (``2.E-10``), which is taken out; pyarrow 8 (14.3) has no
+    such cast, and there each value goes through Python's ``Decimal``."""
     try:
-        return pc.cast(array, pa.string())
+        text = pc.cast(array, pa.string())
     except pa.ArrowNotImplementedError:
         return pa.array([None if value is None else str(value) for value in array.to_pylist()], pa.string())
+    return pc.replace_substring_regex(text, pattern=r"^(-?[0-9])\.E", replacement=r"\1E")
 
 
 def _numbers(array: pa.Array) -> np.ndarray:
