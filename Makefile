@@ -346,7 +346,7 @@ PYTHONS_EXTRAS := spark,cli,s3,gcs,azure,oci,databricks,hf,sftp
 PYTHONS_TESTS := tests/format tests/storage tests/dataset tests/spark tests/cli/test_convert.py \
 	tests/cli/test_convert_nulls.py tests/cli/test_convert_spark.py
 # The conversions of Delta paths need deltalake (and so pyarrow 21), which neither runtime's pins allow.
-PYTHONS_DELTALAKE_TESTS := tests/cli/test_convert.py::test_convert_json_lines_csv_and_hf_and_delta \
+PYTHONS_DELTALAKE_TESTS := tests/cli/test_convert.py::test_convert_a_delta_path \
 	tests/cli/test_convert.py::test_convert_reads_a_delta_table_with_deletion_vectors \
 	tests/cli/test_convert_nulls.py::test_nulls_in_every_type_convert_with_default_columns[delta]
 PY310_NOT_RUN := $(FLOOR_NOT_RUN) $(PYTHONS_DELTALAKE_TESTS)

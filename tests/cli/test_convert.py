@@ -17,6 +17,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from streaming import LocalDataset
+from streaming.convert.arrow_inputs import JSON_BLOCK_BYTES
 from streaming.storage.dataset_root import DatasetRoot
 from tests.cli.conftest import run_cli
 
@@ -134,7 +135,7 @@ def test_convert_a_parquet_folder_on_s3(store, tmp_path):
     assert [LocalDataset(out)[i]["id"] for i in (0, 100, 299)] == [0, 0, 99]
 
 
-def test_convert_json_lines_csv_and_hf_and_delta(tmp_path):
+def test_convert_json_lines_csv_and_hf(tmp_path):
     jsonl = tmp_path / "in.jsonl"
     jsonl.write_text("".join(json.dumps({"a": i, "b": f"x{i}", "c": [i, i + 1]}) + "\n" for i in range(200)))
     code, doc, _ = run_cli("convert", str(jsonl), str(tmp_path / "j"), "--json")
@@ -171,8 +172,25 @@ def test_convert_json_lines_csv_and_hf_and_delta(tmp_path):
     code, doc, _ = run_cli("convert", str(splits), str(tmp_path / "s"), "--split", "train", "--json")
     assert code == 0 and doc["samples"] == 120
 
+
+def test_convert_json_lines_of_several_blocks(tmp_path):
+    """A JSON Lines file several of the reader's blocks long (pyarrow before 19 parses it a block at a time)."""
+    rows = 60_000
+    jsonl = tmp_path / "in.jsonl"
+    jsonl.write_text("".join(json.dumps({"a": i, "b": f"x{i}", "c": [i, i + 1]}) + "\n" for i in range(rows)))
+    assert jsonl.stat().st_size > 2 * JSON_BLOCK_BYTES
+    code, doc, err = run_cli("convert", str(jsonl), str(tmp_path / "j"), "--json")
+    assert code == 0, err
+    assert doc["samples"] == rows and doc["columns"] == {"a": "int64", "b": "str", "c": "ndarray:int64"}
+    dataset = LocalDataset(str(tmp_path / "j"))
+    assert [dataset[i]["b"] for i in (0, rows // 2, rows - 1)] == ["x0", f"x{rows // 2}", f"x{rows - 1}"]
+    assert list(dataset[rows - 1]["c"]) == [rows - 1, rows]
+
+
+def test_convert_a_delta_path(tmp_path):
     from deltalake import write_deltalake
 
+    table = pa.table({"text": [f"t{i}" for i in range(120)], "label": pa.array(range(120), pa.int64())})
     write_deltalake(str(tmp_path / "delta"), table)
     write_deltalake(str(tmp_path / "delta"), table.slice(0, 10), mode="append")
     code, doc, _ = run_cli("convert", str(tmp_path / "delta"), str(tmp_path / "d"), "--json")
