@@ -323,8 +323,8 @@ test-delta-spark35: $(DELTA35_VENV)/.installed $(REF_VENV)/.bench-ready
 	$(TEST_ENV) PYSPARK_PYTHON=$(abspath $(DELTA35_PY)) MDS_SPARK_CLASSIC_ONLY=1 $(DELTA35_PY) -m pytest -q \
 		--durations=5 $(FLOOR_DELTALAKE_TESTS) tests/incremental/test_oracle.py
 
-# The Python lanes (test-lane-pythons, the fourth lane of `make test`): the format, storage, dataset, Spark conversion
-# and Arrow conversion (the CLI's `convert`) tests on the runtimes' other Pythons, each in a virtualenv pinned to one
+# The Python lanes (test-lane-pythons, the fourth lane of `make test`): the format, storage, dataset, Spark conversion,
+# Arrow conversion (the CLI's `convert`) and public API tests on the runtimes' other Pythons, each in a virtualenv pinned to one
 # runtime's own libraries by .ci/py<version>-constraints.txt, which tests/floor_versions.py --runtime checks first
 # (a pin pip could not keep, or a runtime's version below a floor pyproject.toml declares, fails there):
 #   3.10: Databricks Runtime 14.3 LTS (and serverless environment 1): pyspark 3.5.0, numpy 1.23.5, pandas 1.5.3,
@@ -343,14 +343,16 @@ PYTHON312 ?= $(lastword $(sort $(wildcard $(PYENV_VERSIONS)/3.12.*/bin/python3.1
 PYTHONS_TEST_DEPS := $(SPARK35_TEST_DEPS)
 PY312_DEPS := 'pyspark[connect]'
 PYTHONS_EXTRAS := spark,cli,s3,gcs,azure,oci,databricks,hf,sftp
-PYTHONS_TESTS := tests/format tests/storage tests/dataset tests/spark tests/cli/test_convert.py \
+PYTHONS_TESTS := tests/format tests/storage tests/dataset tests/spark tests/compat_api tests/cli/test_convert.py \
 	tests/cli/test_convert_nulls.py tests/cli/test_convert_spark.py
 # The conversions of Delta paths need deltalake (and so pyarrow 21), which neither runtime's pins allow.
 PYTHONS_DELTALAKE_TESTS := tests/cli/test_convert.py::test_convert_a_delta_path \
 	tests/cli/test_convert.py::test_convert_reads_a_delta_table_with_deletion_vectors \
 	tests/cli/test_convert_nulls.py::test_nulls_in_every_type_convert_with_default_columns[delta]
-PY310_NOT_RUN := $(FLOOR_NOT_RUN) $(PYTHONS_DELTALAKE_TESTS)
-PY312_NOT_RUN := $(FLOOR_DELTALAKE_TESTS) $(PYTHONS_DELTALAKE_TESTS)
+# Neither holds the text extra (transformers).
+PYTHONS_NOT_RUN := $(PYTHONS_DELTALAKE_TESTS) tests/compat_api/test_zoo.py::test_text_datasets_tokenize_truncate_and_pad
+PY310_NOT_RUN := $(FLOOR_NOT_RUN) $(PYTHONS_NOT_RUN)
+PY312_NOT_RUN := $(FLOOR_DELTALAKE_TESTS) $(PYTHONS_NOT_RUN)
 
 .venv-py%/.installed: pyproject.toml .ci/py%-constraints.txt | $(VENV)/.installed
 	@test -n "$(PYTHON$*)" || { echo "no Python $*: install it with pyenv or set PYTHON$*=/path/to/python"; exit 1; }
