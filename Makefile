@@ -323,20 +323,26 @@ test-delta-spark35: $(DELTA35_VENV)/.installed $(REF_VENV)/.bench-ready
 	$(TEST_ENV) PYSPARK_PYTHON=$(abspath $(DELTA35_PY)) MDS_SPARK_CLASSIC_ONLY=1 $(DELTA35_PY) -m pytest -q \
 		--durations=5 $(FLOOR_DELTALAKE_TESTS) tests/incremental/test_oracle.py
 
-# The Python lanes (test-lane-pythons, the fourth lane of `make test`): the format, storage, dataset, Spark conversion,
-# Arrow conversion (the CLI's `convert`) and public API tests on the runtimes' other Pythons, each in a virtualenv pinned to one
-# runtime's own libraries by .ci/py<version>-constraints.txt, which tests/floor_versions.py --runtime checks first
-# (a pin pip could not keep, or a runtime's version below a floor pyproject.toml declares, fails there):
+# The Python lanes (test-lane-pythons, the fourth lane of `make test`): the format, storage, dataset, Spark
+# conversion, Arrow conversion (the CLI's `convert`) and public API tests on the runtimes' other Pythons, each in a
+# virtualenv pinned to one runtime's own libraries by .ci/py<version>-constraints.txt, which tests/floor_versions.py
+# --runtime checks first (a pin pip could not keep, or a runtime's version below a floor pyproject.toml declares,
+# fails there):
 #   3.10: Databricks Runtime 14.3 LTS (and serverless environment 1): pyspark 3.5.0, numpy 1.23.5, pandas 1.5.3,
 #         pyarrow 8.0.0, Pillow 9.4.0, matplotlib 3.7.0; classic sessions only (pyspark 3.5 has no Connect server here)
 #   3.12: Databricks Runtime 17.3 LTS (serverless environments 3 to 5 run 3.12 as well): pyspark 4.0.0, numpy 2.1.3,
 #         pandas 2.2.3, pyarrow 19.0.1; classic sessions and Spark Connect
 # Neither holds deltalake (the delta extra needs pyarrow 21): the Delta-path tests the floor lane leaves to
 # test-delta-spark35 are left out here too. The interpreters are pyenv's (3.10.13 and 3.12.1 on this machine);
-# PYTHON310=... / PYTHON312=... name others. torch 2.13.0 is installed in both: its CUDA libraries (the nvidia-* wheels,
-# 2.7 GB of its 4.6, built for any Python) are linked from the main virtualenv by share_torch.py, and each virtualenv
-# downloads only the torch and triton of its own CPython (1.8 GB unpacked). The virtualenvs are built inside the lane,
-# so their downloads overlap the other lanes' tests instead of adding to `make test`'s installs.
+# PYTHON310=... / PYTHON312=... name others.
+# torch 2.13.0 is installed in both, as the dataset tests need it. PyPI's is the CUDA build, whose torch and triton
+# wheels are built per CPython version (1.8 GB unpacked) and whose nvidia-* wheels (2.7 GB) are built for any Python:
+# share_torch.py links the latter from the main virtualenv, so each lane downloads only its own torch and triton.
+# Measured here with an empty pip cache for torch: the whole torch 2.13.0 into a bare Python 3.10 virtualenv took 95 s
+# (4.6 GB); each lane virtualenv, torch and all, took 291 s (3.10) and 370 s (3.12, pyspark 4.0.0 built from its
+# sdist) while other virtualenvs were being built, and adds 3.4 and 3.7 GB of disk. They are built inside the lane,
+# 3.12's while 3.10's tests run, so their downloads overlap the other lanes' tests instead of adding to the installs
+# `make test` makes before its lanes start.
 PYENV_VERSIONS := $(shell pyenv root 2>/dev/null || echo $(HOME)/.pyenv)/versions
 PYTHON310 ?= $(lastword $(sort $(wildcard $(PYENV_VERSIONS)/3.10.*/bin/python3.10)))
 PYTHON312 ?= $(lastword $(sort $(wildcard $(PYENV_VERSIONS)/3.12.*/bin/python3.12)))
