@@ -1,6 +1,7 @@
 # Entry points (see README): `make` builds the wheel, `make demo` runs the notebooks end to end in a virtualenv of
 # only what they need, `make test` runs the whole suite (on pyspark 4.x and the newest libraries, then the Spark, notebook, Databricks and DataLoader tests
-# again in the floor lane: the oldest pyspark, numpy, pandas, pyarrow and databricks-sdk pyproject.toml declares),
+# again in the floor lane: the oldest pyspark, numpy, pandas, pyarrow and databricks-sdk pyproject.toml declares, and
+# a part of it on Python 3.10 and 3.12 with the libraries of Databricks Runtime 14.3 and 17.3 LTS),
 # `make unit` the fast lane for the edit-test loop, `make docs` the documentation site (CONTRIBUTING.md says more).
 VENV ?= .venv
 PY := $(VENV)/bin/python
@@ -58,7 +59,7 @@ PURELIB = $(1)/bin/python -c 'import sysconfig; print(sysconfig.get_paths()["pur
 .PHONY: wheel demo test unit lint docs bench bench-loader fuse chromium test-floor test-upstream test-lane-core \
 	test-bench-scripts \
 	test-lane-spark test-lane-reference test-clients clients-venvs test-databricks-sdks test-delta test-delta-floor \
-	test-delta-spark35
+	test-delta-spark35 test-lane-pythons
 
 wheel: $(WHEEL_STAMP)
 
@@ -181,8 +182,10 @@ lint: $(VENV)/.installed
 docs: $(VENV)/.installed
 	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict
 
-# The suite runs in three lanes at once (`make -j3`), each a sequence of pytest runs that share nothing: most of it
-# waits on servers, subprocesses and JVM start-up rather than on the two cores. Every test runs in exactly one lane.
+# The suite runs in four lanes at once (`make -j4`), each a sequence of pytest runs that share nothing: most of it
+# waits on servers, subprocesses and JVM start-up rather than on the two cores. Every test runs in exactly one of the
+# first three; the fourth (test-lane-pythons) runs a part of them again on Python 3.10 and 3.12, building its own
+# virtualenvs while the others test.
 # The differential suite and the upstream suite share a lane: both drive streaming-community's /dev/shm blocks.
 CORE_LANE_IGNORES := tests/differential tests/spark tests/notebooks tests/clients tests/delta_lake tests/bench_scripts
 # tests/bundle (core lane) runs the real Databricks CLI named by DATABRICKS_CLI, which .ci/run exports and make passes
@@ -191,7 +194,7 @@ TEST_ENV := SPARK_LOCAL_IP=127.0.0.1 MDS_REFERENCE_PYTHON=$(abspath $(REF_VENV))
 
 test: lint $(VENV)/.installed $(SPARK35_VENV)/.installed $(DELTA35_VENV)/.installed $(DELTA_VENV)/.installed $(NODE_DIR)/.installed $(REF_VENV)/.bench-ready fuse \
 	chromium
-	$(MAKE) -j3 --output-sync=target test-lane-core test-lane-spark test-lane-reference
+	$(MAKE) -j4 --output-sync=target test-lane-core test-lane-spark test-lane-reference test-lane-pythons
 
 # The edit-test loop (under 3 minutes here): every test that needs no server, no Spark, no reference venv and no
 # FUSE mount, chosen by the markers tests/conftest.py derives from the fixtures a test uses (`services`, `spark`)
@@ -321,6 +324,69 @@ test-delta-spark35: $(DELTA35_VENV)/.installed $(REF_VENV)/.bench-ready
 		$(foreach test,$(DELTA35_NOT_RUN),--deselect '$(test)')
 	$(TEST_ENV) PYSPARK_PYTHON=$(abspath $(DELTA35_PY)) MDS_SPARK_CLASSIC_ONLY=1 $(DELTA35_PY) -m pytest -q \
 		--durations=5 $(FLOOR_DELTALAKE_TESTS) tests/incremental/test_oracle.py
+
+# The Python lanes (test-lane-pythons, the fourth lane of `make test`): the format, storage, dataset, Spark
+# conversion, Arrow conversion (the CLI's `convert`) and public API tests on the runtimes' other Pythons, each in a
+# virtualenv pinned to one runtime's own libraries by .ci/py<version>-constraints.txt, which tests/floor_versions.py
+# --runtime checks first (a pin pip could not keep, or a runtime's version below a floor pyproject.toml declares,
+# fails there):
+#   3.10: Databricks Runtime 14.3 LTS (and serverless environment 1): pyspark 3.5.0, numpy 1.23.5, pandas 1.5.3,
+#         pyarrow 8.0.0, Pillow 9.4.0, matplotlib 3.7.0; classic sessions only (pyspark 3.5 has no Connect server here)
+#   3.12: Databricks Runtime 17.3 LTS (serverless environments 3 to 5 run 3.12 as well): pyspark 4.0.0, numpy 2.1.3,
+#         pandas 2.2.3, pyarrow 19.0.1; classic sessions and Spark Connect
+# Neither holds deltalake (the delta extra needs pyarrow 21): the Delta-path tests the floor lane leaves to
+# test-delta-spark35 are left out here too. The interpreters are pyenv's (3.10.13 and 3.12.1 on this machine);
+# PYTHON310=... / PYTHON312=... name others.
+# torch 2.13.0 is installed in both, as the dataset tests need it. PyPI's is the CUDA build, whose torch and triton
+# wheels are built per CPython version (1.8 GB unpacked) and whose nvidia-* wheels (2.7 GB) are built for any Python:
+# share_torch.py links the latter from the main virtualenv, so each lane downloads only its own torch and triton.
+# Measured here with an empty pip cache for torch: the whole torch 2.13.0 into a bare Python 3.10 virtualenv took 95 s
+# (4.6 GB); each lane virtualenv, torch and all, took 291 s (3.10) and 370 s (3.12, pyspark 4.0.0 built from its
+# sdist) while other virtualenvs were being built, and adds 3.4 and 3.7 GB of disk. They are built inside the lane,
+# 3.12's while 3.10's tests run, so their downloads overlap the other lanes' tests instead of adding to the installs
+# `make test` makes before its lanes start.
+PYENV_VERSIONS := $(shell pyenv root 2>/dev/null || echo $(HOME)/.pyenv)/versions
+PYTHON310 ?= $(lastword $(sort $(wildcard $(PYENV_VERSIONS)/3.10.*/bin/python3.10)))
+PYTHON312 ?= $(lastword $(sort $(wildcard $(PYENV_VERSIONS)/3.12.*/bin/python3.12)))
+PYTHONS_TEST_DEPS := $(SPARK35_TEST_DEPS)
+PY312_DEPS := 'pyspark[connect]'
+PYTHONS_EXTRAS := spark,cli,s3,gcs,azure,oci,databricks,hf,sftp
+PYTHONS_TESTS := tests/format tests/storage tests/dataset tests/spark tests/compat_api tests/cli/test_convert.py \
+	tests/cli/test_convert_nulls.py tests/cli/test_convert_spark.py
+# The conversions of Delta paths need deltalake (and so pyarrow 21), which neither runtime's pins allow.
+PYTHONS_DELTALAKE_TESTS := tests/cli/test_convert.py::test_convert_a_delta_path \
+	tests/cli/test_convert.py::test_convert_reads_a_delta_table_with_deletion_vectors \
+	tests/cli/test_convert_nulls.py::test_nulls_in_every_type_convert_with_default_columns[delta]
+# Neither holds the text extra (transformers).
+PYTHONS_NOT_RUN := $(PYTHONS_DELTALAKE_TESTS) tests/compat_api/test_zoo.py::test_text_datasets_tokenize_truncate_and_pad
+PY310_NOT_RUN := $(FLOOR_NOT_RUN) $(PYTHONS_NOT_RUN)
+PY312_NOT_RUN := $(FLOOR_DELTALAKE_TESTS) $(PYTHONS_NOT_RUN)
+
+.venv-py%/.installed: pyproject.toml .ci/py%-constraints.txt | $(VENV)/.installed
+	@test -n "$(PYTHON$*)" || { echo "no Python $*: install it with pyenv or set PYTHON$*=/path/to/python"; exit 1; }
+	rm -rf .venv-py$*
+	$(PYTHON$*) -m venv .venv-py$*
+	$(call SHARE_TORCH,.venv-py$*)
+	.venv-py$*/bin/python -m pip install -q --upgrade pip
+	.venv-py$*/bin/python -m pip install -q -c .ci/py$*-constraints.txt -e '.[$(PYTHONS_EXTRAS)]' \
+		$(PYTHONS_TEST_DEPS) $(PY$*_DEPS)
+	touch $@
+
+# One Python: its pins first, then the tests (MDS_SPARK_CLASSIC_ONLY on pyspark 3.5, which has no Connect server),
+# but the two `slow` ones (a 1.3 GB conversion, 40 s of DataLoader starts), which the core lane runs.
+test-python%: .venv-py%/.installed $(NODE_DIR)/.installed $(REF_VENV)/.bench-ready fuse
+	.venv-py$*/bin/python tests/floor_versions.py .ci/py$*-constraints.txt --runtime $(PYTHONS_EXTRAS)
+	$(TEST_ENV) PYSPARK_PYTHON=$(abspath .venv-py$*/bin/python) \
+		$(if $(filter 3.5.%,$(shell sed -n 's/^pyspark==//p' .ci/py$*-constraints.txt)),MDS_SPARK_CLASSIC_ONLY=1) \
+		.venv-py$*/bin/python -m pytest -q --durations=10 -m "not slow" $(PYTHONS_TESTS) \
+		$(foreach test,$(PY$*_NOT_RUN),--deselect '$(test)')
+
+# The 3.12 virtualenv is built while the 3.10 lane builds its own and tests (the log shows only on a failure).
+test-lane-pythons: $(VENV)/.installed
+	$(MAKE) .venv-py312/.installed > .venv-py312.log 2>&1 & build=$$!; \
+	$(MAKE) test-python310; tests=$$?; \
+	wait $$build || { tail -n 40 .venv-py312.log; exit 1; }; exit $$tests
+	$(MAKE) test-python312
 
 # The reference side is the differential suite's $(REF_VENV) unless BENCH_REF_PYTHON names another interpreter.
 # A few minutes: `make bench BENCH_SCALE=0.1 BENCH_ROUNDS=2`; one part: `make bench BENCH_ONLY="write remote-s3"`.

@@ -8,6 +8,10 @@ version and leaves it. pip removes or replaces a file rather than writing into i
 one virtualenv never changes another. Only these large distributions are linked: the small pure-Python ones torch
 needs (sympy, jinja2, fsspec…) are left to each virtualenv's own pip and constraints.
 
+Into a virtualenv of another Python version (the Python 3.10 and 3.12 lanes), only the wheels built for any Python
+(tag ``py3-none-…``: the ``nvidia-*`` CUDA libraries, 2.7 GB of the 4.6) are linked; torch and triton are built per
+CPython version, and that virtualenv's pip installs its own.
+
 usage: python benchmarks/share_torch.py SOURCE_VENV TARGET_VENV
 Does nothing (and says so) when SOURCE_VENV is missing or has no torch; copies a file when the two virtualenvs
 are on different filesystems.
@@ -33,6 +37,19 @@ def site_packages(venv: Path) -> Path:
     """The virtualenv's purelib folder, asked of its own interpreter (its Python version names the folder)."""
     code = "import sysconfig; print(sysconfig.get_paths()['purelib'])"
     return Path(subprocess.check_output([str(venv / "bin" / "python"), "-c", code], text=True).strip())
+
+
+def python_version(venv: Path) -> str:
+    """The virtualenv's Python version, major.minor."""
+    code = "import sys; print('%d.%d' % sys.version_info[:2])"
+    return subprocess.check_output([str(venv / "bin" / "python"), "-c", code], text=True).strip()
+
+
+def any_python(dist: importlib.metadata.Distribution) -> bool:
+    """Whether the distribution's wheel was built for every Python version (all its tags ``py…-none-…``)."""
+    wheel = dist.read_text("WHEEL") or ""
+    tags = [line.split(":", 1)[1].strip() for line in wheel.splitlines() if line.startswith("Tag:")]
+    return bool(tags) and all(tag.startswith("py") and tag.split("-")[1] == "none" for tag in tags)
 
 
 def shared_distributions(source: Path) -> Iterator[importlib.metadata.Distribution]:
@@ -83,6 +100,8 @@ def main(argv: list[str]) -> int:
     if not distributions:
         print(f"share_torch: no torch in {source_venv}; {target_venv} installs its own")
         return 0
+    if python_version(source_venv) != python_version(target_venv):
+        distributions = [dist for dist in distributions if any_python(dist)]
     source, target = site_packages(source_venv), site_packages(target_venv)
     shared = sum(link_distribution(dist, source, target) for dist in distributions)
     size = f"{len(distributions)} distributions ({shared / 2**30:.1f} GiB)"

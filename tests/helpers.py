@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import functools
 import os
+import pickle
 import shutil
 from typing import Any
 
@@ -15,6 +17,42 @@ def copy_fixture(name: str, dest: str) -> str:
     """Copy ``tests/fixtures/<name>`` to ``dest`` (tests never modify the fixtures in place)."""
     shutil.copytree(os.path.join(FIXTURES, name), dest)
     return dest
+
+
+class _FixtureUnpickler(pickle.Unpickler):
+    """Reads the fixtures numpy 2 and Pillow 10+ pickled on the older versions the 3.10 lane runs (Databricks Runtime
+    14.3's numpy 1.23 and Pillow 9.4): numpy 2's ``numpy._core`` is numpy 1's ``numpy.core``, and an image file's
+    state ends with its file name, which Pillow 9 does not expect."""
+
+    def find_class(self, module: str, name: str) -> Any:
+        if module.startswith("numpy._core") and not hasattr(np, "_core"):
+            module = "numpy.core" + module.removeprefix("numpy._core")
+        found = super().find_class(module, name)
+        if module.startswith("PIL.") and name.endswith("ImageFile") and isinstance(found, type):
+            return _image_file_class_for(found)
+        return found
+
+
+@functools.cache
+def _image_file_class_for(image_class: type) -> type:
+    """``image_class`` itself, or on Pillow 9 a class of the same name that takes Pillow 10's state."""
+    import PIL
+
+    if int(PIL.__version__.split(".")[0]) >= 10:
+        return image_class
+
+    def __setstate__(self: Any, state: list[Any]) -> None:
+        self.filename = state[5] if len(state) > 5 else ""
+        image_class.__setstate__(self, state[:5])
+
+    namespace = {"__setstate__": __setstate__, "__module__": image_class.__module__}
+    return type(image_class.__name__, (image_class,), namespace)
+
+
+def load_fixture_pickle(path: str) -> Any:
+    """A trusted fixture's pickle (the reference's inputs and decoded samples), on any numpy."""
+    with open(path, "rb") as file:
+        return _FixtureUnpickler(file).load()
 
 
 def assert_same_value(got: Any, expected: Any, where: str = "") -> None:

@@ -247,9 +247,7 @@ def _batches(task: Task, path: str) -> Iterator[pa.RecordBatch]:
         rows = int(min(BATCH_ROWS, max(1, BATCH_BYTES // max(row_bytes, 1))))
         yield from file.iter_batches(batch_size=rows, row_groups=task.row_groups, use_threads=False)
     elif task.kind == "jsonl":
-        import pyarrow.json as pj
-
-        yield from pj.open_json(path)
+        yield from _json_lines(path)
     elif task.kind == "csv":
         import pyarrow.csv as pc
 
@@ -265,6 +263,31 @@ def _batches(task: Task, path: str) -> Iterator[pa.RecordBatch]:
         yield from delta_batches(table, BATCH_ROWS)
     else:
         raise ValueError(f"Unknown input kind {task.kind!r}; valid: {', '.join(KINDS)}.")
+
+
+#: How much JSON Lines text each block of the reader of pyarrow before 19 parses at once (open_json's own block size).
+JSON_BLOCK_BYTES = 1 << 20
+
+
+def _json_lines(path: str) -> Iterator[pa.RecordBatch]:
+    """A JSON Lines file's record batches, read a block at a time.
+
+    pyarrow 19 streams the file (``open_json``); before it (Databricks Runtime 14.3 to 16.4 ship pyarrow 8 to 15)
+    blocks of whole lines are parsed one by one, each with the types the first block gave, as ``open_json`` does.
+    """
+    import pyarrow.json as pj
+
+    if hasattr(pj, "open_json"):
+        yield from pj.open_json(path)
+        return
+    schema = None
+    with open(path, "rb") as file:
+        while block := file.read(JSON_BLOCK_BYTES):
+            block += file.readline()  # to the end of the line the block stopped in
+            options = pj.ParseOptions(explicit_schema=schema) if schema is not None else None
+            table = pj.read_json(pa.BufferReader(block), parse_options=options)
+            schema = table.schema if schema is None else schema
+            yield from table.to_batches()
 
 
 def batches(task: Task) -> Iterator[pa.RecordBatch]:

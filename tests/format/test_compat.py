@@ -6,19 +6,17 @@ from __future__ import annotations
 import gzip
 import json
 import os
-import pickle
 
 import pytest
 
 from streaming import CSVWriter, JSONWriter, LocalDataset, MDSWriter, TSVWriter, XSVWriter
-from tests.helpers import FIXTURES, assert_same_value, copy_fixture
+from tests.helpers import FIXTURES, assert_same_value, copy_fixture, load_fixture_pickle
 
 DATASETS = sorted(os.listdir(os.path.join(FIXTURES, "formats")))
 
 
 def _load(name: str, what: str):
-    with open(os.path.join(FIXTURES, "formats", name, what), "rb") as f:
-        return pickle.load(f)
+    return load_fixture_pickle(os.path.join(FIXTURES, "formats", name, what))
 
 
 @pytest.mark.parametrize("name", DATASETS)

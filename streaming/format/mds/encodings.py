@@ -283,7 +283,9 @@ class Scalar(Encoding):
             try:
                 return self._pack(obj)
             except (struct.error, OverflowError):
-                pass
+                if self._fast_type is int:
+                    # numpy 2's error; numpy 1.x (every Spark 3.5 runtime) would store the value wrapped around.
+                    raise OverflowError(f"Python integer {obj} out of bounds for {self._name}") from None
         try:
             value = np.array(obj, dtype=self._dtype)
         except (TypeError, ValueError) as err:
@@ -478,6 +480,15 @@ def _pil() -> ModuleType:
 
 
 @cache
+def _pil_decodes_buffers() -> bool:
+    """Whether Pillow decodes raw pixels from any buffer: from 10 on; 9.x (Databricks Runtime 14.3 and 15.4 ship 9.4)
+    takes only ``bytes`` and refuses a memoryview with a TypeError."""
+    import PIL
+
+    return int(PIL.__version__.split(".")[0]) >= 10
+
+
+@cache
 def _jpeg_file_class() -> type:
     """Import Pillow's JPEG plugin on first use and return its image class."""
     from PIL.JpegImagePlugin import JpegImageFile
@@ -538,7 +549,10 @@ class PIL(Encoding):
                 f"pil image of {pixels} pixels exceeds twice PIL.Image.MAX_IMAGE_PIXELS ({image.MAX_IMAGE_PIXELS}): "
                 f"it could be a decompression bomb."
             )
-        return image.frombytes(mode, (width, height), data[start:])
+        pixels = data[start:]
+        if isinstance(pixels, memoryview) and not _pil_decodes_buffers():
+            pixels = pixels.tobytes()
+        return image.frombytes(mode, (width, height), pixels)
 
 
 class JPEG(Encoding):
