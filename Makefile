@@ -1,5 +1,6 @@
-# Entry points (see README): `make` builds the wheel, `make demo` runs the notebooks end to end in a virtualenv of
-# only what they need, `make test` runs the whole suite (on pyspark 4.x and the newest libraries, then the Spark, notebook, Databricks and DataLoader tests
+# Entry points (see README): `make` (or `make dist`) builds the sdist and the wheel into dist/ and checks them, `make
+# demo` runs notebooks 01 and 02 and the encodings demo in a virtualenv of only what they need, `make test` runs the
+# whole suite (on pyspark 4.x and the newest libraries, then the Spark, notebook, Databricks and DataLoader tests
 # again in the floor lane: the oldest pyspark, numpy, pandas, pyarrow and databricks-sdk pyproject.toml declares),
 # `make unit` the fast lane for the edit-test loop, `make docs` the documentation site (CONTRIBUTING.md says more).
 VENV ?= .venv
@@ -43,7 +44,12 @@ FLOOR_DELTALAKE_TESTS := tests/notebooks/test_incremental.py \
 FLOOR_NOT_RUN := tests/notebooks/test_install.py tests/spark/test_ml_types.py::test_variant_is_stored_as_json \
 	$(FLOOR_DELTALAKE_TESTS)
 WHEEL_STAMP := dist/.built
-SOURCES := pyproject.toml README.md $(shell find streaming -name '*.py')
+SOURCES := pyproject.toml README.md LICENSE NOTICE $(shell find streaming -name '*.py')
+# The tools of `make dist` and `make docs`, each in a small virtualenv of its own, pinned as pyproject.toml's dev
+# extra pins them (read from there, so the two never differ).
+DEV_PIN = $(shell grep -oE '"$(1)==[^"]+"' pyproject.toml)
+DIST_VENV ?= .venv-dist
+DOCS_VENV ?= .venv-docs
 # The floor lane runs them on the oldest databricks-sdk we declare (pyproject.toml), the SDK lanes on the ones the
 # runtimes ship.
 DATABRICKS_TESTS := tests/storage tests/remote -k "dbfs or volumes or databricks"
@@ -55,16 +61,27 @@ SDK_LANES := 0.20.0 0.30.0
 SDK_REFUSED := 0.1.6
 PURELIB = $(1)/bin/python -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])'
 
-.PHONY: wheel demo test unit lint docs bench bench-loader fuse chromium test-floor test-upstream test-lane-core \
+.PHONY: dist wheel demo test unit lint docs bench bench-loader fuse chromium test-floor test-upstream test-lane-core \
 	test-bench-scripts \
 	test-lane-spark test-lane-reference test-clients clients-venvs test-databricks-sdks test-delta test-delta-floor \
 	test-delta-spark35
 
+# The sdist and the wheel (built from the sdist, so a file the sdist lacks fails here), each holding LICENSE and
+# NOTICE, checked as PyPI will render them (`twine check --strict`); .github/workflows/release.yml runs this.
+dist: $(WHEEL_STAMP)
 wheel: $(WHEEL_STAMP)
 
-$(WHEEL_STAMP): $(VENV)/.installed $(SOURCES)
+$(WHEEL_STAMP): $(DIST_VENV)/.installed $(SOURCES)
+	@echo "make dist: the sdist, then the wheel from it, into dist/ (about 20 s)"
 	rm -rf dist build
-	$(PY) -m build --wheel --outdir dist . >/dev/null
+	$(DIST_VENV)/bin/python -m build --outdir dist . >/dev/null
+	$(DIST_VENV)/bin/twine check --strict dist/*.tar.gz dist/*.whl
+	touch $@
+
+$(DIST_VENV)/.installed: pyproject.toml
+	@echo "make: $(DIST_VENV), build and twine (a few seconds)"
+	python3 -m venv $(DIST_VENV)
+	$(DIST_VENV)/bin/python -m pip install -q --disable-pip-version-check build $(call DEV_PIN,twine)
 	touch $@
 
 $(VENV)/.installed: pyproject.toml

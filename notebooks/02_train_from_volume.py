@@ -18,8 +18,8 @@
 
 # COMMAND ----------
 
-# What to install: the wheel `make` builds (dist/), copied to a volume (default), another wheel or a Git URL
-# (`git+https://<host>/<org>/<repo>.git@<tag>`).
+# What to install (mds-streaming is not on PyPI yet): the wheel `make dist` builds into dist/, copied to a volume
+# (default), another wheel or a Git URL (`git+https://<host>/<org>/<repo>.git@<tag>`).
 dbutils.widgets.text(
     "install", "/Volumes/main/default/mds_demo/mds_streaming-0.2.0-py3-none-any.whl", "pip requirement of mds-streaming"
 )

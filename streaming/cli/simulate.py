@@ -5,7 +5,7 @@ builds it) for a dataset (its index, read from any URL) or for synthetic shards 
 `--shard-bytes`), a topology, the dataset settings, a per-node bandwidth and a step time; the timing model and
 its assumptions are in `streaming.cli.training_model`. Prints a summary and, with `--out DIR`, writes
 `summary.txt`, `summary.json`, `throughput.png`, `downloads.png`, `cache.png` and one self-contained
-`report.html` (charts need matplotlib: pip install "mds-streaming[cli]").
+`report.html` (charts need matplotlib, from the `cli` extra).
 """
 
 from __future__ import annotations
@@ -18,6 +18,7 @@ import json
 import os
 from typing import Any
 
+from streaming._extras import require
 from streaming.cli.console import OK, UsageError, emit, human_bytes, table
 
 EXAMPLES = """\
@@ -161,10 +162,7 @@ def summary_text(summary: dict[str, Any], settings: Any) -> str:
 
 def charts(result: Any, settings: Any) -> dict[str, bytes]:
     """PNG charts: throughput over the run, cumulative downloads per node, cache held per node."""
-    try:
-        import matplotlib
-    except ImportError as err:
-        raise ImportError('Charts need matplotlib: pip install "mds-streaming[cli]"') from err
+    matplotlib = require("matplotlib", "cli", "simulate's charts")
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
     import numpy as np

@@ -30,7 +30,10 @@ NOT_RUNNABLE = {
         "%pip install /Volumes/main/default/mds_demo/mds_streaming-0.2.0-py3-none-any.whl",
     ): "an IPython/Databricks magic, not Python",
     ("docs/spark.md", "dbutils.library.restartPython()"): "`dbutils` exists only in a Databricks notebook",
-    ("docs/table-to-training.md", "%pip install mds-streaming"): "an IPython/Databricks magic, not Python",
+    (
+        "docs/table-to-training.md",
+        "%pip install /Volumes/main/default/mds_demo/mds_streaming-0.2.0-py3-none-any.whl",
+    ): "an IPython/Databricks magic, not Python",
 }
 
 _PLACES = re.compile(r"\b([a-z][a-z0-9+-]*)://|(/Volumes/|/local_disk/|/tmp/)")
