@@ -158,32 +158,42 @@ $(NODE_DIR)/.installed:
 	touch $@
 
 # The demo: notebooks 01 and 02 (Spark writes a table to MDS, torch trains from it and resumes from a checkpoint),
-# then formats_demo.py (every MDS encoding). Its own virtualenv holds only what they need: the package with its spark
-# extra, torch and pandas as the test extra pins them (the first run downloads about 1 GB: 3 to 10 minutes).
+# then formats_demo.py (every MDS encoding); not notebook 03, the scheduled Delta job (docs/spark.md runs it locally).
+# Its own virtualenv holds only what they need: the package with its spark extra, torch and pandas as the test extra
+# pins them. torch is hard-linked from $(VENV) when that exists (benchmarks/share_torch.py), else downloaded: PyPI's
+# torch 2.13.0 here is its CUDA build, 4.5 GB unpacked, and .venv-demo is 5.9 GB.
 # Java is checked first, so a missing one is named before any download. Each notebook installs the wheel built from
-# this checkout with its own %pip cell, in a throwaway virtualenv (notebooks/run_local.py).
+# this checkout with its own %pip cell, in a throwaway virtualenv (notebooks/run_local.py). Everything the demo
+# writes (datasets, checkpoint, Spark's and the notebooks' temporary files) goes to $(DEMO_OUT), not /tmp.
 DEMO_VENV ?= .venv-demo
 DEMO_PY := $(DEMO_VENV)/bin/python
 DEMO_WHEEL_DIR := $(DEMO_VENV)/wheel
+DEMO_OUT := $(DEMO_VENV)/outputs
+DEMO_RUN := SPARK_LOCAL_IP=127.0.0.1 TMPDIR=$(abspath $(DEMO_OUT))
 
 $(DEMO_VENV)/.installed: pyproject.toml
+	@echo "make demo: [install 1/3] a virtualenv in $(DEMO_VENV)"
 	python3 -m venv $(DEMO_VENV)
-	@$(call SHARE_TORCH,$(DEMO_VENV)) >/dev/null
-	$(DEMO_PY) -m pip install -q --disable-pip-version-check torch==2.13.0 -e '.[spark]' 'pandas<3'
+	@echo "make demo: [install 2/3] torch's files hard-linked from $(VENV), if it has them (seconds)"
+	@$(call SHARE_TORCH,$(DEMO_VENV))
+	@echo "make demo: [install 3/3] pip: torch 2.13.0 (2.5 GB to download unless linked), pyspark, pandas, this checkout"
+	$(DEMO_PY) -m pip install --progress-bar off --disable-pip-version-check torch==2.13.0 -e '.[spark]' 'pandas<3'
 	touch $@
 
 demo:
 	@python3 notebooks/run_local.py --check-java
-	@echo "make demo: $(DEMO_VENV) (first run only: pyspark, torch and pandas, about 1 GB, 3 to 10 minutes), then 3 steps, about 6 minutes in all"
+	@echo "make demo: $(DEMO_VENV) first (first run only: 2 min with torch linked from $(VENV), else 5 to 15 min of downloads), then 3 steps of about 1 min each"
 	@$(MAKE) -s $(DEMO_VENV)/.installed
+	@echo "make demo: building the wheel of this checkout into $(DEMO_WHEEL_DIR) (the notebooks' %pip cells install it)"
 	@rm -rf $(DEMO_WHEEL_DIR) && $(DEMO_PY) -m pip wheel -q --disable-pip-version-check --no-deps --wheel-dir $(DEMO_WHEEL_DIR) .
+	@rm -rf $(DEMO_OUT) && mkdir -p $(DEMO_OUT)
 	@echo "make demo: 1/3 notebooks/01_convert_to_mds.py: a Spark DataFrame of 20,000 rows to MDS shards"
-	@SPARK_LOCAL_IP=127.0.0.1 $(DEMO_PY) notebooks/run_local.py notebooks/01_convert_to_mds.py --widget install=$$(ls $(abspath $(DEMO_WHEEL_DIR))/*.whl)
+	@$(DEMO_RUN) $(DEMO_PY) notebooks/run_local.py notebooks/01_convert_to_mds.py --widget install=$$(ls $(abspath $(DEMO_WHEEL_DIR))/*.whl)
 	@echo "make demo: 2/3 notebooks/02_train_from_volume.py: train from the shards, checkpoint, resume, then 2 processes"
-	@SPARK_LOCAL_IP=127.0.0.1 $(DEMO_PY) notebooks/run_local.py notebooks/02_train_from_volume.py --widget install=$$(ls $(abspath $(DEMO_WHEEL_DIR))/*.whl)
+	@$(DEMO_RUN) $(DEMO_PY) notebooks/run_local.py notebooks/02_train_from_volume.py --widget install=$$(ls $(abspath $(DEMO_WHEEL_DIR))/*.whl)
 	@echo "make demo: 3/3 notebooks/formats_demo.py: every MDS encoding written and read back"
-	@rm -rf $(DEMO_VENV)/formats-demo && $(DEMO_PY) notebooks/formats_demo.py $(DEMO_VENV)/formats-demo
-	@echo "make demo: done"
+	@$(DEMO_RUN) $(DEMO_PY) notebooks/formats_demo.py $(DEMO_OUT)/formats-demo
+	@echo "make demo: done; its outputs are in $(DEMO_OUT): mds_demo/ (the dataset and the checkpoint), formats-demo/"
 
 # Lint, types and the documentation site first: any finding fails `make test` before the (much longer) test run
 # starts. The site builds offline (mkdocs.yml: no plugin or theme feature that fetches anything).

@@ -19,7 +19,7 @@ import os
 from typing import Any
 
 from streaming._extras import require
-from streaming.cli.console import OK, UsageError, emit, human_bytes, table
+from streaming.cli.console import OK, UsageError, dataset_folder, emit, human_bytes, table
 
 EXAMPLES = """\
 examples:
@@ -88,7 +88,7 @@ def _shards(args: argparse.Namespace) -> Any:
         from streaming.format.index import INDEX_BASENAME, read_index
         from streaming.storage.dataset_root import DatasetRoot
 
-        location = DatasetRoot(args.url)
+        location = DatasetRoot(dataset_folder(args.url, "simulate"))
         return Shards.from_index(read_index(location), location.size(INDEX_BASENAME) or 0)
     if not (args.shards and args.shard_samples and args.shard_bytes):
         raise UsageError("give a dataset URL, or --shards, --shard-samples and --shard-bytes together.")
