@@ -67,16 +67,18 @@ def test_a_copy_installed_from_the_wheel_names_the_wheel_in_its_install_hints(bu
     venv.create(target, with_pip=True)
     python = target / "bin" / "python"
     wheel = built / f"mds_streaming-{DISTRIBUTION_VERSION}-py3-none-any.whl"
+    # No PYTHONPATH: with the checkout on it, pip would take its build metadata for an installed mds-streaming.
+    environment = {key: value for key, value in os.environ.items() if key != "PYTHONPATH"}
     subprocess.run(
         [str(python), "-m", "pip", "install", "-q", "--no-deps", "--disable-pip-version-check", str(wheel)],
         check=True,
         timeout=300,
+        env=environment,
     )
     purelib = "import sysconfig; print(sysconfig.get_paths()['purelib'])"
     ours = subprocess.run([str(python), "-c", purelib], capture_output=True, text=True, check=True).stdout.strip()
     theirs = subprocess.run([str(core_python), "-c", purelib], capture_output=True, text=True, check=True)
     Path(ours, "zz_core.pth").write_text(theirs.stdout)
-    environment = {key: value for key, value in os.environ.items() if key != "PYTHONPATH"}
     run = subprocess.run(
         [str(python), "-c", "from streaming import StreamingDataset"],
         capture_output=True,
