@@ -34,6 +34,7 @@ FLOOR_DELTALAKE_TESTS := tests/notebooks/test_incremental.py \
 	tests/notebooks/test_notebooks.py::test_incremental_job_appends_each_version_once \
 	tests/notebooks/test_notebooks.py::test_incremental_job_mirrors_deletes_with_its_mode_widget \
 	tests/notebooks/test_notebooks.py::test_incremental_job_creates_its_demo_table_when_it_is_missing \
+	tests/notebooks/test_notebooks.py::test_incremental_job_runs_on_its_defaults_in_every_access_mode \
 	tests/spark/test_delta_links.py tests/spark/test_nulls.py::test_delta_table_with_nulls_in_every_type_converts_with_defaults \
 	tests/spark/test_nulls.py::test_delta_statistics_give_the_counts_of_the_columns_they_cover \
 	tests/spark/test_nulls.py::test_incremental_runs_of_a_delta_table_with_nulls_in_every_type \
@@ -161,7 +162,8 @@ $(NODE_DIR)/.installed:
 # then formats_demo.py (every MDS encoding); not notebook 03, the scheduled Delta job (docs/spark.md runs it locally).
 # Its own virtualenv holds only what they need: the package with its spark extra, torch and pandas as the test extra
 # pins them. torch is hard-linked from $(VENV) when that exists (benchmarks/share_torch.py), else downloaded: PyPI's
-# torch 2.13.0 here is its CUDA build, 4.5 GB unpacked, and .venv-demo is 5.9 GB.
+# torch 2.13.0 here is its CUDA build, 4.5 GB unpacked, and .venv-demo is 5.5 GB (47 packages; measured here: 216 s
+# to build with torch linked, then 112 s for the three steps, on the shared 2-core machine under load).
 # Java is checked first, so a missing one is named before any download. Each notebook installs the wheel built from
 # this checkout with its own %pip cell, in a throwaway virtualenv (notebooks/run_local.py). Everything the demo
 # writes (datasets, checkpoint, Spark's and the notebooks' temporary files) goes to $(DEMO_OUT), not /tmp.
@@ -176,13 +178,13 @@ $(DEMO_VENV)/.installed: pyproject.toml
 	python3 -m venv $(DEMO_VENV)
 	@echo "make demo: [install 2/3] torch's files hard-linked from $(VENV), if it has them (seconds)"
 	@$(call SHARE_TORCH,$(DEMO_VENV))
-	@echo "make demo: [install 3/3] pip: torch 2.13.0 (2.5 GB to download unless linked), pyspark, pandas, this checkout"
+	@echo "make demo: [install 3/3] pip: torch 2.13.0 (downloaded unless linked: 4.5 GB unpacked), pyspark, pandas, this checkout"
 	$(DEMO_PY) -m pip install --progress-bar off --disable-pip-version-check torch==2.13.0 -e '.[spark]' 'pandas<3'
 	touch $@
 
 demo:
 	@python3 notebooks/run_local.py --check-java
-	@echo "make demo: $(DEMO_VENV) first (first run only: 2 min with torch linked from $(VENV), else 5 to 15 min of downloads), then 3 steps of about 1 min each"
+	@echo "make demo: $(DEMO_VENV) first (first run only: 4 min with torch linked from $(VENV), more to download it), then 3 steps, 2 min in all"
 	@$(MAKE) -s $(DEMO_VENV)/.installed
 	@echo "make demo: building the wheel of this checkout into $(DEMO_WHEEL_DIR) (the notebooks' %pip cells install it)"
 	@rm -rf $(DEMO_WHEEL_DIR) && $(DEMO_PY) -m pip wheel -q --disable-pip-version-check --no-deps --wheel-dir $(DEMO_WHEEL_DIR) .
