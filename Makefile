@@ -1,5 +1,6 @@
-# Entry points (see README): `make` builds the wheel, `make demo` runs the notebooks end to end in a virtualenv of
-# only what they need, `make test` runs the whole suite (on pyspark 4.x and the newest libraries, then the Spark, notebook, Databricks and DataLoader tests
+# Entry points (see README): `make` (or `make dist`) builds the sdist and the wheel into dist/ and checks them, `make
+# demo` runs notebooks 01 and 02 and the encodings demo in a virtualenv of only what they need, `make test` runs the
+# whole suite (on pyspark 4.x and the newest libraries, then the Spark, notebook, Databricks and DataLoader tests
 # again in the floor lane: the oldest pyspark, numpy, pandas, pyarrow and databricks-sdk pyproject.toml declares, and
 # a part of it on Python 3.10 and 3.12 with the libraries of Databricks Runtime 14.3 and 17.3 LTS),
 # `make unit` the fast lane for the edit-test loop, `make docs` the documentation site (CONTRIBUTING.md says more).
@@ -34,6 +35,7 @@ FLOOR_DELTALAKE_TESTS := tests/notebooks/test_incremental.py \
 	tests/notebooks/test_notebooks.py::test_incremental_job_appends_each_version_once \
 	tests/notebooks/test_notebooks.py::test_incremental_job_mirrors_deletes_with_its_mode_widget \
 	tests/notebooks/test_notebooks.py::test_incremental_job_creates_its_demo_table_when_it_is_missing \
+	tests/notebooks/test_notebooks.py::test_incremental_job_runs_on_its_defaults_in_every_access_mode \
 	tests/spark/test_delta_links.py tests/spark/test_nulls.py::test_delta_table_with_nulls_in_every_type_converts_with_defaults \
 	tests/spark/test_nulls.py::test_delta_statistics_give_the_counts_of_the_columns_they_cover \
 	tests/spark/test_nulls.py::test_incremental_runs_of_a_delta_table_with_nulls_in_every_type \
@@ -44,7 +46,12 @@ FLOOR_DELTALAKE_TESTS := tests/notebooks/test_incremental.py \
 FLOOR_NOT_RUN := tests/notebooks/test_install.py tests/spark/test_ml_types.py::test_variant_is_stored_as_json \
 	$(FLOOR_DELTALAKE_TESTS)
 WHEEL_STAMP := dist/.built
-SOURCES := pyproject.toml README.md $(shell find streaming -name '*.py')
+SOURCES := pyproject.toml README.md LICENSE NOTICE $(shell find streaming -name '*.py')
+# The tools of `make dist` and `make docs`, each in a small virtualenv of its own, pinned as pyproject.toml's dev
+# extra pins them (read from there, so the two never differ).
+DEV_PIN = $(shell grep -oE '"$(1)==[^"]+"' pyproject.toml)
+DIST_VENV ?= .venv-dist
+DOCS_VENV ?= .venv-docs
 # The floor lane runs them on the oldest databricks-sdk we declare (pyproject.toml), the SDK lanes on the ones the
 # runtimes ship.
 DATABRICKS_TESTS := tests/storage tests/remote -k "dbfs or volumes or databricks"
@@ -56,16 +63,27 @@ SDK_LANES := 0.20.0 0.30.0
 SDK_REFUSED := 0.1.6
 PURELIB = $(1)/bin/python -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])'
 
-.PHONY: wheel demo test unit lint docs bench bench-loader fuse chromium test-floor test-upstream test-lane-core \
+.PHONY: dist wheel demo test unit lint docs bench bench-loader fuse chromium test-floor test-upstream test-lane-core \
 	test-bench-scripts \
 	test-lane-spark test-lane-reference test-clients clients-venvs test-databricks-sdks test-delta test-delta-floor \
 	test-delta-spark35 test-lane-pythons
 
+# The sdist and the wheel (built from the sdist, so a file the sdist lacks fails here), each holding LICENSE and
+# NOTICE, checked as PyPI will render them (`twine check --strict`); .github/workflows/release.yml runs this.
+dist: $(WHEEL_STAMP)
 wheel: $(WHEEL_STAMP)
 
-$(WHEEL_STAMP): $(VENV)/.installed $(SOURCES)
+$(WHEEL_STAMP): $(DIST_VENV)/.installed $(SOURCES)
+	@echo "make dist: the sdist, then the wheel from it, into dist/ (about 20 s)"
 	rm -rf dist build
-	$(PY) -m build --wheel --outdir dist . >/dev/null
+	$(DIST_VENV)/bin/python -m build --outdir dist . >/dev/null
+	$(DIST_VENV)/bin/twine check --strict dist/*.tar.gz dist/*.whl
+	touch $@
+
+$(DIST_VENV)/.installed: pyproject.toml
+	@echo "make: $(DIST_VENV), build and twine (a few seconds)"
+	python3 -m venv $(DIST_VENV)
+	$(DIST_VENV)/bin/python -m pip install -q --disable-pip-version-check build $(call DEV_PIN,twine)
 	touch $@
 
 $(VENV)/.installed: pyproject.toml
@@ -142,32 +160,43 @@ $(NODE_DIR)/.installed:
 	touch $@
 
 # The demo: notebooks 01 and 02 (Spark writes a table to MDS, torch trains from it and resumes from a checkpoint),
-# then formats_demo.py (every MDS encoding). Its own virtualenv holds only what they need: the package with its spark
-# extra, torch and pandas as the test extra pins them (the first run downloads about 1 GB: 3 to 10 minutes).
+# then formats_demo.py (every MDS encoding); not notebook 03, the scheduled Delta job (docs/spark.md runs it locally).
+# Its own virtualenv holds only what they need: the package with its spark extra, torch and pandas as the test extra
+# pins them. torch is hard-linked from $(VENV) when that exists (benchmarks/share_torch.py), else downloaded: PyPI's
+# torch 2.13.0 here is its CUDA build, 4.5 GB unpacked, and .venv-demo is 5.5 GB (47 packages; measured here: 216 s
+# to build with torch linked, then 112 s for the three steps, on the shared 2-core machine under load).
 # Java is checked first, so a missing one is named before any download. Each notebook installs the wheel built from
-# this checkout with its own %pip cell, in a throwaway virtualenv (notebooks/run_local.py).
+# this checkout with its own %pip cell, in a throwaway virtualenv (notebooks/run_local.py). Everything the demo
+# writes (datasets, checkpoint, Spark's and the notebooks' temporary files) goes to $(DEMO_OUT), not /tmp.
 DEMO_VENV ?= .venv-demo
 DEMO_PY := $(DEMO_VENV)/bin/python
 DEMO_WHEEL_DIR := $(DEMO_VENV)/wheel
+DEMO_OUT := $(DEMO_VENV)/outputs
+DEMO_RUN := SPARK_LOCAL_IP=127.0.0.1 TMPDIR=$(abspath $(DEMO_OUT))
 
 $(DEMO_VENV)/.installed: pyproject.toml
+	@echo "make demo: [install 1/3] a virtualenv in $(DEMO_VENV)"
 	python3 -m venv $(DEMO_VENV)
-	@$(call SHARE_TORCH,$(DEMO_VENV)) >/dev/null
-	$(DEMO_PY) -m pip install -q --disable-pip-version-check torch==2.13.0 -e '.[spark]' 'pandas<3'
+	@echo "make demo: [install 2/3] torch's files hard-linked from $(VENV), if it has them (seconds)"
+	@$(call SHARE_TORCH,$(DEMO_VENV))
+	@echo "make demo: [install 3/3] pip: torch 2.13.0 (downloaded unless linked: 4.5 GB unpacked), pyspark, pandas, this checkout"
+	$(DEMO_PY) -m pip install --progress-bar off --disable-pip-version-check torch==2.13.0 -e '.[spark]' 'pandas<3'
 	touch $@
 
 demo:
 	@python3 notebooks/run_local.py --check-java
-	@echo "make demo: $(DEMO_VENV) (first run only: pyspark, torch and pandas, about 1 GB, 3 to 10 minutes), then 3 steps, about 6 minutes in all"
+	@echo "make demo: $(DEMO_VENV) first (first run only: 4 min with torch linked from $(VENV), more to download it), then 3 steps, 2 min in all"
 	@$(MAKE) -s $(DEMO_VENV)/.installed
+	@echo "make demo: building the wheel of this checkout into $(DEMO_WHEEL_DIR) (the notebooks' %pip cells install it)"
 	@rm -rf $(DEMO_WHEEL_DIR) && $(DEMO_PY) -m pip wheel -q --disable-pip-version-check --no-deps --wheel-dir $(DEMO_WHEEL_DIR) .
+	@rm -rf $(DEMO_OUT) && mkdir -p $(DEMO_OUT)
 	@echo "make demo: 1/3 notebooks/01_convert_to_mds.py: a Spark DataFrame of 20,000 rows to MDS shards"
-	@SPARK_LOCAL_IP=127.0.0.1 $(DEMO_PY) notebooks/run_local.py notebooks/01_convert_to_mds.py --widget install=$$(ls $(abspath $(DEMO_WHEEL_DIR))/*.whl)
+	@$(DEMO_RUN) $(DEMO_PY) notebooks/run_local.py notebooks/01_convert_to_mds.py --widget install=$$(ls $(abspath $(DEMO_WHEEL_DIR))/*.whl)
 	@echo "make demo: 2/3 notebooks/02_train_from_volume.py: train from the shards, checkpoint, resume, then 2 processes"
-	@SPARK_LOCAL_IP=127.0.0.1 $(DEMO_PY) notebooks/run_local.py notebooks/02_train_from_volume.py --widget install=$$(ls $(abspath $(DEMO_WHEEL_DIR))/*.whl)
+	@$(DEMO_RUN) $(DEMO_PY) notebooks/run_local.py notebooks/02_train_from_volume.py --widget install=$$(ls $(abspath $(DEMO_WHEEL_DIR))/*.whl)
 	@echo "make demo: 3/3 notebooks/formats_demo.py: every MDS encoding written and read back"
-	@rm -rf $(DEMO_VENV)/formats-demo && $(DEMO_PY) notebooks/formats_demo.py $(DEMO_VENV)/formats-demo
-	@echo "make demo: done"
+	@$(DEMO_RUN) $(DEMO_PY) notebooks/formats_demo.py $(DEMO_OUT)/formats-demo
+	@echo "make demo: done; its outputs are in $(DEMO_OUT): mds_demo/ (the dataset and the checkpoint), formats-demo/"
 
 # Lint, types and the documentation site first: any finding fails `make test` before the (much longer) test run
 # starts. The site builds offline (mkdocs.yml: no plugin or theme feature that fetches anything).
@@ -175,12 +204,20 @@ lint: $(VENV)/.installed
 	$(VENV)/bin/ruff format --check $(LINTED)
 	$(VENV)/bin/ruff check $(LINTED)
 	$(VENV)/bin/mypy
-	$(MAKE) docs
+	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict
 
 # The site into site/ (docs/, mkdocs.yml); --strict turns a broken link or anchor, or a page left out of the
-# navigation, into a failure. Not --quiet: it hides the warnings from the count that --strict fails on.
-docs: $(VENV)/.installed
-	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict
+# navigation, into a failure. Not --quiet: it hides the warnings from the count that --strict fails on. Its own
+# virtualenv holds mkdocs and mkdocs-material alone (166 MB, 30 s to install here), not the test one.
+docs: $(DOCS_VENV)/.installed
+	NO_MKDOCS_2_WARNING=1 $(DOCS_VENV)/bin/mkdocs build --strict
+
+$(DOCS_VENV)/.installed: pyproject.toml
+	@echo "make: $(DOCS_VENV), mkdocs and mkdocs-material only (first run only)"
+	python3 -m venv $(DOCS_VENV)
+	$(DOCS_VENV)/bin/python -m pip install -q --disable-pip-version-check $(call DEV_PIN,mkdocs) \
+		$(call DEV_PIN,mkdocs-material)
+	touch $@
 
 # The suite runs in four lanes at once (`make -j4`), each a sequence of pytest runs that share nothing: most of it
 # waits on servers, subprocesses and JVM start-up rather than on the two cores. Every test runs in exactly one of the

@@ -18,8 +18,8 @@
 
 # COMMAND ----------
 
-# What to install: the wheel `make` builds (dist/), copied to a volume (default), another wheel or a Git URL
-# (`git+https://<host>/<org>/<repo>.git@<tag>`).
+# What to install (mds-streaming is not on PyPI yet): the wheel `make dist` builds into dist/, copied to a volume
+# (default), another wheel or a Git URL (`git+https://<host>/<org>/<repo>.git@<tag>`).
 dbutils.widgets.text(
     "install", "/Volumes/main/default/mds_demo/mds_streaming-0.2.0-py3-none-any.whl", "pip requirement of mds-streaming"
 )
@@ -54,9 +54,14 @@ if importlib.util.find_spec("streaming.spark") is None:
 print(f"mds-streaming {streaming.__mds_version__} from {os.path.dirname(streaming.__file__)}")
 
 
+# On Databricks, not in a local run that stands in for one (run_local.py sets RUN_LOCAL_ACCESS_MODE): such a run has
+# no Unity Catalog, so its demo data stays in a local folder.
+ON_DATABRICKS = "DATABRICKS_RUNTIME_VERSION" in os.environ and "RUN_LOCAL_ACCESS_MODE" not in os.environ
+
+
 def default_location(name: str) -> str:
     """A dataset folder in the demo volume on Databricks, in a temporary folder anywhere else."""
-    if "DATABRICKS_RUNTIME_VERSION" in os.environ:
+    if ON_DATABRICKS:
         return f"/Volumes/main/default/mds_demo/{name}"
     return os.path.join(tempfile.gettempdir(), "mds_demo", name)
 

@@ -28,8 +28,8 @@
 
 # COMMAND ----------
 
-# What to install: the wheel `make` builds (dist/), copied to a volume (default), another wheel or a Git URL
-# (`git+https://<host>/<org>/<repo>.git@<tag>`).
+# What to install (mds-streaming is not on PyPI yet): the wheel `make dist` builds into dist/, copied to a volume
+# (default), another wheel or a Git URL (`git+https://<host>/<org>/<repo>.git@<tag>`).
 dbutils.widgets.text(
     "install", "/Volumes/main/default/mds_demo/mds_streaming-0.2.0-py3-none-any.whl", "pip requirement of mds-streaming"
 )
@@ -62,17 +62,20 @@ print(f"mds-streaming {streaming.__mds_version__} from {os.path.dirname(streamin
 CDF_CHOICES = {"auto": None, "on": True, "off": False}
 
 
+# On Databricks, not in a local run that stands in for one (run_local.py sets RUN_LOCAL_ACCESS_MODE): such a run has
+# no Unity Catalog, so its demo data stays in a local folder.
+ON_DATABRICKS = "DATABRICKS_RUNTIME_VERSION" in os.environ and "RUN_LOCAL_ACCESS_MODE" not in os.environ
+
+
 def default_location(name: str) -> str:
     """A dataset folder in the demo volume on Databricks, in a temporary folder anywhere else."""
-    if "DATABRICKS_RUNTIME_VERSION" in os.environ:
+    if ON_DATABRICKS:
         return f"/Volumes/main/default/mds_demo/{name}"
     return os.path.join(tempfile.gettempdir(), "mds_demo", name)
 
 
 DEMO_TABLE = (
-    "main.default.mds_demo_events"
-    if "DATABRICKS_RUNTIME_VERSION" in os.environ
-    else os.path.join(tempfile.gettempdir(), "mds_demo", "events_table")
+    "main.default.mds_demo_events" if ON_DATABRICKS else os.path.join(tempfile.gettempdir(), "mds_demo", "events_table")
 )
 
 dbutils.widgets.text("table", DEMO_TABLE, "Delta table (name or path)")
@@ -163,4 +166,10 @@ if result.ignored_columns:
 
 # COMMAND ----------
 
-dbutils.notebook.exit(json.dumps(result.to_json()))
+# The run's result is the job's exit value. A mirror's rewrite counters (rows removed, shards rewritten, bytes read and
+# written to rewrite them) are left out of an append run's, where their 0 would read as "wrote nothing".
+MIRROR_ONLY = ("removed", "shards_rewritten", "bytes_read", "bytes_written")
+record = result.to_json()
+if result.mode == "append":
+    record = {name: value for name, value in record.items() if name not in MIRROR_ONLY}
+dbutils.notebook.exit(json.dumps(record))

@@ -106,6 +106,8 @@ DRIVER_MARKERS = {
 }
 CLUSTER_TAG_PREFIX = "spark.databricks.clusterUsageTags."
 EXECUTOR_MODE_ENV = "RUN_LOCAL_EXECUTOR_MODE"
+#: Set in the notebook's process while ``run_notebook`` runs it, to the access mode it stands in for.
+LOCAL_RUN_ENV = "RUN_LOCAL_ACCESS_MODE"
 #: The executors' side of a mode, run by every Python worker at start (it is their ``sitecustomize``).
 EXECUTOR_SANDBOX = """\
 import errno, os, socket
@@ -326,6 +328,9 @@ def local_spark() -> Any:
     """The active SparkSession, or a new local one on loopback using this Python for its workers."""
     os.environ["SPARK_LOCAL_IP"] = "127.0.0.1"
     os.environ["PYSPARK_PYTHON"] = sys.executable
+    # Spark's scratch files go where this process's do (TMPDIR: `make demo` keeps them in its outputs folder); the
+    # variable rather than spark.local.dir, which Spark warns about.
+    os.environ.setdefault("SPARK_LOCAL_DIRS", tempfile.gettempdir())
     from pyspark.sql import SparkSession
 
     active = SparkSession.getActiveSession()
@@ -343,6 +348,7 @@ def local_spark() -> Any:
         .config("spark.ui.showConsoleProgress", "false")
         .config("spark.sql.shuffle.partitions", "4")
         .config("spark.sql.session.timeZone", "UTC")
+        .config("spark.driver.extraJavaOptions", f"-Djava.io.tmpdir={tempfile.gettempdir()}")
         .getOrCreate()
     )
     session.sparkContext.setLogLevel("ERROR")
@@ -450,7 +456,12 @@ def run_notebook(
         "displayHTML": display_html,
     }
     exit_value = None
-    with compute_mode(session, access_mode):
+    # Whatever compute the run stands in for, there is no Unity Catalog here: the notebooks read this to keep their
+    # demo table and datasets in a local folder rather than under /Volumes and in catalog `main`.
+    saved = os.environ.get(LOCAL_RUN_ENV)
+    os.environ[LOCAL_RUN_ENV] = access_mode
+    with contextlib.ExitStack() as restore, compute_mode(session, access_mode):
+        restore.callback(_restore, os.environ, {LOCAL_RUN_ENV: saved})
         for cell in cells:
             if not quiet:
                 print(f"\n── {os.path.basename(path)} · cell {cell.number}/{len(cells)} (line {cell.line}) ──")

@@ -6,6 +6,8 @@ import os
 import re
 import time
 
+from streaming._extras import install_command
+
 _BYTE_UNITS = {"b": 0, "kb": 1, "mb": 2, "gb": 3, "tb": 4, "pb": 5, "eb": 6, "zb": 7, "yb": 8}
 _COUNT_UNITS = {"k": 10**3, "m": 10**6, "b": 10**9, "t": 10**12}
 _NUMBER_WITH_SUFFIX = re.compile(r"^\s*([0-9]*\.?[0-9]+)\s*([a-z]*)\s*$")
@@ -67,5 +69,5 @@ def get_import_exception_message(package_name: str, extra_deps: str) -> str:
     """Say which extra to install when an optional dependency is missing."""
     return (
         f"mds-streaming was installed without {package_name} support. To use {package_name}-related "
-        f'packages with mds-streaming, run `pip install "mds-streaming[{extra_deps}]"`.'
+        f"packages with mds-streaming, run `{install_command(extra_deps)}`."
     )

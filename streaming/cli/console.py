@@ -25,6 +25,49 @@ class UsageError(Exception):
     """A command-line argument that cannot work; the message says what to pass instead (exit code 2)."""
 
 
+def dataset_folder(url: str, command: str) -> str:
+    """``url``, a dataset's root, checked when it is a local path: a missing folder or an ``index.json`` given in
+    place of its folder is a `UsageError` saying so (remote URLs are left to the store, which reports them)."""
+    import os
+
+    from streaming.storage.url import split_url
+
+    location = split_url(url)
+    if location.scheme not in ("", "file") or location.key.startswith("/Volumes/"):
+        return url
+    path = location.key
+    if os.path.isfile(path) and os.path.basename(path) == "index.json":
+        folder = os.path.dirname(path) or "."
+        raise UsageError(f"{url} is a dataset's index file: pass its folder instead (mds-streaming {command} {folder})")
+    if not os.path.exists(path):
+        raise UsageError(f"{url} does not exist: pass the folder that holds the dataset's index.json")
+    if not os.path.isdir(path):
+        raise UsageError(f"{url} is a file, not a folder: pass the folder that holds the dataset's index.json")
+    return url
+
+
+def unsafe_columns(shard: dict[str, Any]) -> list[str]:
+    """The columns of an MDS shard's index entry whose encoding can run code when decoded (``pkl``)."""
+    from streaming.format.mds.encodings import is_mds_encoding_safe
+
+    if shard.get("format") != "mds":
+        return []
+    return [
+        name
+        for name, encoding in zip(shard.get("column_names") or [], shard.get("column_encodings") or [])
+        if not is_mds_encoding_safe(str(encoding))
+    ]
+
+
+def unsafe_refusal(columns: Sequence[str]) -> str:
+    """Why the command decoded no sample of a shard with `unsafe_columns`, naming the option that allows it."""
+    listed = ", ".join(shown(name) for name in columns)
+    return (
+        f"column(s) {listed} hold pickled values (pkl), which can run code when decoded: pass --allow-unsafe-types "
+        "for a dataset you trust"
+    )
+
+
 def human_bytes(size: float) -> str:
     """`1536` → `1.5 KiB`."""
     for unit in ("B", "KiB", "MiB", "GiB", "TiB"):

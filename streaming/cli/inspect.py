@@ -8,7 +8,18 @@ import argparse
 import statistics
 from typing import Any
 
-from streaming.cli.console import OK, emit, human_bytes, table
+import numpy as np
+
+from streaming.cli.console import (
+    OK,
+    UsageError,
+    dataset_folder,
+    emit,
+    human_bytes,
+    table,
+    unsafe_columns,
+    unsafe_refusal,
+)
 from streaming.format import commit_log
 from streaming.format.dataset_version import dataset_version
 from streaming.format.index import RAW_DATA, RAW_META, dumps_index, read_index, shard_files, stored_files
@@ -51,6 +62,8 @@ def _columns(shard: dict[str, Any]) -> dict[str, str]:
 
 def _short(value: Any, limit: int = 80) -> str:
     text = repr(value)
+    if isinstance(value, np.ndarray):
+        text = " ".join(text.split())  # numpy's repr breaks rows over lines: one line, as the other values
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
@@ -102,6 +115,9 @@ def decoded_samples(location: DatasetRoot, shards: list[dict[str, Any]], count: 
                 # A private copy, even of a local dataset: a regular file (never a link's target, a FIFO or a
                 # device), no longer than the index says, and decompressed there rather than in the dataset.
                 location.fetch(info["basename"], scratch, info["bytes"])
+            refused = unsafe_columns(shard)
+            if refused and not unsafe:
+                raise UsageError(f"no sample shown: {unsafe_refusal(refused)}, or --samples 0")
             reader = reader_from_json(scratch, None, shard)
             reader.validate(unsafe)
             for index in range(min(shard["samples"], count - len(found))):
@@ -110,7 +126,7 @@ def decoded_samples(location: DatasetRoot, shards: list[dict[str, Any]], count: 
 
 
 def run(args: argparse.Namespace) -> int:
-    location = DatasetRoot(args.url)
+    location = DatasetRoot(dataset_folder(args.url, "inspect"))
     shards = read_index(location)
     summary = {"root": location.url, **summarize(shards)}
     samples = decoded_samples(location, shards, args.samples, args.allow_unsafe_types) if args.samples else []

@@ -10,7 +10,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from streaming.cli.console import OK, counted, emit
+from streaming.cli.console import OK, counted, dataset_folder, emit
 
 EXAMPLES = """\
 examples:
@@ -40,7 +40,7 @@ def run(args: argparse.Namespace) -> int:
     from streaming.storage.dataset_root import DatasetRoot
     from streaming.storage.out_argument import normalize_root
 
-    root = normalize_root(args.root)
+    root = normalize_root(dataset_folder(args.root, "merge-index"))
     if args.indexes:
         merge_index([normalize_root(i) for i in args.indexes], root, download_timeout=args.download_timeout)
     else:

@@ -24,7 +24,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
-from streaming.cli.console import OK, PROBLEMS, UsageError, emit, progress, table
+from streaming.cli.console import OK, PROBLEMS, UsageError, dataset_folder, emit, progress, table
 from streaming.format import commit_log
 from streaming.format.compression import OutputTooLargeError
 from streaming.format.errors import ShardCorruptError
@@ -257,7 +257,7 @@ def rebuild_shard(
 def run(args: argparse.Namespace) -> int:
     from streaming.format.index import dumps_index, get_index_basename, parse_index
 
-    location = DatasetRoot(args.url)
+    location = DatasetRoot(dataset_folder(args.url, "rebuild-index"))
     columns = _columns_config(args.columns) if args.columns else None
     listing = location.list_relative()
     index_name = get_index_basename()

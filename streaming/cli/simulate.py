@@ -5,7 +5,7 @@ builds it) for a dataset (its index, read from any URL) or for synthetic shards 
 `--shard-bytes`), a topology, the dataset settings, a per-node bandwidth and a step time; the timing model and
 its assumptions are in `streaming.cli.training_model`. Prints a summary and, with `--out DIR`, writes
 `summary.txt`, `summary.json`, `throughput.png`, `downloads.png`, `cache.png` and one self-contained
-`report.html` (charts need matplotlib: pip install "mds-streaming[cli]").
+`report.html` (charts need matplotlib, from the `cli` extra).
 """
 
 from __future__ import annotations
@@ -18,7 +18,8 @@ import json
 import os
 from typing import Any
 
-from streaming.cli.console import OK, UsageError, emit, human_bytes, table
+from streaming._extras import require
+from streaming.cli.console import OK, UsageError, dataset_folder, emit, human_bytes, table
 
 EXAMPLES = """\
 examples:
@@ -87,7 +88,7 @@ def _shards(args: argparse.Namespace) -> Any:
         from streaming.format.index import INDEX_BASENAME, read_index
         from streaming.storage.dataset_root import DatasetRoot
 
-        location = DatasetRoot(args.url)
+        location = DatasetRoot(dataset_folder(args.url, "simulate"))
         return Shards.from_index(read_index(location), location.size(INDEX_BASENAME) or 0)
     if not (args.shards and args.shard_samples and args.shard_bytes):
         raise UsageError("give a dataset URL, or --shards, --shard-samples and --shard-bytes together.")
@@ -139,10 +140,14 @@ def summary_text(summary: dict[str, Any], settings: Any) -> str:
         # A prediction is only as good as what it assumed: print the inputs the user may have left at defaults.
         ["assumed per node", f"{human_bytes(settings.bandwidth)}/s download, {settings.step_time:g} s per step"],
         ["steps / samples", f"{summary['steps']} / {summary['samples']}"],
-        ["time to first batch", f"{summary['time_to_first_batch_s']:.3f} s"],
+        # The first batch waits for its shards (and the index) to download; the stalls below are the later steps'.
+        ["time to first batch", f"{summary['time_to_first_batch_s']:.3f} s (waiting for its shards to download)"],
         ["epoch time", f"{summary['epoch_time_s']:.2f} s"],
         ["throughput", f"{summary['throughput_samples_per_s']} samples/s"],
-        ["steps slowed by downloads", f"{summary['stalled_steps']} ({summary['stall_time_s']:.2f} s waiting)"],
+        [
+            "later steps slowed by downloads",
+            f"{summary['stalled_steps']} ({summary['stall_time_s']:.2f} s waiting, after the first batch)",
+        ],
         [
             "of which waiting for workers' reads",
             f"{summary['steps_waiting_for_reads']} ({'batch' if settings.batch_reads else 'per-sample'} reads)",
@@ -161,45 +166,75 @@ def summary_text(summary: dict[str, Any], settings: Any) -> str:
 
 def charts(result: Any, settings: Any) -> dict[str, bytes]:
     """PNG charts: throughput over the run, cumulative downloads per node, cache held per node."""
-    try:
-        import matplotlib
-    except ImportError as err:
-        raise ImportError('Charts need matplotlib: pip install "mds-streaming[cli]"') from err
+    import matplotlib.pyplot as plt
+
+    images = {name: _png(figure) for name, figure in figures(result, settings).items()}
+    plt.close("all")
+    return images
+
+
+def figures(result: Any, settings: Any) -> dict[str, Any]:
+    """The charts' matplotlib figures, by file name."""
+    matplotlib = require("matplotlib", "cli", "simulate's charts")
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
     import numpy as np
 
     images = {}
     ends = result.step_start + settings.step_time
+    first = result.time_to_first_batch
     figure, axis = plt.subplots(figsize=(7, 3.2))
     window = max(1, len(ends) // 50)
     done = np.cumsum(result.step_samples)
     rate = (done[window:] - done[:-window]) / np.maximum(ends[window:] - ends[:-window], 1e-9)
-    axis.plot(ends[window:], rate, color="tab:blue")
+    # Nothing is trained before the first batch: the line starts at zero, and so do both axes, so that a steady
+    # run looks steady and a slow start is seen for what it is.
+    axis.plot([0.0, first, first, *ends[window:]], [0.0, 0.0, *rate[:1], *rate], color="tab:blue")
+    axis.axvline(first, color="gray", linestyle=":", label=f"first batch, {first:.2f} s")
     axis.set(xlabel="seconds", ylabel="samples / s", title="Throughput over the run")
-    images["throughput.png"] = _png(figure)
+    axis.set_xlim(left=0)
+    axis.set_ylim(bottom=0, top=max(float(rate.max(initial=0)), 1.0) * 1.1)
+    _legend_outside(axis)
+    images["throughput.png"] = figure
     figure, axis = plt.subplots(figsize=(7, 3.2))
     for node, (times, sizes) in enumerate(result.downloads):
-        axis.step(times, np.cumsum(sizes) / 1e6, where="post", label=f"node {node}")
+        axis.step([0.0, *times], [0.0, *np.cumsum(sizes) / 1e6], where="post", label=f"node {node}", **_style(node))
+    axis.axvline(first, color="gray", linestyle=":", label="first batch")
     axis.set(xlabel="seconds", ylabel="MB downloaded", title="Cumulative downloads per node")
-    axis.legend(loc="lower right")
-    images["downloads.png"] = _png(figure)
+    axis.set_xlim(left=0)
+    axis.set_ylim(bottom=0)
+    _legend_outside(axis)
+    images["downloads.png"] = figure
     figure, axis = plt.subplots(figsize=(7, 3.2))
     for node, (times, held) in enumerate(result.cache_curve):
-        axis.step(times, held / 1e6, where="post", label=f"node {node}")
+        axis.step(times, held / 1e6, where="post", label=f"node {node}", **_style(node))
     # The run's peak, not the summary's cache_limit (which is at least 4 shards): labelled so the two are not confused.
     axis.axhline(result.min_cache_limit / 1e6, color="gray", linestyle="--", label="peak cache held, any node")
     axis.set(xlabel="seconds", ylabel="MB in cache", title="Cache needed per node (no eviction stall)")
-    axis.legend(loc="upper right")
-    images["cache.png"] = _png(figure)
-    plt.close("all")
+    axis.set_xlim(left=0)
+    axis.set_ylim(bottom=0)
+    _legend_outside(axis)
+    images["cache.png"] = figure
     return images
+
+
+#: Line styles by node, widest first: nodes that download alike draw one line over another, and each stays visible.
+_STYLES = [("-", 3.0), ("--", 2.2), ("-.", 1.6), (":", 1.2)]
+
+
+def _style(node: int) -> dict[str, Any]:
+    linestyle, width = _STYLES[node % len(_STYLES)]
+    return {"linestyle": linestyle, "linewidth": width, "alpha": 0.85}
+
+
+def _legend_outside(axis: Any) -> None:
+    """The legend to the right of the plot, where it hides no line."""
+    axis.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0.0, fontsize="small")
 
 
 def _png(figure: Any) -> bytes:
     buffer = io.BytesIO()
-    figure.tight_layout()
-    figure.savefig(buffer, format="png", dpi=90)
+    figure.savefig(buffer, format="png", dpi=90, bbox_inches="tight")
     return buffer.getvalue()
 
 

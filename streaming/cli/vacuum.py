@@ -51,11 +51,11 @@ def run(args: argparse.Namespace) -> int:
             f"--retention {args.retention} is shorter than 7 days: a writer still running could lose files it "
             f"has not published yet. If no writer can be running, add --no-retention-check."
         )
-    from streaming.cli.console import progress
+    from streaming.cli.console import dataset_folder, progress
 
     with progress(args, unit="files", desc="vacuum") as bar:
         result = vacuum(
-            args.url,
+            dataset_folder(args.url, "vacuum"),
             args.retention,
             dry_run=args.dry_run,
             retention_check=not args.no_retention_check,

@@ -14,7 +14,17 @@ import random
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-from streaming.cli.console import OK, PROBLEMS, counted, emit, progress, table
+from streaming.cli.console import (
+    OK,
+    PROBLEMS,
+    counted,
+    dataset_folder,
+    emit,
+    progress,
+    table,
+    unsafe_columns,
+    unsafe_refusal,
+)
 from streaming.format.commit_log import LOG_FOLDER
 from streaming.format.index import (
     COMPRESSED_KEYS,
@@ -127,11 +137,11 @@ def check_shard(
         problems += [_problem(name, f"header disagrees with the index: {text}", rebuild) for text in mismatches]
         if mismatches:
             return problems, 0
+        refused = unsafe_columns(shard)
+        if refused and not unsafe:
+            return [_problem(name, "samples not decoded", unsafe_refusal(refused))], 0
         reader = reader_from_json(scratch, None, shard)
-        try:
-            reader.validate(unsafe)
-        except ValueError as err:
-            return [_problem(name, f"samples not decoded: {err}", "pass --allow-unsafe-types to decode them")], 0
+        reader.validate(unsafe)
         decoded = 0
         for index in range(int(shard["samples"])):
             try:
@@ -159,7 +169,7 @@ def unreferenced_files(listing: set[str], shards: list[dict[str, Any]]) -> list[
 
 
 def run(args: argparse.Namespace) -> int:
-    location = DatasetRoot(args.url)
+    location = DatasetRoot(dataset_folder(args.url, "verify"))
     listing = set(location.list_relative())
     try:
         shards = read_index(location)

@@ -407,12 +407,12 @@ class WorkerBatches(IterableDataset):
     def _collate(self, batch: list[Any], in_worker: bool) -> Any:
         if self.collate_fn is not None:
             return self.collate_fn(batch)
-        return self._collate_to_ring(batch) if in_worker else default_collate(batch)
+        return self._collate_to_ring(batch) if in_worker else collate_values(batch)
 
     def _collate_to_ring(self, batch: list[Any]) -> Any:
         first = batch[0]
         if type(first) is not dict:
-            return default_collate(batch)
+            return collate_values(batch)
         stacked: list[tuple[str, np.dtype, tuple[int, ...]]] = []
         objects: dict[str, Any] = {}
         columns: dict[str, list[Any]] = {}
@@ -420,7 +420,7 @@ class WorkerBatches(IterableDataset):
             column = [sample[key] for sample in batch]
             stack = _stackable(column)
             if stack is None:
-                objects[key] = default_collate(column)
+                objects[key] = collate_values(column)
                 continue
             stacked.append((key, *stack))
             columns[key] = column
@@ -432,7 +432,7 @@ class WorkerBatches(IterableDataset):
                 for row, key in zip(block, keys):
                     _fill(row, columns[key])
 
-        return self._to_ring(layout, nbytes, objects, list(first), fill, lambda: default_collate(batch))
+        return self._to_ring(layout, nbytes, objects, list(first), fill, lambda: collate_values(batch))
 
     def _read_to_ring(self, read: BatchRead, start: int, stop: int) -> Any:
         """Rows ``start..stop`` of a batch read as columns, its stacked columns copied straight from the shards into
@@ -441,7 +441,7 @@ class WorkerBatches(IterableDataset):
             return collate_columns(read.columns(start, stop))
         runs = [(keys, dtype, (stop - start, *shape[1:])) for keys, dtype, shape in read.runs]
         layout, nbytes = _runs(runs, merge=False)
-        objects = {key: default_collate(values[start:stop]) for key, values in read.lists.items()}
+        objects = {key: collate_values(values[start:stop]) for key, values in read.lists.items()}
         return self._to_ring(
             layout,
             nbytes,
@@ -483,9 +483,25 @@ class WorkerBatches(IterableDataset):
         return RingBatch(ring, slot, start, layout, objects, order, self.token + ring.key)
 
 
+def _writable(value: Any) -> Any:
+    """``value``, with a read-only numpy array (a view of a shard) copied, in a sample or at its top level."""
+    if type(value) is np.ndarray and not value.flags.writeable:
+        return value.copy()
+    if type(value) is dict:
+        return {key: _writable(item) for key, item in value.items()}
+    return value
+
+
+def collate_values(batch: list[Any]) -> Any:
+    """``default_collate`` of samples or of one column's values, the same tensors, errors and messages; but torch
+    never wraps a read-only array, which it warns about on every loop ("The given NumPy array is not writable"):
+    decoded arrays are read-only views of their shard, so those that reach torch here are copied first."""
+    return default_collate([_writable(value) for value in batch])
+
+
 def _collate_column(column: Any) -> Any:
     """One column of a batch read as columns, as ``default_collate`` makes it of the samples' values."""
-    return torch.from_numpy(column) if isinstance(column, np.ndarray) else default_collate(column)
+    return torch.from_numpy(column) if isinstance(column, np.ndarray) else collate_values(column)
 
 
 def collate_columns(batch: Columns) -> dict[str, Any]:

@@ -23,6 +23,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.dataset as ds
 
+from streaming._extras import require
 from streaming.delta.deletion_vectors import deleted_positions
 from streaming.delta.history import (
     CDF_PROPERTY,
@@ -250,7 +251,9 @@ class DeltaLakeTable:
     def _at(self, version: int | None) -> Any:
         """The table at ``version``, opened once its checkpoint is bounded (`open_delta_table`), its data files
         checked (`check_table_files`: no link is followed)."""
-        from deltalake.exceptions import TableNotFoundError
+        # Through `require`, the first deltalake import of a run: without it, the error names the delta extra.
+        exceptions = require("deltalake.exceptions", "delta", "Reading a Delta table without Spark")
+        TableNotFoundError = exceptions.TableNotFoundError
 
         try:
             table = open_delta_table(self.uri, version)

@@ -11,6 +11,7 @@ from __future__ import annotations
 import importlib.util
 from typing import Any
 
+from streaming._extras import install_hint
 from streaming.convert.source import Source
 from streaming.delta.location import looks_like_path
 from streaming.storage.table_files import refuse_links_in
@@ -166,7 +167,7 @@ def _read_with_deltalake(session: Any, path: str, version: int | None) -> tuple[
     if importlib.util.find_spec("deltalake") is None:
         raise ImportError(
             "Spark has no Delta support here; reading a Delta path then needs the `deltalake` "
-            "package: pip install deltalake"
+            f"package, from the delta extra. {install_hint('delta')}"
         )
     import pyarrow as pa
 

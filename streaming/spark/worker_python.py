@@ -26,7 +26,8 @@ def worker_import_problem(error: BaseException) -> WorkerImportError | None:
     which = f"PYSPARK_PYTHON={workers}" if workers else "the python3 on their PATH"
     return WorkerImportError(
         f"Spark's Python workers cannot import {found.group(1)!r}, which dataframe_to_mds's tasks need: they run "
-        f"{which}, not this Python ({sys.executable}); install mds-streaming[spark] there (on Databricks, "
-        f"%pip install mds-streaming in the notebook reaches the workers too) or start Spark with "
+        f"{which}, not this Python ({sys.executable}); install mds-streaming with its spark extra there (from the "
+        f"checkout or wheel this Python has it from; on Databricks, the notebook's %pip install reaches the workers "
+        f"too) or start Spark with "
         f"PYSPARK_PYTHON={sys.executable}."
     )

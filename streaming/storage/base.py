@@ -18,6 +18,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterator
 from typing import Any, BinaryIO, cast
 
+from streaming._extras import explain_missing
 from streaming.storage.errors import (
     DownloadTooLargeError,
     IncompleteTransferError,
@@ -196,6 +197,9 @@ class Storage(ABC):
     def _errors(self, url: str) -> Iterator[None]:
         try:
             yield
+        except ModuleNotFoundError as exc:
+            # Its SDK is missing, whichever of its modules was imported first: name the extra that installs it.
+            raise (explain_missing(exc, f"{type(self).__name__} for {url!r}") or exc) from exc
         except (StorageError, ImportError):
             raise
         except Exception as exc:

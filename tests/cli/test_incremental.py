@@ -13,6 +13,7 @@ import pytest
 from deltalake import DeltaTable, write_deltalake
 
 from streaming import LocalDataset
+from streaming._extras import install_command
 from tests.cli.conftest import run_cli
 
 FEED = {"delta.enableChangeDataFeed": "true"}
@@ -147,4 +148,4 @@ def test_a_mirror_without_key_of_a_table_without_row_tracking_is_refused_before_
 def test_without_deltalake_the_error_names_the_extra_to_install(tmp_path, monkeypatch):
     monkeypatch.setitem(sys.modules, "deltalake", None)  # as if it were not installed
     code, _, err = run_cli("incremental", str(tmp_path / "t"), str(tmp_path / "o"), "--quiet")
-    assert code == 1 and 'pip install "mds-streaming[delta]"' in err, err
+    assert code == 1 and install_command("delta") in err, err

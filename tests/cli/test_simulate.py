@@ -169,3 +169,28 @@ def test_prediction_matches_a_real_epoch_on_s3(s3_store, tmp_path, seaweedfs):
         slow,
         fast,
     )
+
+
+def test_charts_start_at_zero_show_every_node_and_keep_legends_beside_the_plot():
+    import matplotlib.pyplot as plt
+
+    from streaming.cli.simulate import figures
+    from streaming.cli.training_model import Settings, Shards, simulate
+
+    shards = Shards.uniform(40, 100, 4 << 20)
+    settings = Settings(nodes=2, ranks_per_node=2, workers_per_rank=2, batch_size=8, bandwidth=50 << 20)
+    result = simulate(shards, settings)
+    try:
+        for name, figure in figures(result, settings).items():
+            axis = figure.axes[0]
+            assert axis.get_xlim()[0] == 0 and axis.get_ylim()[0] == 0, name
+            legend = axis.get_legend()
+            figure.canvas.draw()
+            box = legend.get_window_extent().transformed(axis.transAxes.inverted())
+            assert box.x0 > 1, f"{name}: the legend overlaps the plot"
+            if name != "throughput.png":
+                nodes = [line for line in axis.get_lines() if line.get_label().startswith("node ")]
+                assert len(nodes) == 2
+                assert len({(line.get_linestyle(), line.get_linewidth()) for line in nodes}) == 2, name
+    finally:
+        plt.close("all")

@@ -8,12 +8,17 @@ every block of a page and a URL below another stays below it.
 
 A block that takes something as given (a Spark DataFrame ``df``) gets it from its ``PRELUDES`` entry; a block
 that cannot run on a plain machine is listed in ``NOT_RUNNABLE`` with the reason. A block in neither list simply
-runs, and a listed block that no page has any more fails the lists' check, so nothing is skipped silently.
+runs, and a listed block that no page has any more fails the lists' check, so nothing is skipped silently. A block
+whose paragraph above says it runs in "a new process" runs in one: a fresh interpreter in the same folder, with
+none of the earlier blocks' names (so it must import and define all it uses, as the page promises).
 """
 
 from __future__ import annotations
 
+import os
 import re
+import subprocess
+import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -21,7 +26,7 @@ from typing import Any
 import pytest
 
 from streaming.format.mds import encodings as mds
-from tests.docs.pages import REPO, blocks, first_line, pages
+from tests.docs.pages import REPO, blocks, first_line, pages, text
 
 # Blocks identified by their page and first line.
 NOT_RUNNABLE = {
@@ -30,7 +35,10 @@ NOT_RUNNABLE = {
         "%pip install /Volumes/main/default/mds_demo/mds_streaming-0.2.0-py3-none-any.whl",
     ): "an IPython/Databricks magic, not Python",
     ("docs/spark.md", "dbutils.library.restartPython()"): "`dbutils` exists only in a Databricks notebook",
-    ("docs/table-to-training.md", "%pip install mds-streaming"): "an IPython/Databricks magic, not Python",
+    (
+        "docs/table-to-training.md",
+        "%pip install /Volumes/main/default/mds_demo/mds_streaming-0.2.0-py3-none-any.whl",
+    ): "an IPython/Databricks magic, not Python",
 }
 
 _PLACES = re.compile(r"\b([a-z][a-z0-9+-]*)://|(/Volumes/|/local_disk/|/tmp/)")
@@ -44,6 +52,11 @@ def _spark_prelude(request: pytest.FixtureRequest) -> dict[str, Any]:
     return {"df": df, "spark": session}
 
 
+def _spark_session_prelude(request: pytest.FixtureRequest) -> dict[str, Any]:
+    """The suite's SparkSession, active, so that the page's own ``getOrCreate()`` finds it."""
+    return {"spark": request.getfixturevalue("docs_spark")}
+
+
 def _training_table_prelude(request: pytest.FixtureRequest) -> dict[str, Any]:
     """The table ``main.ml.events`` the training page converts: 2,000 rows of 8 float features and a 0/1 label."""
     session = request.getfixturevalue("docs_spark")
@@ -55,7 +68,7 @@ def _training_table_prelude(request: pytest.FixtureRequest) -> dict[str, Any]:
 
 PRELUDES: dict[tuple[str, str], Callable[[pytest.FixtureRequest], dict[str, Any]]] = {
     ("docs/spark.md", "from streaming.spark import dataframe_to_mds"): _spark_prelude,
-    ("docs/table-to-training.md", "from streaming.spark import dataframe_to_mds"): _training_table_prelude,
+    ("docs/table-to-training.md", "import os"): _spark_session_prelude,
     ("README.md", "from streaming.spark import dataframe_to_mds"): _training_table_prelude,
 }
 # Names a block uses that stand for something on the user's side, and what they stand for here.
@@ -112,6 +125,33 @@ def _localize(source: str, root: Path) -> str:
     return _PLACES.sub(place, source)
 
 
+def in_a_new_process(page: str, line: int) -> bool:
+    """Whether the paragraph just above the block starting at ``line`` says that it runs in a new process."""
+    above = text(page).splitlines()[: line - 2]  # the lines before the block's opening fence
+    paragraph: list[str] = []
+    for prose in reversed(above):
+        if not prose.strip():
+            if paragraph:
+                break
+            continue
+        paragraph.append(prose)
+    return "a new process" in " ".join(reversed(paragraph)).lower()
+
+
+def _run_in_a_new_process(code: str, cwd: Path) -> None:
+    environment = {**os.environ, "PYTHONPATH": str(REPO), "TMPDIR": str(cwd)}
+    run = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, cwd=cwd, env=environment, timeout=600
+    )
+    assert run.returncode == 0, f"the block that runs in a new process failed:\n{run.stderr[-4000:]}"
+
+
+def test_the_resume_block_runs_in_a_new_process():
+    starts = [line for line, _ in blocks("docs/table-to-training.md", "python")]
+    assert [in_a_new_process("docs/table-to-training.md", line) for line in starts][-1]
+    assert sum(in_a_new_process("docs/table-to-training.md", line) for line in starts) == 1
+
+
 @pytest.mark.parametrize("page", _python_pages())
 def test_page_examples_run(page, tmp_path, request, monkeypatch, encoding_registry, private_tempdir):
     """Each page's examples in order, in one namespace, in this test's folders (the temporary one too)."""
@@ -127,5 +167,8 @@ def test_page_examples_run(page, tmp_path, request, monkeypatch, encoding_regist
         code = _localize(source, tmp_path / "places")
         for name, stand_in in TABLE_NAMES.items():
             code = code.replace(name, stand_in)
+        if in_a_new_process(page, line):
+            _run_in_a_new_process("\n" * (line - 1) + code, tmp_path)
+            continue
         # Padding keeps the page's line numbers in tracebacks.
         exec(compile("\n" * (line - 1) + code, str(REPO / page), "exec"), namespace)  # noqa: S102 - the docs' own code

@@ -119,3 +119,26 @@ def test_search_finds_a_page(site, browser, served, where):
     found = browser.wait_for("document.querySelectorAll('.md-search-result__item').length")
     assert found and found > 0, browser.evaluate("document.querySelector('.md-search-result__meta').innerText")
     assert browser.errors() == []
+
+
+CLIPPED = """[...document.querySelectorAll('.md-typeset pre > code')]
+  .filter(code => code.scrollWidth > code.clientWidth + 1).map(code => code.innerText.split('\\n')[0])"""
+
+
+def test_no_code_line_is_clipped_at_a_laptops_width(site, browser):
+    # 1280 px wide, as a laptop shows the site: every code block's lines wrap within it (docs/assets/stylesheets).
+    browser.call(
+        "Emulation.setDeviceMetricsOverride",
+        session=browser.session,
+        width=1280,
+        height=900,
+        deviceScaleFactor=1,
+        mobile=False,
+    )
+    try:
+        for page in ("spark.html", "table-to-training.html", "cli.html", "incremental-job.html"):
+            browser.open(site.as_uri() + "/" + page)
+            assert browser.evaluate(CLIPPED) == [], page
+            assert browser.evaluate("document.querySelectorAll('.md-typeset pre > code').length") > 0, page
+    finally:
+        browser.call("Emulation.clearDeviceMetricsOverride", session=browser.session)

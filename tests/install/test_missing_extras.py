@@ -1,5 +1,6 @@
 """A public name or command whose optional package is not installed answers with one sentence naming the package
-and the `pip install` that brings it, run in a virtualenv that really lacks it (`core_python`)."""
+and the `pip install` that brings it, run in a virtualenv that really lacks it (`core_python`), where this checkout is
+on the path and mds-streaming is not installed: the command installs this checkout with the extra."""
 
 from __future__ import annotations
 
@@ -29,7 +30,7 @@ def test_streaming_dataset_without_torch_names_the_torch_extra(core_python):
         last = run_.stderr.strip().splitlines()[-1]
         assert last == (
             f"ModuleNotFoundError: {name} needs 'torch', which is not installed. "
-            'Install it with: pip install "mds-streaming[torch]"'
+            f'Install it with: pip install "{REPO}[torch]"'
         )
 
 
@@ -52,5 +53,5 @@ def test_convert_without_pyarrow_names_the_cli_extra(core_python, tmp_path):
     assert run_.returncode == 1
     assert run_.stderr == (
         "mds-streaming convert: error: this command needs 'pyarrow', which is not installed. "
-        'Install it with: pip install "mds-streaming[cli]"\n'
+        f'Install it with: pip install "{REPO}[cli]"\n'
     )

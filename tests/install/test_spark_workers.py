@@ -35,8 +35,9 @@ def test_workers_without_the_package_are_named_with_the_fix(core_python, tmp_pat
     assert run.stderr.rstrip().splitlines()[-1] == (
         "streaming.spark.worker_python.WorkerImportError: Spark's Python workers cannot import 'pyarrow', which "
         f"dataframe_to_mds's tasks need: they run PYSPARK_PYTHON={core_python}, not this Python ({sys.executable}); "
-        "install mds-streaming[spark] there (on Databricks, %pip install mds-streaming in the notebook reaches the "
-        f"workers too) or start Spark with PYSPARK_PYTHON={sys.executable}."
+        "install mds-streaming with its spark extra there (from the checkout or wheel this Python has it from; on "
+        f"Databricks, the notebook's %pip install reaches the workers too) or start Spark with "
+        f"PYSPARK_PYTHON={sys.executable}."
     )
     # Spark's own log still shows the executor's error; the driver's traceback holds none of pyspark's frames.
     assert "pyspark/errors/exceptions/captured.py" not in run.stderr

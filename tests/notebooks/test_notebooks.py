@@ -9,6 +9,7 @@ cell executed, as a user runs them (`test_install.py`).
 from __future__ import annotations
 
 import json
+import os
 
 import pytest
 
@@ -117,6 +118,20 @@ def test_incremental_job_creates_its_demo_table_when_it_is_missing(runner, spark
     again = json.loads(runner.run_notebook(JOB, widgets, spark, quiet=True).exit_value)
     assert (again["method"], again["version"]) == ("up_to_date", 0), "an existing demo table is left as it is"
     assert dataset_ids(str(tmp_path / "events"), tmp_path / "cache") == list(range(100))
+
+
+@pytest.mark.parametrize("access_mode", ["local", "classic", "standard", "serverless"])
+def test_incremental_job_runs_on_its_defaults_in_every_access_mode(runner, spark, access_mode, private_tempdir):
+    """As docs/spark.md runs it (`run_local.py notebooks/03_incremental_job.py --access-mode serverless`), no widget
+    but `install`: a local run standing in for any compute keeps its demo table and dataset in a local folder (it has
+    no Unity Catalog), creates the table with delta-rs and converts it."""
+    run = runner.run_notebook(JOB, {}, spark, quiet=True, access_mode=access_mode)
+    first = json.loads(run.exit_value)
+    assert first["table"].startswith(private_tempdir) and first["path"].startswith(private_tempdir), first
+    assert (first["method"], first["version"], first["samples"]) == ("snapshot", 0, 100)
+    # An append run's exit record holds no mirror rewrite counters (bytes_written 0 read as "wrote nothing").
+    assert first["shards"] >= 1 and "bytes_written" not in first and "removed" not in first
+    assert "RUN_LOCAL_ACCESS_MODE" not in os.environ and "DATABRICKS_RUNTIME_VERSION" not in os.environ
 
 
 def test_missing_credentials_say_what_to_set(runner, spark, tmp_path, no_databricks_credentials, capsys):

@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 from pyspark.sql import types as T
 
+from streaming._extras import install_command
 from streaming.base.converters import (
     SPARK_TO_MDS,
     dataframe_to_mds,
@@ -240,7 +241,7 @@ def test_importing_without_pyspark_says_what_to_install():
         "try:\n    import streaming.base.converters\nexcept ImportError as err:\n    print(err)\n"
     )
     output = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
-    assert 'pip install "mds-streaming[spark]"' in output
+    assert install_command("spark") in output
 
 
 def test_the_spark_path_never_imports_torch():

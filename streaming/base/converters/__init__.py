@@ -1,6 +1,6 @@
 """Upstream's import path for the Spark converter: `streaming.base.converters` (`streaming.compat.spark_converter`).
 
-Importing it needs pyspark; without it the ImportError says to ``pip install "mds-streaming[spark]"``.
+Importing it needs pyspark; without it the ImportError names the ``pip install`` of the ``spark`` extra.
 """
 
 from streaming.compat.spark_converter import (
