@@ -70,9 +70,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return 130
-    except Exception as err:
-        if args.debug:
-            raise
+    except Exception as err:  # noqa: BLE001 - every failure ends in one line (or a scrubbed traceback)
+        if args.debug:  # the whole traceback, every exception of its chain scrubbed of credentials
+            import traceback
+
+            from streaming.storage.secrets import scrub
+
+            print(scrub("".join(traceback.format_exception(err))), end="", file=sys.stderr)
+            return PROBLEMS
         if isinstance(err, ModuleNotFoundError) and (missing := explain_missing(err, "this command")):
             # An optional package is missing: the one sentence that names its extra is the whole answer.
             print(error_line(args.command, str(missing)), file=sys.stderr)

@@ -10,9 +10,13 @@ they read (the per-shard sample counts every plan needs, and the records of the 
 The key is a digest of the index file's path and identity (device, inode, size, modification and change
 times), so a replaced or rewritten index is decoded again. The state root is this user's private folder
 (`state_root`); the table is written there under a build lock, then renamed into place, so no process ever maps
-half a file. Every process that maps it holds a shared lock on ``table-<key>.lock`` for as long as it uses the
-table; the last one to let go removes the pair, and the state root's cleanup removes what killed processes left,
-so tables never pile up between jobs.
+half a file. Everything below the root is reached through descriptors without following a link: the root's,
+checked to be this user's and writable by no one else, then the table's folder, checked the same way, then the
+file, which is mapped only when it is this user's regular file, no one else may write it, its size is what its
+header states and its header names the same index (`streaming.format.mapped_table`). A build deletes and writes
+only inside the table's own folder. Every process that maps it holds a shared lock on ``table-<key>.lock`` for as
+long as it uses the table; the last one to let go removes the pair, and the state root's cleanup removes what
+killed processes left, so tables never pile up between jobs.
 
 Indexes under `SHARE_FROM_BYTES` are decoded directly: a few thousand shards decode faster than a file is made.
 """
@@ -25,10 +29,10 @@ import os
 import stat
 import uuid
 import weakref
-from typing import Any
+from typing import Any, NamedTuple
 
 from streaming.dataset.coordination.lockfile import LockFile, close_shared, open_shared, remove_if_unused
-from streaming.dataset.coordination.root import state_root
+from streaming.dataset.coordination.root import private_folder, state_root
 from streaming.format.index import MAX_INDEX_BYTES
 from streaming.format.mapped_table import TableFileError, map_table, write_table
 from streaming.format.table import ShardTable
@@ -88,17 +92,23 @@ def _identity(path: str, info: os.stat_result) -> str:
 
 def _shared(fd: int, path: str, root: str, key: str) -> SharedShardTable:
     """Map the node's table of ``key``, building it from the open index ``fd`` first if no process has."""
-    folder = os.path.join(state_root(), f"table-{key}")
-    lock_file, _ = open_shared(folder + ".lock", create=True)
+    state = _state_root_fd()
+    # The lock file and the folder are reached through the checked descriptor of the state root, never again
+    # by its path: a folder renamed or replaced meanwhile redirects nothing.
+    lock_file, _ = open_shared(f"/proc/self/fd/{state}/table-{key}.lock", create=True)
     try:
-        table = _map(folder)
-        if table is None:
-            lock_file.acquire(_BUILD_LOCK)
-            try:
-                # A process that built it meanwhile published it whole; otherwise this one builds it.
-                table = _map(folder) or _build(fd, path, folder)
-            finally:
-                lock_file.release(_BUILD_LOCK)
+        folder = _table_folder(state, key)
+        try:
+            table = _map(folder, key)
+            if table is None:
+                lock_file.acquire(_BUILD_LOCK)
+                try:
+                    # A process that built it meanwhile published it whole; otherwise this one builds it.
+                    table = _map(folder, key) or _build(fd, path, folder, key)
+                finally:
+                    lock_file.release(_BUILD_LOCK)
+        finally:
+            os.close(folder.fd)
     except BaseException:
         close_shared(lock_file)
         raise
@@ -108,6 +118,47 @@ def _shared(fd: int, path: str, root: str, key: str) -> SharedShardTable:
     return table
 
 
+#: The state root this process opened (its path and descriptor), kept open for the process's life: one
+#: descriptor, so the lock files below it have one name in this process (and its forked children).
+_root_fd: tuple[str, int] | None = None
+
+
+def _state_root_fd() -> int:
+    """A descriptor of the state root, checked to be this user's folder that no one else may write to."""
+    global _root_fd
+    root = state_root()
+    if _root_fd is not None and _root_fd[0] == root:
+        return _root_fd[1]
+    fd = os.open(root, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    if not private_folder(os.fstat(fd)):
+        os.close(fd)
+        raise PermissionError(f"State folder {root} is not a folder of yours that only you can write to.")
+    _root_fd = (root, fd)  # a previous root's descriptor stays open: lock files below it may still be in use
+    return fd
+
+
+class _Folder(NamedTuple):
+    """A table's folder: its descriptor (opened below the state root's) and its path, shown in messages."""
+
+    fd: int
+    shown: str
+
+
+def _table_folder(state: int, key: str) -> _Folder:
+    """``table-<key>`` below the state root's descriptor ``state``: made private if missing, never a link, and
+    refused (`PermissionError`) unless it is this user's folder that no one else may write to."""
+    name, shown = f"table-{key}", os.path.join(state_root(), f"table-{key}")
+    try:
+        os.mkdir(name, 0o700, dir_fd=state)
+    except FileExistsError:
+        pass
+    fd = os.open(name, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=state)
+    if not private_folder(os.fstat(fd)):
+        os.close(fd)
+        raise PermissionError(f"Shard table folder {shown} is not a folder of yours that only you can write to.")
+    return _Folder(fd, shown)
+
+
 def _release(lock_file: LockFile) -> None:
     """Let go of a table; the node's last process to do so removes it (a killed one leaves it to the cleanup)."""
     path = lock_file.path
@@ -115,20 +166,19 @@ def _release(lock_file: LockFile) -> None:
     remove_if_unused(path, path.removesuffix(".lock"))
 
 
-def _map(folder: str) -> SharedShardTable | None:
-    """The table in ``folder``, or None when it is not there yet (or not a table file, which the next build
-    replaces)."""
-    shown = os.path.join(folder, _TABLE_FILE)
+def _map(folder: _Folder, key: str) -> SharedShardTable | None:
+    """The table of the index ``key`` names in ``folder``, or None when it is not there yet (or not a table file
+    of that index, which the next build replaces)."""
+    shown = os.path.join(folder.shown, _TABLE_FILE)
     try:
-        fd = os.open(shown, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+        fd = os.open(_TABLE_FILE, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, dir_fd=folder.fd)
     except FileNotFoundError:
         return None
     try:
         info = os.fstat(fd)
-        # The state root is private; this guards against a folder shared by mistake (STREAMING_STATE_DIR).
-        if info.st_uid != os.geteuid() or not stat.S_ISREG(info.st_mode):
-            raise PermissionError(f"Shard table file {shown} is not a regular file of yours; not mapping it.")
-        table = map_table(fd, shown)
+        if info.st_uid != os.geteuid() or not stat.S_ISREG(info.st_mode) or info.st_mode & 0o022:
+            raise PermissionError(f"Shard table file {shown} is not a regular file only you can write; not mapping it.")
+        table = map_table(fd, shown, key)
     except TableFileError as err:
         logger.warning("%s; decoding the index again.", err)
         return None
@@ -138,22 +188,24 @@ def _map(folder: str) -> SharedShardTable | None:
     return table  # type: ignore[return-value]
 
 
-def _build(fd: int, path: str, folder: str) -> SharedShardTable:
-    """Decode the index and publish its table file (the caller holds the build lock)."""
+def _build(fd: int, path: str, folder: _Folder, key: str) -> SharedShardTable:
+    """Decode the index and publish its table file in ``folder`` (the caller holds the build lock)."""
     table = ShardTable.from_bytes(read_at_most(fd, MAX_INDEX_BYTES, path), path)
-    os.makedirs(folder, mode=0o700, exist_ok=True)
-    for name in os.listdir(folder):  # what a builder killed mid-write left (no one else builds meanwhile)
+    for name in os.listdir(folder.fd):  # what a builder killed mid-write left (no one else builds meanwhile)
         if name.endswith(".tmp"):
-            os.unlink(os.path.join(folder, name))
-    temporary = os.path.join(folder, f"{_TABLE_FILE}.{uuid.uuid4().hex}.tmp")
+            os.unlink(name, dir_fd=folder.fd)
+    temporary = f"{_TABLE_FILE}.{uuid.uuid4().hex}.tmp"
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
     try:
-        with open(temporary, "xb") as sink:
-            write_table(table, sink)
-        os.replace(temporary, os.path.join(folder, _TABLE_FILE))
+        with os.fdopen(os.open(temporary, flags, 0o600, dir_fd=folder.fd), "wb") as sink:
+            write_table(table, sink, identity=key)
+        os.replace(temporary, _TABLE_FILE, src_dir_fd=folder.fd, dst_dir_fd=folder.fd)
     finally:
-        if os.path.exists(temporary):
-            os.unlink(temporary)
-    mapped = _map(folder)
+        try:
+            os.unlink(temporary, dir_fd=folder.fd)
+        except FileNotFoundError:
+            pass
+    mapped = _map(folder, key)
     if mapped is None:
         raise TableFileError(f"Shard table file of {path} vanished as it was published.")
     return mapped

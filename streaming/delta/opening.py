@@ -16,10 +16,8 @@ import json
 import re
 from typing import Any
 
-import pyarrow.parquet as pq
-
 from streaming._extras import require
-from streaming.storage.parquet_bounds import ParquetBoundsError
+from streaming.storage.parquet_bounds import ParquetBoundsError, check_checkpoint
 from streaming.storage.table_files import table_filesystem
 from streaming.storage.untrusted_text import shown
 
@@ -28,8 +26,6 @@ _CHECKPOINT = re.compile(r"^(\d{20})\.checkpoint(?:\.\d{10}\.(\d{10})|\.([0-9a-f
 #: A V2 checkpoint's id in its file name; its actions may continue in the log's sidecar files.
 _V2_ID = re.compile(r"[0-9a-fA-F-]{36}")
 _SIDECARS = "_delta_log/_sidecars"
-#: Rows a checkpoint may declare beyond one a byte (its protocol, metadata and other fixed actions).
-ROW_ALLOWANCE = 1024
 #: The most ``_last_checkpoint`` (a small JSON hint) is read of.
 _HINT_LIMIT = 1 << 20
 
@@ -88,16 +84,12 @@ def _check_sidecars(filesystem: Any, uri: str) -> None:
 
 
 def _declared_rows(filesystem: Any, uri: str, info: Any) -> int:
-    """The rows a checkpoint file's footer declares, refused when more than one a byte."""
+    """The rows a checkpoint file's footer declares, refused when its footer is past the bounds of
+    `check_checkpoint` (more rows than bytes, more decoded bytes than such actions take)."""
     with filesystem.open_input_file(info.path) as handle:
-        rows = int(pq.ParquetFile(handle).metadata.num_rows)
-    if rows > info.size + ROW_ALLOWANCE:
-        raise ParquetBoundsError(
-            f"The Delta table {shown(uri)} has the checkpoint {shown(info.path)}, which declares {rows} "
-            f"actions in {info.size} bytes: more than one a byte, which no Delta writer writes (each action "
-            f"names a file or key of its own); it was not read."
+        return check_checkpoint(
+            handle, f"The Delta table {shown(uri)} has the checkpoint {shown(info.path)}, which", info.size
         )
-    return rows
 
 
 def _filesystem(uri: str) -> Any:

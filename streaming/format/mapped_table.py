@@ -5,13 +5,16 @@ Decoding ``index.json`` costs time and memory in proportion to the whole index (
 the pages it reads. Layout (little-endian):
 
 * 8-byte magic ``MDSTABLE``, ``uint32`` layout version, ``uint32`` zero, ``uint64`` header length;
-* the header: JSON with the shard count, the distinct settings (``configs``) and, per array, its name, numpy
+* the header: JSON with the identity of the index the table was decoded from (``index``, the caller's digest of
+  its path and version), the shard count, the distinct settings (``configs``) and, per array, its name, numpy
   dtype, byte offset and length (in elements);
 * the arrays, from the first 64-byte boundary after the header, each at a 64-byte-aligned offset (the header
   states offsets from that boundary).
 
 Only numbers and fixed-width strings are stored: nothing in the file is ever unpickled, and a file that is
-short, or states an array that does not fit in it, is refused (`TableFileError`).
+short or longer than its arrays, states an array that does not fit in it, or names another index than the one
+the caller asks for, is refused (`TableFileError`): a table file put in place of another's never stands in
+for it.
 """
 
 from __future__ import annotations
@@ -28,7 +31,7 @@ from streaming.format.index import FILE_KEYS
 from streaming.format.table import FileColumn, ShardTable
 
 MAGIC = b"MDSTABLE"
-LAYOUT_VERSION = 1
+LAYOUT_VERSION = 2
 _PREFIX = struct.Struct("<8sIIQ")
 _ALIGN = 64
 #: The largest header accepted: settings are repeated once per distinct value, never per shard.
@@ -55,14 +58,15 @@ def _aligned(offset: int) -> int:
     return -(-offset // _ALIGN) * _ALIGN
 
 
-def write_table(table: ShardTable, sink: BinaryIO) -> None:
-    """Write ``table`` to ``sink`` (a new file opened for binary writing, at its start)."""
+def write_table(table: ShardTable, sink: BinaryIO, identity: str = "") -> None:
+    """Write ``table``, decoded from the index ``identity`` names, to ``sink`` (a new file opened for binary
+    writing, at its start)."""
     arrays = {name: np.ascontiguousarray(array) for name, array in _arrays(table).items()}
     entries, offset = [], 0
     for name, array in arrays.items():
         entries.append([name, array.dtype.str, offset, len(array)])
         offset = _aligned(offset + array.nbytes)
-    header = json.dumps({"count": len(table), "configs": table.configs, "arrays": entries}).encode()
+    header = json.dumps({"index": identity, "count": len(table), "configs": table.configs, "arrays": entries}).encode()
     sink.write(_PREFIX.pack(MAGIC, LAYOUT_VERSION, 0, len(header)))
     sink.write(header)
     data_start = _aligned(_PREFIX.size + len(header))
@@ -71,9 +75,9 @@ def write_table(table: ShardTable, sink: BinaryIO) -> None:
         sink.write(array.reshape(-1).view(np.uint8).data)
 
 
-def map_table(fd: int, shown: str) -> ShardTable:
-    """The table in the open file ``fd``, its arrays read-only views of a private mapping (``shown`` names the
-    file in errors). The mapping lives as long as any of the arrays."""
+def map_table(fd: int, shown: str, identity: str = "") -> ShardTable:
+    """The table of the index ``identity`` names in the open file ``fd``, its arrays read-only views of a private
+    mapping (``shown`` names the file in errors). The mapping lives as long as any of the arrays."""
     size = os.fstat(fd).st_size
     if size < _PREFIX.size:
         raise TableFileError(f"Shard table file {shown} is too short ({size} bytes).")
@@ -85,12 +89,15 @@ def map_table(fd: int, shown: str) -> ShardTable:
         raise TableFileError(f"Shard table file {shown} states a header of {header_length} bytes; it is cut short.")
     try:
         header = json.loads(buffer[_PREFIX.size : _PREFIX.size + header_length])
+        if header["index"] != identity:
+            raise TableFileError(f"Shard table file {shown} is the table of another index; not using it.")
         count, configs, entries = int(header["count"]), header["configs"], header["arrays"]
         data_start = _aligned(_PREFIX.size + header_length)
         arrays = {
             name: _view(buffer, name, dtype, data_start + offset, length, count, shown)
             for name, dtype, offset, length in entries
         }
+        end = max((data_start + offset + arrays[name].nbytes for name, _, offset, _ in entries), default=data_start)
         samples, raw_bytes, zip_bytes, config_ids = (arrays.pop(name) for name in _TABLE_ARRAYS)
         table = ShardTable(
             samples,
@@ -102,6 +109,8 @@ def map_table(fd: int, shown: str) -> ShardTable:
         )
         if arrays:
             raise TableFileError(f"Shard table file {shown} holds arrays this module never writes: {sorted(arrays)}.")
+        if end != size:
+            raise TableFileError(f"Shard table file {shown} holds {size} bytes where its arrays end at {end}.")
     except (KeyError, TypeError, ValueError) as err:
         if isinstance(err, TableFileError):
             raise

@@ -204,9 +204,12 @@ class Storage(ABC):
             raise
         except Exception as exc:
             mapped = self._classify(exc, url)
-            if mapped is None:
-                raise
             cause = scrubbed_cause(exc)
+            if mapped is None:
+                if cause is exc:
+                    raise
+                # Not one this backend knows, but its chain quotes a credential: only a scrubbed copy goes on.
+                mapped = StorageError(url, f"{type(exc).__name__}: {exc}")
             try:
                 raise mapped from cause
             finally:

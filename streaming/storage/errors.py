@@ -20,20 +20,66 @@ class StorageError(OSError):
 
 
 class ScrubbedCause(Exception):
-    """Stands for a client library's exception whose text held a credential: its type and its cleaned text."""
+    """Stands for an exception whose text, or whose own causes' text, held a credential: its type and its
+    cleaned text, chained to the cleaned copies of its causes."""
 
 
 def scrubbed_cause(exc: BaseException) -> BaseException:
-    """``exc`` itself when its text holds no URL password, else a `ScrubbedCause` with the password removed.
+    """``exc`` itself when no exception of its chain (``__cause__``, ``__context__``, notes) quotes a credential,
+    else a `ScrubbedCause` copy of the whole chain with each text `scrub`-bed (type names kept).
 
-    Tracebacks print the whole cause chain, so a chained SDK error quoting ``http://KEY:SECRET@host`` would
-    carry the secret into every log; the replacement keeps what went wrong without it.
+    Tracebacks print the whole chain, so a chained SDK error quoting a token, a key or a credential file would
+    carry the secret into every log; the copy keeps what went wrong without it.
     """
-    text = str(exc)
-    cleaned = scrub(text)
-    if cleaned == text:
+    if not any(_text(link) != scrub(_text(link)) for link in _chain(exc)):
         return exc
-    return ScrubbedCause(f"{type(exc).__module__}.{type(exc).__qualname__}: {cleaned}")
+    return _copy(exc, set())
+
+
+def scrubbed_chain(error: BaseException) -> BaseException:
+    """``error`` (this package's own, its message already clean) with its cause and context replaced by
+    `scrubbed_cause` copies where they hold a credential: what to raise or log."""
+    if error.__cause__ is not None:
+        error.__cause__ = scrubbed_cause(error.__cause__)
+    if error.__context__ is not None and error.__context__ is not error.__cause__:
+        error.__context__ = scrubbed_cause(error.__context__)
+    elif error.__cause__ is not None:
+        error.__context__ = None  # the implicit context was the cause itself: only its clean copy is kept
+    return error
+
+
+def _chain(exc: BaseException) -> list[BaseException]:
+    """``exc`` and every exception it was raised from or while handling, each once."""
+    found: list[BaseException] = []
+    pending: list[BaseException | None] = [exc]
+    while pending:
+        link = pending.pop()
+        if link is None or any(link is seen for seen in found):
+            continue
+        found.append(link)
+        pending.extend((link.__cause__, link.__context__))
+    return found
+
+
+def _text(exc: BaseException) -> str:
+    """What a traceback prints of ``exc`` itself: its text and its notes."""
+    try:
+        text = str(exc)
+    except Exception:  # noqa: BLE001 - a broken __str__ prints as such; nothing of it can leak
+        text = ""
+    return "\n".join([text, *map(str, getattr(exc, "__notes__", ()))])
+
+
+def _copy(exc: BaseException, seen: set[int]) -> BaseException:
+    """A `ScrubbedCause` standing for ``exc``, chained to copies of its cause and context."""
+    seen.add(id(exc))
+    copy = ScrubbedCause(f"{type(exc).__module__}.{type(exc).__qualname__}: {scrub(_text(exc))}")
+    if exc.__cause__ is not None and id(exc.__cause__) not in seen:
+        copy.__cause__ = _copy(exc.__cause__, seen)
+    if exc.__context__ is not None and exc.__context__ is not exc.__cause__ and id(exc.__context__) not in seen:
+        copy.__context__ = _copy(exc.__context__, seen)
+    copy.__suppress_context__ = exc.__suppress_context__
+    return copy
 
 
 class ObjectNotFoundError(StorageError, FileNotFoundError):

@@ -348,7 +348,7 @@ class S3Storage(Storage):
                     "requester-pays bucket list it in MOSAICML_STREAMING_AWS_REQUESTER_PAYS",
                 )
             return None
-        if isinstance(exc, (bce.NoCredentialsError, bce.PartialCredentialsError)):
+        if isinstance(exc, (bce.NoCredentialsError, bce.PartialCredentialsError, bce.CredentialRetrievalError)):
             return CredentialsError(url, f"no usable credentials ({type(exc).__name__}); set {self._credential_hint}")
         if isinstance(exc, (bce.ConnectionError, bce.HTTPClientError)):
             return EndpointUnreachableError(

@@ -163,7 +163,7 @@ _KILLED_BUILDER = textwrap.dedent(
     """
     import os, signal, sys
     import streaming.dataset.shared_table as shared
-    def half_then_killed(table, sink):
+    def half_then_killed(table, sink, **kwargs):
         sink.write(b"MDSTABLE" + b"\\0" * 4096)
         sink.flush()
         os.kill(os.getpid(), signal.SIGKILL)

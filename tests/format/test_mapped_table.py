@@ -70,7 +70,7 @@ def _header(path: str) -> tuple[dict, bytes]:
 
 def _rewrite(path: str, header: dict, arrays: bytes) -> None:
     encoded = json.dumps(header).encode()
-    prefix = b"MDSTABLE" + struct.pack("<IIQ", 1, 0, len(encoded)) + encoded
+    prefix = b"MDSTABLE" + struct.pack("<IIQ", 2, 0, len(encoded)) + encoded
     with open(path, "wb") as sink:
         sink.write(prefix + b"\0" * (_aligned(len(prefix)) - len(prefix)) + arrays)
 
@@ -85,6 +85,7 @@ def _rewrite(path: str, header: dict, arrays: bytes) -> None:
         (lambda h: h["arrays"].pop(), "invalid header"),  # an array missing
         (lambda h: h["arrays"].append(["extra.names", "<U3", 0, h["count"]]), "never writes"),
         (lambda h: h["configs"].clear(), "does not hold"),  # shards referring to settings not in the file
+        (lambda h: h.__setitem__("index", "another"), "another index"),  # the table of another index
     ],
 )
 def test_a_file_this_module_did_not_write_is_refused(tmp_path, damage, message):
@@ -107,9 +108,30 @@ def test_a_truncated_or_foreign_file_is_refused(tmp_path):
         _mapped(path)
     with open(path, "wb") as sink:
         sink.write(b"PK\x03\x04" + data[4:])
-    with pytest.raises(TableFileError, match="not a version-1 table file"):
+    with pytest.raises(TableFileError, match="not a version-2 table file"):
         _mapped(path)
     with open(path, "wb") as sink:
         sink.write(data[:10])
     with pytest.raises(TableFileError, match="too short"):
         _mapped(path)
+
+
+def test_a_file_longer_than_its_arrays_is_refused(tmp_path):
+    path = _written(tmp_path, _table(tmp_path, None))
+    with open(path, "ab") as sink:
+        sink.write(b"\0" * 64)
+    with pytest.raises(TableFileError, match="where its arrays end"):
+        _mapped(path)
+
+
+def test_the_identity_of_the_index_is_checked(tmp_path):
+    path = str(tmp_path / "table.bin")
+    with open(path, "wb") as sink:
+        write_table(_table(tmp_path, None), sink, identity="index A")
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        assert len(map_table(fd, path, "index A")) > 10
+        with pytest.raises(TableFileError, match="another index"):
+            map_table(fd, path, "index B")
+    finally:
+        os.close(fd)

@@ -59,6 +59,18 @@ def shared_dir(path: str) -> str:
     return path
 
 
+def group_writable_dir(path: str) -> str:
+    """A folder of this user's that its group may write to (0770), the group being the other user's own
+    (``OTHER_UID``'s primary group, which ``as_other_user`` runs in): a team folder both users share through
+    their group, never open to everyone."""
+    os.makedirs(path, exist_ok=True)
+    os.chown(path, os.getuid(), OTHER_UID)
+    os.chmod(path, 0o770)
+    for parent in _parents(path):
+        os.chmod(parent, os.stat(parent).st_mode | 0o001)  # let the other user reach it
+    return path
+
+
 def share_tree(path: str) -> None:
     """Make every folder below ``path`` writable and every file readable and writable by every user."""
     for folder, _, files in os.walk(path):

@@ -17,8 +17,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from streaming.delta.opening import ROW_ALLOWANCE, check_checkpoints
-from streaming.storage.parquet_bounds import ParquetBoundsError
+from streaming.delta.opening import check_checkpoints
+from streaming.storage.parquet_bounds import ROW_ALLOWANCE, ParquetBoundsError
 from tests.security.test_bombs_round3 import GROWTH_LIMIT, _growth_in_fresh_process
 
 

@@ -8,9 +8,13 @@ or make us fail with permission errors.
 Those names are predictable, so another user may create one first (or plant a symlink there). Such a folder
 is never used: the next candidate that is, or can be made, this user's own private folder is
 (`first_private_dir`: the temp folder, then ``$XDG_RUNTIME_DIR/mds-streaming``, then
-``~/.cache/mds-streaming/state``). Every process of the user walks the same list, so they all agree. A
-``STREAMING_STATE_DIR`` that is not the user's own, or that other users may write to, gets a private
-``streaming-<uid>`` folder inside it (or, if that name is taken too, the same fallbacks).
+``~/.cache/mds-streaming/state``). Every process of the user walks the same list, so they all agree.
+
+A folder is trusted with state only when it is the user's own and neither its group nor other users may write
+to it (`private_folder`): a member of a group that may write there could plant a link or a file under a name
+the package computes, and so steer what another user's process reads. A ``STREAMING_STATE_DIR`` that is not
+trusted, and a default folder of the user's own that has become writable by others, get a private
+``streaming-<uid>`` folder inside them (or, if that name is taken too, the same fallbacks).
 """
 
 from __future__ import annotations
@@ -25,6 +29,8 @@ logger = logging.getLogger(__name__)
 
 STATE_DIR_ENV = "STREAMING_STATE_DIR"
 _SHM = "/dev/shm"
+#: Mode bits that let users other than the owner create, rename or delete entries of a folder.
+_OTHERS_WRITE = stat.S_IWGRP | stat.S_IWOTH
 
 
 @functools.lru_cache(maxsize=1)
@@ -59,6 +65,12 @@ def make_private_dir(path: str, what: str = "Coordination directory", remedy: st
     if info.st_uid != uid:
         raise PermissionError(
             f"{what} {path} belongs to uid {info.st_uid}, not to you (uid {uid}); {remedy} to a directory of your own."
+        )
+    if info.st_mode & _OTHERS_WRITE:
+        # Others may have planted entries in it already: making it private now would not remove them.
+        raise PermissionError(
+            f"{what} {path} may be written by its group or other users (mode {stat.S_IMODE(info.st_mode):o}); "
+            f"{remedy} to a folder only you can write to."
         )
     if info.st_mode & 0o077:
         os.chmod(path, 0o700)
@@ -127,6 +139,12 @@ def trusted_folder(path: str) -> bool:
     return stat.S_ISDIR(info.st_mode) and info.st_uid == os.getuid() and not info.st_mode & stat.S_IWOTH
 
 
+def private_folder(info: os.stat_result) -> bool:
+    """Whether ``info`` (of a folder, not following a link) is this user's own folder that neither its group nor
+    other users may write to: the only kind trusted with state."""
+    return stat.S_ISDIR(info.st_mode) and info.st_uid == os.getuid() and not info.st_mode & _OTHERS_WRITE
+
+
 def state_root() -> str:
     """The per-user directory holding all coordination files (created on first use)."""
     uid = os.getuid()
@@ -134,11 +152,27 @@ def state_root() -> str:
     if override:
         root = os.path.abspath(override)
         os.makedirs(root, mode=0o700, exist_ok=True)
-        if trusted_folder(root):
+        if private_folder(os.stat(root)):  # the variable itself may name a link: the user's choice
             if not os.access(root, os.W_OK | os.X_OK):
                 raise PermissionError(f"{STATE_DIR_ENV}={override!r} is not a writable directory.")
             return root
-        # A shared folder: other users could plant or hold the lock files; keep ours in a private sub-folder.
+        # Others (a group, or everyone) may write there: they could plant or hold the files whose names the
+        # package computes, so ours go in a private sub-folder.
         return first_private_dir([os.path.join(root, f"streaming-{uid}"), *_fallbacks("streaming")], "State directory")
     candidates = [os.path.join(_SHM, f"streaming-{uid}")] if _shm_is_writable_tmpfs() else []
-    return first_private_dir([*candidates, *_fallbacks("streaming")], "Coordination directory")
+    return first_private_dir([*_with_sub_folders(candidates), *_fallbacks("streaming")], "Coordination directory")
+
+
+def _with_sub_folders(candidates: list[str]) -> list[str]:
+    """Each candidate, followed by a private sub-folder of it when it is this user's own folder but its group or
+    other users may write to it (so it is skipped itself)."""
+    uid, listed = os.getuid(), []
+    for path in candidates:
+        listed.append(path)
+        try:
+            info = os.lstat(path)
+        except OSError:
+            continue
+        if stat.S_ISDIR(info.st_mode) and info.st_uid == uid and info.st_mode & _OTHERS_WRITE:
+            listed.append(os.path.join(path, f"streaming-{uid}"))
+    return listed
