@@ -7,7 +7,8 @@ share) differs between sizes and sides. Each measurement runs in fresh processes
 Modes:
 
 * ``sample``: ``StreamingDataset(local=..., shuffle=True, batch_size=32)`` in one process; construction time,
-  time from construction to the first sample, peak RSS (``ru_maxrss``).
+  time from construction to the first sample, peak RSS (``ru_maxrss``). ``--shuffle-algo`` picks another shuffle
+  (then on one canonical node).
 * ``loader``: the same dataset through ``StreamingDataLoader(batch_size=32, num_workers=2)`` on ``--ranks`` ranks
   of one node (one process per rank, ``RANK``/``WORLD_SIZE``/``LOCAL_RANK``/``LOCAL_WORLD_SIZE`` set as a
   launcher sets them); time to the first batch, and the peak RSS (``VmHWM``) of every rank and DataLoader worker.
@@ -139,13 +140,19 @@ def _children_of(parent: int) -> list[int]:
     return children
 
 
+def _shuffle_settings() -> dict:
+    """``--shuffle-algo``'s settings: the default (``py1e``) as is, another algorithm on one canonical node."""
+    algo = os.environ.get("EPOCH_START_SHUFFLE_ALGO", "py1e")
+    return {} if algo == "py1e" else {"shuffle_algo": algo, "num_canonical_nodes": 1}
+
+
 def child_sample(local: str) -> dict:
     import resource
 
     from streaming import StreamingDataset
 
     start = time.perf_counter()
-    dataset = StreamingDataset(local=local, shuffle=True, batch_size=BATCH_SIZE)
+    dataset = StreamingDataset(local=local, shuffle=True, batch_size=BATCH_SIZE, **_shuffle_settings())
     constructed = time.perf_counter()
     first = next(iter(dataset))
     done = time.perf_counter()
@@ -373,6 +380,9 @@ def main() -> None:
     parser.add_argument("--scratch", default=str(REPO / ".bench" / "epoch-start"))
     parser.add_argument("--out")
     parser.add_argument("--timeout", type=float, default=1800)
+    parser.add_argument(
+        "--shuffle-algo", default="py1e", help="sample mode: another shuffle algorithm, on one canonical node"
+    )
     parser.add_argument("--resume-at", type=float, default=0.9, help="resume and order modes: where to resume")
     parser.add_argument("--child", help=argparse.SUPPRESS)
     parser.add_argument("--local", help=argparse.SUPPRESS)
@@ -399,6 +409,7 @@ def main() -> None:
         num_samples = parse_count(text, args.shard_samples)
         local = build_dataset(scratch, num_samples, OURS_PYTHON, args.shard_samples)
         os.environ["EPOCH_START_RESUME_AT"] = str(args.resume_at)
+        os.environ["EPOCH_START_SHUFFLE_ALGO"] = args.shuffle_algo
         os.environ["EPOCH_START_SHARD_SAMPLES"] = str(args.shard_samples)
         for mode in args.modes:
             for round_index in range(args.rounds):
