@@ -23,6 +23,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import statistics
 import subprocess
 import sys
@@ -117,7 +118,15 @@ def main() -> None:
         return
 
     scratch = args.scratch or tempfile.mkdtemp(prefix="plain-loader-")
-    data = os.path.join(scratch, "mds")
+    try:
+        _measure(args, os.path.join(scratch, "mds"))
+    finally:
+        if not args.scratch:
+            shutil.rmtree(scratch, ignore_errors=True)
+
+
+def _measure(args: argparse.Namespace, data: str) -> None:
+    """Write the samples once, run every side's rounds, print the table and the JSON line."""
     if not os.path.exists(os.path.join(data, "index.json")):
         write_mds(data, args.samples)
     environments = {"ours": {**os.environ, "PYTHONPATH": ROOT}}
