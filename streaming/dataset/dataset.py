@@ -68,13 +68,12 @@ RELEASE_SCATTERED_BATCHES = 256
 def _share_batches_by_name() -> None:
     """In a DataLoader worker, hand batches to the main process by shared-memory name, not by file descriptor.
 
-    Passing one descriptor per batch through a socket bounds a DataLoader's throughput: by names, a plain
-    DataLoader's batch costs 1.35 ms of CPU (main + workers) against 1.9 ms here. The worker process exists only
-    to serve this dataset, and the main process rebuilds each batch by whichever method the worker used, so the
-    main process's own setting is left untouched. Naming needs torch's shared-memory manager, which takes ~0.2 s
-    to start once per process, so the first iteration switches after the worker's first batch (which keeps the
-    descriptor and is not delayed) and later iterations from their start. Opt out with
-    ``STREAMING_WORKER_SHARING=keep``.
+    Passing one descriptor per batch through a socket bounds a DataLoader's throughput (by names: +20-40%
+    per epoch here). The worker process exists only to serve this dataset, and the main process rebuilds each
+    batch by whichever method the worker used, so the main process's own setting is left untouched. Naming
+    needs torch's shared-memory manager, which takes ~0.2 s to start once per process, so the caller uses it
+    from a dataset's second iteration on: the first batch (and a resumed run's) comes without that delay.
+    Opt out with ``STREAMING_WORKER_SHARING=keep``.
     """
     if get_worker_info() is None or os.environ.get("STREAMING_WORKER_SHARING") == "keep":
         return
@@ -496,11 +495,10 @@ class StreamingDataset(Array, IterableDataset):
         """
         return self._iter_epoch(through_getitem=overrides_item_access(type(self)))
 
-    def _epoch_work(self) -> tuple[PlanRun, int, bool]:
+    def _epoch_work(self) -> tuple[PlanRun, int]:
         """Start this worker's next epoch: its sample ids in order (-1 where there is none, a view of the mapped
-        plan that `WorkerShare` reads a chunk at a time), the number of readers on the node (every rank's
-        DataLoader workers), and whether this is the dataset's first iteration in this process (whose batches
-        switch to naming after the first one: `_share_batches_by_name`)."""
+        plan that `WorkerShare` reads a chunk at a time), and the number of readers on the node (every rank's
+        DataLoader workers)."""
         if self.predownload < 0:
             # Upstream accepts it (random access never uses it) and then waits forever at the first epoch.
             raise ValueError(f"predownload must be non-negative to iterate, got {self.predownload}.")
@@ -509,7 +507,7 @@ class StreamingDataset(Array, IterableDataset):
         iteration, epoch, sample_in_epoch = self._begin_epoch(unique)
         if iteration > 0:
             _share_batches_by_name()
-        return self._get_work(parallel, epoch, sample_in_epoch), unique.workers_per_node, iteration == 0
+        return self._get_work(parallel, epoch, sample_in_epoch), unique.workers_per_node
 
     def _prefetching(self, sample_ids: PlanRun, readers_on_node: int) -> contextlib.AbstractContextManager[Any]:
         """The shard cache's prefetcher for a reader of ``sample_ids`` when shards must be prepared ahead, else a
@@ -522,18 +520,13 @@ class StreamingDataset(Array, IterableDataset):
     def _iter_epoch(self, through_getitem: bool) -> Iterator[Any]:
         """The next epoch's samples of this worker: ``self[sample_id]`` when ``through_getitem``, else the stored
         samples straight from the shard readers."""
-        sample_ids, readers_on_node, first_iteration = self._epoch_work()
+        sample_ids, readers_on_node = self._epoch_work()
         share = WorkerShare(sample_ids, self.sample_offset_per_shard)
         readers = self.readers
         position = 0
-        # The first chunk is the worker's first batch: torch asks for the next one only once it has collated it.
-        first_batch = self.batch_size if first_iteration and isinstance(self.batch_size, int) else None
         with self._prefetching(sample_ids, readers_on_node) as prefetcher:
             # A chunk is as many samples as are read between two releases of their shards' pages.
-            chunks = share.chunks(RELEASE_PAGES_EVERY, first=first_batch)
-            for number, (shard_chunk, index_chunk) in enumerate(chunks):
-                if number == 1 and first_batch is not None:
-                    _share_batches_by_name()
+            for shard_chunk, index_chunk in share.chunks(RELEASE_PAGES_EVERY):
                 shard_ids = shard_chunk.tolist()
                 if prefetcher is not None:
                     read = self._read_through_getitem if through_getitem else self._read
@@ -591,7 +584,7 @@ class StreamingDataset(Array, IterableDataset):
         return self._iter_batch_reads(size, drop_last, counts)
 
     def _iter_batch_reads(self, batch_size: int, drop_last: bool, counts: Iterator[int]) -> Iterator[BatchRead]:
-        sample_ids, readers_on_node, _ = self._epoch_work()
+        sample_ids, readers_on_node = self._epoch_work()
         share = WorkerShare(sample_ids, self.sample_offset_per_shard)
         # Samples smaller than a page drawn from across large shards (a shuffled table) map a page each, and
         # unmapping a shard whose pages are all mapped, then faulting them in again, costs more than gathering the

@@ -67,13 +67,10 @@ class WorkerShare:
             self._pending = self._locate_next()
         return len(self._pending[0]) > 0
 
-    def chunks(self, count: int = CHUNK_SAMPLES, first: int | None = None) -> Iterator[Located]:
-        """The rest of the share, ``count`` samples at a time (``first`` for the first chunk when given; the last
-        chunk may be smaller)."""
-        size = first or count
+    def chunks(self, count: int = CHUNK_SAMPLES) -> Iterator[Located]:
+        """The rest of the share, ``count`` samples at a time (the last chunk may be smaller)."""
         while True:
-            shards, indices = self.take(size)
-            size = count
+            shards, indices = self.take(count)
             if not len(shards):
                 return
             yield shards, indices
