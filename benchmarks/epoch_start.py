@@ -7,12 +7,19 @@ share) differs between sizes and sides. Each measurement runs in fresh processes
 Modes:
 
 * ``sample``: ``StreamingDataset(local=..., shuffle=True, batch_size=32)`` in one process; construction time,
-  time from construction to the first sample, peak RSS (``ru_maxrss``).
+  time from construction to the first sample, peak RSS (``ru_maxrss``). ``--shuffle-algo`` picks another shuffle
+  (then on one canonical node).
 * ``loader``: the same dataset through ``StreamingDataLoader(batch_size=32, num_workers=2)`` on ``--ranks`` ranks
   of one node (one process per rank, ``RANK``/``WORLD_SIZE``/``LOCAL_RANK``/``LOCAL_WORLD_SIZE`` set as a
   launcher sets them); time to the first batch, and the peak RSS (``VmHWM``) of every rank and DataLoader worker.
 * ``construct``: construction alone on ``--ranks`` ranks started together; each rank's time and peak RSS. With
   small shards (``--shard-samples 100``: 1,000,000 shards for 100M samples) this is the shard table's cost.
+* ``resume``: as ``sample``, but from a checkpoint at ``--resume-at`` of the samples (default 0.9) of epoch 0:
+  time from construction to the first sample after the position.
+* ``order`` (ours only, no dataset read): for every shuffle algorithm (and none) on one canonical node, the
+  epoch's order as the one reader of the node reads it, computed as it is read (`streamed_share`) when the
+  algorithm has such an order, compared with the whole plan (`generate_work`) position for position, from the
+  start and from ``--resume-at``; prints ``identical`` or the first difference, and both times.
 
 Usage (the reference side needs a virtualenv with streaming-community 0.14.2, ``.venv-ref`` by default)::
 
@@ -133,13 +140,19 @@ def _children_of(parent: int) -> list[int]:
     return children
 
 
+def _shuffle_settings() -> dict:
+    """``--shuffle-algo``'s settings: the default (``py1e``) as is, another algorithm on one canonical node."""
+    algo = os.environ.get("EPOCH_START_SHUFFLE_ALGO", "py1e")
+    return {} if algo == "py1e" else {"shuffle_algo": algo, "num_canonical_nodes": 1}
+
+
 def child_sample(local: str) -> dict:
     import resource
 
     from streaming import StreamingDataset
 
     start = time.perf_counter()
-    dataset = StreamingDataset(local=local, shuffle=True, batch_size=BATCH_SIZE)
+    dataset = StreamingDataset(local=local, shuffle=True, batch_size=BATCH_SIZE, **_shuffle_settings())
     constructed = time.perf_counter()
     first = next(iter(dataset))
     done = time.perf_counter()
@@ -149,6 +162,85 @@ def child_sample(local: str) -> dict:
         "peak_rss": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024,
         "ok": "x" in first,
     }
+
+
+def child_resume(local: str) -> dict:
+    """From a checkpoint deep in epoch 0: the time to the first sample after it."""
+    import resource
+
+    from streaming import StreamingDataset
+
+    start = time.perf_counter()
+    dataset = StreamingDataset(local=local, shuffle=True, batch_size=BATCH_SIZE)
+    at = int(len(dataset) * float(os.environ["EPOCH_START_RESUME_AT"])) // BATCH_SIZE * BATCH_SIZE
+    state = {"epoch": 0, "sample_in_epoch": at, "num_canonical_nodes": 1, "shuffle_seed": dataset.shuffle_seed}
+    dataset.load_state_dict({**state, "initial_physical_nodes": 1})
+    constructed = time.perf_counter()
+    first = next(iter(dataset))
+    done = time.perf_counter()
+    return {
+        "construct_s": constructed - start,
+        "first_sample_s": done - constructed,
+        "resumed_at": at,
+        "peak_rss": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024,
+        "ok": "x" in first,
+    }
+
+
+ORDER_ALGOS = ("py1e", "py1s", "py1br", "py2s", "naive", "none")
+
+
+def child_order(local: str) -> dict:
+    """Each algorithm's streamed order against the whole plan (``local`` is only named for the sample count)."""
+    import numpy as np
+
+    from streaming.dataset.batching import PlanInputs, generate_work
+    from streaming.dataset.shuffle import default_shuffle_block_size
+    from streaming.dataset.streamed_share import streamed_share
+    from streaming.dataset.world import World
+
+    num_samples = int(Path(local).name.split("-")[1])
+    shard_samples = int(os.environ.get("EPOCH_START_SHARD_SAMPLES", SAMPLES_PER_SHARD))
+    resume_at = int(num_samples * float(os.environ["EPOCH_START_RESUME_AT"]))
+    world = World(1, 1, 1, 0)
+    results = {}
+    for algo in ORDER_ALGOS:
+        plan = PlanInputs(
+            samples_per_shard=np.full(num_samples // shard_samples, shard_samples, np.int64),
+            shards_per_stream=[num_samples // shard_samples],
+            choose_per_stream=[num_samples],
+            proportion_per_stream=[1.0],
+            epoch_size=num_samples,
+            batch_size=BATCH_SIZE,
+            num_canonical_nodes=1,
+            shuffle=algo != "none",
+            shuffle_algo="py1e" if algo == "none" else algo,
+            shuffle_block_size=default_shuffle_block_size(1),
+        )
+        for at in (0, resume_at):
+            clock = time.perf_counter()
+            whole = generate_work("random", plan, world, 0, at).reshape(-1)
+            whole_s = time.perf_counter() - clock
+            clock = time.perf_counter()
+            share = streamed_share(plan, world, 0, at)
+            if share is None:
+                results[f"{algo}@{at}"] = {"streamed": False, "whole_s": whole_s}
+                continue
+            first = share[0:BATCH_SIZE]
+            first_s = time.perf_counter() - clock
+            same = len(share) == len(whole) and np.array_equal(first, whole[:BATCH_SIZE])
+            step = 1 << 22
+            for begin in range(BATCH_SIZE, len(share), step):
+                same = same and np.array_equal(share[begin : begin + step], whole[begin : begin + step])
+            results[f"{algo}@{at}"] = {
+                "streamed": True,
+                "identical": bool(same),
+                "whole_s": whole_s,
+                "streamed_first_s": first_s,
+                "streamed_all_s": time.perf_counter() - clock,
+            }
+            del whole
+    return {"algorithms": results, "ok": all(r.get("identical", True) for r in results.values())}
 
 
 def child_construct(local: str) -> dict:
@@ -236,6 +328,22 @@ def describe(mode: str, result: dict) -> str:
         return ", ".join(
             f"rank {n}: construct {r['construct_s']:.2f} s, peak RSS {_gb(r['peak_rss'])}" for n, r in enumerate(ranks)
         )
+    if mode == "order":
+        return "; ".join(
+            f"{name}: "
+            + (
+                f"{'identical' if r['identical'] else 'DIFFERENT'}, first ids {r['streamed_first_s']:.2f} s streamed "
+                f"against {r['whole_s']:.2f} s whole"
+                if r["streamed"]
+                else f"whole plan only ({r['whole_s']:.2f} s)"
+            )
+            for name, r in result["algorithms"].items()
+        )
+    if mode == "resume":
+        return (
+            f"construct {result['construct_s']:.2f} s, first sample after {result['resumed_at']:,} in "
+            f"{result['first_sample_s']:.2f} s, peak RSS {_gb(result['peak_rss'])}"
+        )
     if mode == "sample":
         return (
             f"construct {result['construct_s']:.2f} s, first sample {result['first_sample_s']:.2f} s, "
@@ -254,7 +362,9 @@ def describe(mode: str, result: dict) -> str:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--samples", nargs="+", default=["10M", "100M"])
-    parser.add_argument("--modes", nargs="+", default=["sample", "loader"], choices=["sample", "loader", "construct"])
+    parser.add_argument(
+        "--modes", nargs="+", default=["sample", "loader"], choices=["sample", "loader", "construct", "resume", "order"]
+    )
     parser.add_argument("--sides", nargs="+", default=["ours", "ref"], choices=["ours", "ref"])
     parser.add_argument("--ranks", type=int, default=1, help="ranks of the one node in loader and construct modes")
     parser.add_argument("--rounds", type=int, default=1)
@@ -270,13 +380,23 @@ def main() -> None:
     parser.add_argument("--scratch", default=str(REPO / ".bench" / "epoch-start"))
     parser.add_argument("--out")
     parser.add_argument("--timeout", type=float, default=1800)
+    parser.add_argument(
+        "--shuffle-algo", default="py1e", help="sample mode: another shuffle algorithm, on one canonical node"
+    )
+    parser.add_argument("--resume-at", type=float, default=0.9, help="resume and order modes: where to resume")
     parser.add_argument("--child", help=argparse.SUPPRESS)
     parser.add_argument("--local", help=argparse.SUPPRESS)
     parser.add_argument("--child-out", help=argparse.SUPPRESS)
     args = parser.parse_args()
 
     if args.child:
-        child = {"sample": child_sample, "loader": child_loader, "construct": child_construct}[args.child]
+        child = {
+            "sample": child_sample,
+            "loader": child_loader,
+            "construct": child_construct,
+            "resume": child_resume,
+            "order": child_order,
+        }[args.child]
         result = child(args.local)
         Path(args.child_out).write_text(json.dumps(result))
         return
@@ -288,11 +408,16 @@ def main() -> None:
     for text in args.samples:
         num_samples = parse_count(text, args.shard_samples)
         local = build_dataset(scratch, num_samples, OURS_PYTHON, args.shard_samples)
+        os.environ["EPOCH_START_RESUME_AT"] = str(args.resume_at)
+        os.environ["EPOCH_START_SHUFFLE_ALGO"] = args.shuffle_algo
+        os.environ["EPOCH_START_SHARD_SAMPLES"] = str(args.shard_samples)
         for mode in args.modes:
             for round_index in range(args.rounds):
                 # Sides alternate within a round, so a busy machine weighs on both alike.
-                for side in args.sides:
-                    result = run_child(pythons[side], mode, local, args.ranks if mode != "sample" else 1, args.timeout)
+                for side in args.sides if mode != "order" else ["ours"]:
+                    result = run_child(
+                        pythons[side], mode, local, args.ranks if mode in ("loader", "construct") else 1, args.timeout
+                    )
                     record = {
                         "samples": num_samples,
                         "shards": num_samples // args.shard_samples,

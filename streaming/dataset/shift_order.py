@@ -33,6 +33,11 @@ FIRST_SAMPLES = 1 << 18
 
 _LOW_64 = (1 << 64) - 1
 
+#: Pieces between two saved generator states: a piece's shuffle is replayed from the state saved before the
+#: first of its group (a resumed reader replays at most this many pieces; saving every piece's state cost more
+#: than a microsecond each, seconds at a million shards).
+STATE_EVERY = 64
+
 
 def _save(generator: np.random.Generator) -> tuple[int, int, int, int]:
     """A PCG64 generator's state as four uint64 words: the 128-bit state's high and low halves, ``has_uint32``
@@ -81,8 +86,9 @@ class ShiftedOrder:
         sizes: samples of each piece.
         low: smallest random block size; high: one past the largest.
         merge_samples: keys merged at once (at least ``high``).
-        states: the ``states`` of an earlier `ShiftedOrder` of the same node and generator state; ``rng`` is then
-            moved to where the shuffles leave it instead of drawing them again.
+        states: the ``states`` of an earlier `ShiftedOrder` of the same node and generator state (one row per
+            `STATE_EVERY` pieces, and the last); ``rng`` is then moved to where the shuffles leave it instead of
+            drawing them again.
 
     ``piece_larger_than_block`` tells, once iteration has ended, whether a piece outgrew its block (the
     reference warns then).
@@ -110,19 +116,24 @@ class ShiftedOrder:
         self.num_samples = int(sizes.sum())
         self.piece_larger_than_block = False
         # The shuffles come first in the generator's stream: draw them now (their values are not kept), saving
-        # the state each starts from so that a piece's samples are shuffled again when its window opens; the last
-        # row is the state the shifts start from. Readers of one node share them (``states``): the shuffles of
-        # a billion samples take about ten seconds.
+        # the state every `STATE_EVERY` pieces start from, so that a piece's samples are shuffled again when its
+        # window opens (the pieces in between replayed); the last row is the state the shifts start from. Readers
+        # of one node share them (``states``). numpy's shuffle draws as many words as its rejections need, so
+        # the generator cannot be advanced past a shuffle without drawing it: this walk is the one part of the
+        # order that grows with the epoch's samples (about 9 ns a sample here).
+        rows = -(-len(self._sizes) // STATE_EVERY) + 1
         if states is None:
-            rows = []
+            saved = []
             scratch = np.empty(max(self._sizes, default=0), np.int64)
-            for size in self._sizes:
-                rows.append(_save(rng))
-                rng.shuffle(scratch[:size])
-            rows.append(_save(rng))
-            states = np.array(rows, np.uint64).reshape(-1, 4)
-        elif states.shape != (len(self._sizes) + 1, 4):
-            raise ValueError(f"py1e's saved states are {states.shape}, not ({len(self._sizes) + 1}, 4).")
+            for piece, size in enumerate(self._sizes):
+                if piece % STATE_EVERY == 0:
+                    saved.append(_save(rng))
+                if size > 1:
+                    rng.shuffle(scratch[:size])
+            saved.append(_save(rng))
+            states = np.array(saved, np.uint64).reshape(-1, 4)
+        elif states.shape != (rows, 4):
+            raise ValueError(f"py1e's saved states are {states.shape}, not ({rows}, 4).")
         else:
             _restore(rng, states[-1], self._increment)
         self.states = states
@@ -158,6 +169,7 @@ class ShiftedOrder:
         shuffled or sorted), so a share resumed deep in the epoch starts in the time of a fresh one.
         """
         replay = np.random.Generator(np.random.PCG64())
+        replay_at = -1  # the piece whose shuffle the replay generator draws next
         draw_block, draw_shifts = self._rng.integers, self._rng.uniform
         num_samples, high = self.num_samples, self._high
         held_keys = np.zeros(0, np.float64)
@@ -189,9 +201,15 @@ class ShiftedOrder:
             keys = positions.astype(np.float64)
             keys += draw_shifts(lower, upper, size)
             samples = np.arange(begin, begin + size, dtype=np.int64)
+            if replay_at != piece:
+                group = piece // STATE_EVERY
+                _restore(replay, self.states[group], self._increment)
+                for earlier in self._sizes[group * STATE_EVERY : piece]:
+                    if earlier > 1:
+                        replay.shuffle(np.empty(earlier, np.int64))
             if size > 1:
-                _restore(replay, self.states[piece], self._increment)
                 replay.shuffle(samples)
+            replay_at = piece + 1
             new.append((keys, samples, positions))
             new_count += size
             offset += size

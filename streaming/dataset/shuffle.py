@@ -120,7 +120,7 @@ def divide_spans(
     return out_spans, list(zip(edges[:-1].tolist(), edges[1:].tolist()))
 
 
-def _canonical_spans(
+def canonical_spans(
     shard_sizes: ArrayLike, num_canonical_nodes: int, seed: int, epoch: int
 ) -> tuple[NDArray[np.int64], NDArray[np.int64], NDArray[np.int64], np.random.Generator]:
     """Steps shared by py1s, py1br and py1e.
@@ -156,7 +156,7 @@ def get_shuffle_py1s(
     shard_sizes: ArrayLike, num_canonical_nodes: int, seed: int, epoch: int, block_size: int = DEFAULT_BLOCK_SIZE
 ) -> NDArray[np.int64]:
     """Shuffle shard order within each canonical node, then samples within each shard piece."""
-    begins, sizes, _, epoch_rng = _canonical_spans(shard_sizes, num_canonical_nodes, seed, epoch)
+    begins, sizes, _, epoch_rng = canonical_spans(shard_sizes, num_canonical_nodes, seed, epoch)
     ids = _concat_ranges(begins, sizes)
     _shuffle_segments(epoch_rng, ids, np.cumsum(sizes) - sizes, sizes)
     return ids
@@ -194,7 +194,7 @@ def get_shuffle_py1br(
     Block sizes are drawn from ``[0.75 * block_size, 1.25 * block_size)``; each node's blocks are
     shifted back by a per-node stagger drawn from ``[0, 0.75 * block_size)``.
     """
-    begins, sizes, edges, epoch_rng = _canonical_spans(shard_sizes, num_canonical_nodes, seed, epoch)
+    begins, sizes, edges, epoch_rng = canonical_spans(shard_sizes, num_canonical_nodes, seed, epoch)
     ids = _concat_ranges(begins, sizes)
     node_ends = np.concatenate([[0], np.cumsum(sizes)])[edges[1:]].tolist()
     low, high = int(0.75 * block_size), int(1.25 * block_size)
@@ -225,7 +225,7 @@ def get_shuffle_py1e(
     bounded by half of (a random block size in ``[0.75, 1.25) * block_size`` minus the piece
     size), clipped to the node, and sort by the new positions.
     """
-    begins, sizes, edges, epoch_rng = _canonical_spans(shard_sizes, num_canonical_nodes, seed, epoch)
+    begins, sizes, edges, epoch_rng = canonical_spans(shard_sizes, num_canonical_nodes, seed, epoch)
     low, high = int(0.75 * block_size), int(1.25 * block_size)
     # Each node's order is kept apart and joined at the end: one node (the default on one physical node) is then
     # the result itself, not a copy of it into an epoch-sized array allocated beforehand.
@@ -317,5 +317,5 @@ def stream_py1e(
     """`get_shuffle_py1e`'s order for one canonical node, produced a window at a time as it is iterated
     (`shift_order.ShiftedOrder`: memory bounded by the window, not the epoch); ``states`` are those of an
     earlier call with the same arguments, which spare the shuffles."""
-    begins, sizes, _, epoch_rng = _canonical_spans(shard_sizes, 1, seed, epoch)
+    begins, sizes, _, epoch_rng = canonical_spans(shard_sizes, 1, seed, epoch)
     return ShiftedOrder(epoch_rng, begins, sizes, int(0.75 * block_size), int(1.25 * block_size), merge_samples, states)

@@ -3,21 +3,24 @@
 A plan is normally built whole once per node and shared through a file by its readers (`batching`). A reader
 alone on its node gains nothing from the file and pays the whole epoch before its first sample; a plan too
 large for memory cannot be built at all. For the common layout (one node, one canonical node, ``random``
-batching, every sample once, ``py1e`` or no shuffle) the positions a reader gets are plain arithmetic on
-the epoch order, and ``py1e`` can produce that order a window at a time (`shift_order`), so `StreamedShare`
-yields the reader's sample ids as it is read, holding a window of the order instead of the epoch. The ids
-are those of `batching.generate_work`, position for position (``tests/order/test_streamed_share.py``).
+batching, every sample once; ``py1e``, ``py1s``, ``py1br`` or no shuffle) the positions a reader gets are plain
+arithmetic on the epoch order, and that order can be produced a window at a time (`shift_order` for ``py1e``,
+`block_order` for ``py1s`` and ``py1br``), so `StreamedShare` yields the reader's sample ids as it is read,
+holding a window of the order instead of the epoch. The ids are those of `batching.generate_work`, position for
+position (``tests/order/test_streamed_share.py``).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 
 import numpy as np
 from numpy.typing import NDArray
 
 from streaming.dataset.batching import PlanInputs
-from streaming.dataset.shuffle import stream_py1e
+from streaming.dataset.block_order import OrderChunks, py1br_chunks, py1s_chunks
+from streaming.dataset.shift_order import STATE_EVERY
+from streaming.dataset.shuffle import canonical_spans, stream_py1e
 from streaming.dataset.world import World
 
 #: ``InstanceState.shared_file``: the path of a node's shared file, built by the first caller with the builder.
@@ -25,11 +28,6 @@ SharedFile = Callable[[str, Callable[[str], None]], str]
 
 #: Ids of the unshuffled order handed over at once.
 _IN_ORDER_CHUNK = 1 << 20
-
-
-#: An epoch order as ``(position of its first id, ids)`` chunks, consecutive from the first, which may start
-#: after position 0 (`ShiftedOrder.chunks`).
-OrderChunks = Iterator[tuple[int, NDArray[np.int64]]]
 
 
 def _in_order(num_samples: int, skip_to: int) -> OrderChunks:
@@ -115,9 +113,13 @@ class StreamedShare:
         return ids
 
 
+#: The shuffle algorithms whose order of one canonical node is produced a window at a time.
+_STREAMED_SHUFFLES = ("py1e", "py1s", "py1br")
+
+
 def computes_layout(plan: PlanInputs, num_nodes: int, ranks_per_node: int, sample_in_epoch: int) -> bool:
     """Whether `streamed_share` computes this epoch's shares (else the plan is built whole): one node and one
-    canonical node, `random` batching over every sample once, and ``py1e`` or no shuffle."""
+    canonical node, `random` batching over every sample once, and ``py1e``, ``py1s``, ``py1br`` or no shuffle."""
     # Samples of each stream (a stream may have no shards): differences of the running total at its bounds.
     shard_bounds = np.concatenate([[0], np.cumsum(plan.shards_per_stream)])
     running = np.concatenate([[0], np.cumsum(plan.samples_per_shard)])
@@ -133,9 +135,9 @@ def computes_layout(plan: PlanInputs, num_nodes: int, ranks_per_node: int, sampl
         and plan.num_canonical_nodes == 1
         and plan.partition_algo in ("orig", "relaxed")
         and num_samples - sample_in_epoch >= 2 * ranks_per_node
-        # A piece larger than the smallest block makes the reference warn before the epoch starts.
-        and (not plan.shuffle or int(plan.samples_per_shard.max()) <= int(0.75 * block))
-        and (not plan.shuffle or plan.shuffle_algo == "py1e")
+        and (not plan.shuffle or plan.shuffle_algo in _STREAMED_SHUFFLES)
+        # A piece larger than the smallest block makes the reference's py1e warn before the epoch starts.
+        and (not plan.shuffle or plan.shuffle_algo != "py1e" or int(plan.samples_per_shard.max()) <= int(0.75 * block))
     )
 
 
@@ -155,6 +157,12 @@ def streamed_share(
     order: OrderChunks
     if not plan.shuffle:
         order = _in_order(num_samples, sample_in_epoch)
+    elif plan.shuffle_algo == "py1s":
+        begins, sizes, _, rng = canonical_spans(plan.samples_per_shard, 1, plan.shuffle_seed, epoch)
+        order = py1s_chunks(rng, begins, sizes, sample_in_epoch)
+    elif plan.shuffle_algo == "py1br":
+        begins, sizes, _, rng = canonical_spans(plan.samples_per_shard, 1, plan.shuffle_seed, epoch)
+        order = py1br_chunks(rng, begins, sizes, int(0.75 * block), int(1.25 * block), sample_in_epoch)
     elif shared_file is None:
         order = stream_py1e(plan.samples_per_shard, plan.shuffle_seed, epoch, block).chunks(sample_in_epoch)
     else:
@@ -164,7 +172,7 @@ def streamed_share(
                 np.save(out, stream_py1e(plan.samples_per_shard, plan.shuffle_seed, epoch, block).states)
 
         # Named by every input of the states (the dataset instance fixes the shards).
-        states = np.load(shared_file(f"py1e-states-e{epoch}-seed{plan.shuffle_seed}-b{block}.npy", draw))
+        states = np.load(shared_file(f"py1e-states-e{epoch}-seed{plan.shuffle_seed}-b{block}-g{STATE_EVERY}.npy", draw))
         shifted = stream_py1e(plan.samples_per_shard, plan.shuffle_seed, epoch, block, states=states)
         order = shifted.chunks(sample_in_epoch)
     return StreamedShare(order, num_samples, sample_in_epoch, world, plan.batch_size)

@@ -127,6 +127,6 @@ def test_a_checkpoint_of_an_epoch_too_large_to_plan_whole_resumes_when_its_share
     assert [sample["id"] for sample in whole][60:] == resumed
     # A layout that is only ever planned whole is still sized, and refused.
     monkeypatch.setattr(plan_memory, "available_memory", lambda: 1_000)
-    whole_only = StreamingDataset(local=local, batch_size=4, shuffle=True, shuffle_algo="py1s")
+    whole_only = StreamingDataset(local=local, batch_size=4, shuffle=True, shuffle_algo="naive")
     with pytest.raises(PlanMemoryError, match="this checkpoint covers 100 samples"):
         whole_only.load_state_dict(_checkpoint(sample_in_epoch=60))

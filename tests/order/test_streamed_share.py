@@ -7,9 +7,11 @@ import warnings
 import numpy as np
 import pytest
 
+from streaming.dataset import block_order
 from streaming.dataset.batching import PlanInputs, generate_work
+from streaming.dataset.block_order import py1br_chunks, py1s_chunks
 from streaming.dataset.shift_order import equal_keys_in_position_order
-from streaming.dataset.shuffle import get_shuffle_py1e, stream_py1e
+from streaming.dataset.shuffle import canonical_spans, get_shuffle, get_shuffle_py1e, stream_py1e
 from streaming.dataset.streamed_share import streamed_share
 from streaming.dataset.world import World
 
@@ -39,14 +41,18 @@ def read_all(share, step):
     return np.concatenate(parts) if parts else np.zeros(0, np.int64)
 
 
+STREAMED_ALGOS = ["py1e", "py1s", "py1br"]
+
+
 @pytest.mark.parametrize("ranks", [1, 2, 3])
 @pytest.mark.parametrize("workers", [1, 2])
 @pytest.mark.parametrize("batch_size", [1, 4, 7])
-@pytest.mark.parametrize("shuffle", [True, False])
+@pytest.mark.parametrize("shuffle", [*STREAMED_ALGOS, None])
 @pytest.mark.parametrize("sample_in_epoch", [0, 5, 133, 1200])
 def test_streamed_share_is_the_plans_run(ranks, workers, batch_size, shuffle, sample_in_epoch):
     rng = np.random.default_rng(ranks * 100 + workers * 10 + batch_size)
-    plan = plan_of(rng.integers(1, 90, 40), batch_size, shuffle, streams=[25, 15])
+    algo = shuffle or "py1e"
+    plan = plan_of(rng.integers(1, 90, 40), batch_size, shuffle is not None, streams=[25, 15], algo=algo)
     for worker in range(ranks * workers):
         world = World(1, ranks, workers, worker)
         whole = generate_work("random", plan, world, 3, sample_in_epoch)[0, world.rank_of_node, world.worker_of_rank]
@@ -71,7 +77,8 @@ def test_the_repeated_tail_of_an_uneven_split_over_ranks():
     ("change", "why"),
     [
         ({"ncn": 2}, "two canonical nodes"),
-        ({"algo": "py1s"}, "another shuffle"),
+        ({"algo": "naive"}, "a shuffle of the whole epoch at once"),
+        ({"algo": "py2s"}, "a shuffle whose fixed pass covers every sample before the first"),
         ({"block": 40}, "a shard larger than the smallest block (the reference warns first)"),
     ],
 )
@@ -94,6 +101,37 @@ def test_a_streamed_share_reads_forward_only():
     share[0:10]
     with pytest.raises(IndexError, match="read forward"):
         share[5:20]
+
+
+@pytest.mark.parametrize("algo", ["py1s", "py1br"])
+@pytest.mark.parametrize("seed", range(10))
+def test_block_orders_are_the_whole_shuffle_from_any_position(algo, seed):
+    """py1s and py1br produced block by block (small chunks, blocks that overlap by up to 3/4 of a block) are
+    the whole shuffle's order; resumed at a position, the first chunk starts at or before it."""
+    rng = np.random.default_rng(seed + 500)
+    sizes = rng.integers(0, 300, int(rng.integers(1, 90)))
+    sizes[0] += 1
+    block = int(rng.integers(8, 2000))
+    whole = get_shuffle(algo, sizes, 1, seed, 4, block)
+    for skip_to in sorted({0, 1, len(whole) // 3, len(whole) - 1}):
+        begins, piece_sizes, _, epoch_rng = canonical_spans(sizes, 1, seed, 4)
+        if algo == "py1s":
+            chunks = list(py1s_chunks(epoch_rng, begins, piece_sizes, skip_to))
+        else:
+            chunks = list(py1br_chunks(epoch_rng, begins, piece_sizes, int(0.75 * block), int(1.25 * block), skip_to))
+        first = chunks[0][0]
+        assert first <= skip_to
+        assert [start for start, _ in chunks] == list(np.cumsum([first] + [len(ids) for _, ids in chunks])[:-1])
+        assert np.array_equal(np.concatenate([ids for _, ids in chunks]), whole[first:])
+
+
+def test_py1s_chunks_cut_between_pieces(monkeypatch):
+    monkeypatch.setattr(block_order, "CHUNK_SAMPLES", 100)
+    sizes = np.full(12, 70)
+    begins, piece_sizes, _, rng = canonical_spans(sizes, 1, 3, 0)
+    chunks = list(py1s_chunks(rng, begins, piece_sizes))
+    assert [len(ids) for _, ids in chunks] == [140] * 6
+    assert np.array_equal(np.concatenate([ids for _, ids in chunks]), get_shuffle("py1s", sizes, 1, 3, 0))
 
 
 @pytest.mark.parametrize("seed", range(12))
@@ -151,7 +189,7 @@ def test_readers_sharing_the_shuffles_states_get_the_same_order(tmp_path):
         share = streamed_share(plan, world, 1, 8, shared_file)
         assert share is not None
         assert np.array_equal(read_all(share, 64), whole)
-    assert built == ["py1e-states-e1-seed17-b400.npy"]
+    assert built == ["py1e-states-e1-seed17-b400-g64.npy"]
 
 
 def test_equal_keys_come_out_in_position_order():
