@@ -13,8 +13,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from streaming.delta.history import HistoryUnavailableError, TableWindow
-from streaming.delta.table import FilesNotReadable
+from streaming.delta.errors import FilesNotReadableError, HistoryUnavailableError
+from streaming.delta.history import TableWindow
 from streaming.incremental.reader import TableReader
 
 logger = logging.getLogger(__name__)
@@ -90,7 +90,7 @@ def read_change(
     if usable and change_data_feed is not False:
         try:
             return _netted(net(*source.feed(held, names), encodings), "change_data_feed")
-        except FilesNotReadable as err:
+        except FilesNotReadableError as err:
             if change_data_feed:  # the feed is there, this reader cannot read it right: not a history problem
                 raise ValueError(
                     f"change_data_feed=True but the Change Data Feed of {table!r} cannot be read for versions "
@@ -112,7 +112,7 @@ def read_change(
     if window is not None:
         try:
             return _netted(net(*source.files(window, names), encodings), "snapshot_diff")
-        except FilesNotReadable as err:
+        except FilesNotReadableError as err:
             logger.info("incremental_to_mds: reading both versions of %s whole: %s", table, err)
         except HistoryUnavailableError as err:
             missing = err

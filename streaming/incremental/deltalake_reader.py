@@ -2,9 +2,10 @@
 
 A Delta path is read this way where Spark has no Delta support (a plain ``pip install pyspark``) or no
 SparkSession runs at all: its history comes from the table's commit files, with every file action
-(`streaming.delta.history`), the rows of changed files are read where they lie with their deletion vectors
-applied (`streaming.delta.table`), and the rows are written here (`streaming.convert.table_engine`): no Spark job.
-`RowTrackedChanges` reads a table with Delta row tracking with each row's stable row id
+(`streaming.delta.changes_between`), the rows of changed files are read where they lie, one file at a time, with their
+column mapping and deletion vectors applied (`streaming.delta.scan`), and the rows are written here
+(`streaming.convert.table_engine`): no Spark job. `RowTrackedChanges` reads a table with Delta row tracking with
+each row's stable row id
 (`streaming.delta.row_ids`), what a mirror keyed by row ids reads.
 """
 
@@ -22,10 +23,13 @@ from streaming.convert.row_identity import net_change, net_rows, subtract_identi
 from streaming.convert.source import Source
 from streaming.convert.table_engine import convert_table
 from streaming.convert.type_rules import resolve_columns
-from streaming.delta.history import HistoryUnavailableError, TableWindow
+from streaming.delta.changes_between import changed_rows, feed_rows, read_window
+from streaming.delta.errors import FilesNotReadableError, RowIdsUnavailableError
+from streaming.delta.history import TableWindow
 from streaming.delta.location import looks_like_path
 from streaming.delta.row_ids import ROW_ID, RowTracking
-from streaming.delta.table import DeltaLakeTable, FilesNotReadable
+from streaming.delta.scan import Scan
+from streaming.delta.snapshot import Snapshot
 from streaming.incremental.reader import Columns, KeyValues, TableReader
 
 
@@ -56,7 +60,7 @@ class DeltaLakeChanges:
 
     def __init__(self, table: str, version: int | None) -> None:
         self.table = table
-        self.delta = DeltaLakeTable(table, version)
+        self.delta = Snapshot.open(table, version)
         self.version = self.delta.version
         self._window: TableWindow | None = None  # the last window read, which `feed` checks
 
@@ -69,14 +73,14 @@ class DeltaLakeChanges:
         return resolve_columns(list(zip(schema.names, schema.types)), chosen)
 
     def snapshot(self) -> pa.Table:
-        return self.delta.snapshot()
+        return self.rows(self.column_names())
 
     def window(self, start: int) -> TableWindow:
-        self._window = self.delta.window(start)
+        self._window = read_window(self.delta, start)
         return self._window
 
     def feed(self, start: int, columns: Sequence[str]) -> tuple[pa.Table, pa.Table]:
-        """The feed's rows, refused (`FilesNotReadable`) for a window that wrote deletion vectors: delta-rs's
+        """The feed's rows, refused (`FilesNotReadableError`) for a window that wrote deletion vectors: delta-rs's
         feed reader gives wrong rows for a DELETE made with them (the rows of another file's vector)."""
         window = self._window if self._window is not None and self._window.start == start else self.window(start)
         with_vectors = [
@@ -85,30 +89,40 @@ class DeltaLakeChanges:
             if any(action.deletion_vector and action.data_change for action in (*commit.adds, *commit.removes))
         ]
         if with_vectors:
-            raise FilesNotReadable(
+            raise FilesNotReadableError(
                 f"version {with_vectors[0]} of {self.table} wrote deletion vectors, whose changes delta-rs's "
                 f"Change Data Feed reader gets wrong"
             )
-        return self.delta.feed(start, columns)
+        return feed_rows(self.delta, window, columns)
 
     def files(self, window: TableWindow, columns: Sequence[str]) -> tuple[pa.Table, pa.Table]:
-        added, removed = window.changed_files()
-        empty = self.delta.schema.empty_table().select(list(columns))
-        plus = self.delta.files(added, columns) if added else empty
-        minus = self.delta.files(removed, columns) if removed else empty
-        return plus, minus
+        return changed_rows(self.delta, window, columns)
 
     def rows(self, columns: Sequence[str], version: int | None = None) -> pa.Table:
-        """Every row of ``version`` (the pinned one by default) with ``columns``."""
-        return self.delta.snapshot(version, columns)
+        """Every row of ``version`` (the pinned one by default) with ``columns``, as the pinned version's types;
+        a column an older version lacked is NULL there, as Delta reads it."""
+        return self._version_rows(columns, version, None)
 
     def full(self, start: int, columns: Sequence[str]) -> tuple[pa.Table, pa.Table]:
-        try:
-            return self.rows(columns), self.rows(columns, start)
-        except FileNotFoundError as err:
-            raise HistoryUnavailableError(
-                f"version {start} of {self.table} cannot be read whole any more ({str(err).splitlines()[0]})", start
-            ) from None
+        return self.rows(columns), self.rows(columns, start)
+
+    def _version_rows(self, columns: Sequence[str], version: int | None, tracking: RowTracking | None) -> pa.Table:
+        pinned = self.delta if version is None or version == self.version else Snapshot.open(self.table, version)
+        have = [name for name in columns if name in pinned.schema.names]
+        scan = Scan(pinned, have, tracking)
+        rows = pa.Table.from_batches(list(scan.batches()), schema=scan.schema)
+        target = self.delta.schema
+        arrays = [
+            rows.column(name).cast(target.field(name).type)
+            if name in have
+            else pa.nulls(rows.num_rows, target.field(name).type)
+            for name in columns
+        ]
+        fields = [target.field(name) for name in columns]
+        if tracking is not None:
+            arrays.append(rows.column(ROW_ID))
+            fields.append(pa.field(ROW_ID, pa.int64(), nullable=False))
+        return pa.Table.from_arrays(arrays, schema=pa.schema(fields))
 
     def net(self, plus: pa.Table, minus: pa.Table, encodings: Mapping[str, str]) -> tuple[pa.Table | None, int]:
         added, removed = net_change(plus, minus, encodings)
@@ -171,19 +185,22 @@ class RowTrackedChanges(DeltaLakeChanges):
         return self.rows(self.column_names())
 
     def feed(self, start: int, columns: Sequence[str]) -> tuple[pa.Table, pa.Table]:
-        raise FilesNotReadable("the Change Data Feed has no row ids")
+        raise FilesNotReadableError("the Change Data Feed has no row ids")
 
     def files(self, window: TableWindow, columns: Sequence[str]) -> tuple[pa.Table, pa.Table]:
-        added, removed = window.changed_files()
         values = [name for name in columns if name != ROW_ID]
-        return (
-            self.delta.files(added, values, self.tracking).select(list(columns)),
-            self.delta.files(removed, values, self.tracking).select(list(columns)),
-        )
+        plus, minus = changed_rows(self.delta, window, values, self.tracking)
+        return plus.select(list(columns)), minus.select(list(columns))
 
     def rows(self, columns: Sequence[str], version: int | None = None) -> pa.Table:
         values = [name for name in columns if name != ROW_ID]
-        return self.delta.tracked_snapshot(version, values, self.tracking).select(list(columns))
+        try:
+            return self._version_rows(values, version, self.tracking).select(list(columns))
+        except FilesNotReadableError as err:
+            number = self.version if version is None else version
+            raise RowIdsUnavailableError(
+                f"the row ids of version {number} of {self.table} cannot be read: {err}"
+            ) from None
 
     def with_row_ids(self) -> TableReader | None:
         return self

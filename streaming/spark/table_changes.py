@@ -21,9 +21,9 @@ import pyarrow as pa
 
 from streaming.convert.driver import ConversionResult
 from streaming.convert.row_identity import row_identities
+from streaming.delta.errors import FilesNotReadableError, HistoryUnavailableError
 from streaming.delta.history import (
     CDF_PROPERTY,
-    HistoryUnavailableError,
     TableWindow,
     feed_at_version,
     history_commit,
@@ -31,7 +31,6 @@ from streaming.delta.history import (
 )
 from streaming.delta.location import looks_like_path
 from streaming.delta.row_ids import ROW_ID, TRACKING_PROPERTY
-from streaming.delta.table import FilesNotReadable
 from streaming.incremental.deltalake_reader import DeltaLakeChoice
 from streaming.incremental.reader import Columns, KeyValues, ReaderChoice, TableReader
 from streaming.spark.convert import dataframe_to_mds
@@ -162,10 +161,10 @@ class SparkDeltaChanges:
         )
 
     def check_paths_show(self, window: TableWindow) -> None:
-        """Raise `FilesNotReadable` when a diff of the window's file paths would miss a change (see `window`)."""
+        """Raise `FilesNotReadableError` when a diff of the window's file paths would miss a change (see `window`)."""
         in_place = sorted(self._in_place & set(range(window.start + 1, window.end + 1)))
         if in_place:
-            raise FilesNotReadable(f"version {in_place[0]} changed rows inside files it kept (deletion vectors)")
+            raise FilesNotReadableError(f"version {in_place[0]} changed rows inside files it kept (deletion vectors)")
 
     def full(self, start: int, columns: Sequence[str]) -> tuple[Any, Any]:
         names = [f"`{name}`" for name in columns]
@@ -248,7 +247,7 @@ class SparkRowTrackedChanges(SparkDeltaChanges):
         return self._with_ids(self.at(self.version), self.column_names())
 
     def feed(self, start: int, columns: Sequence[str]) -> tuple[Any, Any]:
-        raise FilesNotReadable("the Change Data Feed has no row ids")
+        raise FilesNotReadableError("the Change Data Feed has no row ids")
 
     def files(self, window: TableWindow, columns: Sequence[str]) -> tuple[Any, Any]:
         from pyspark.sql import functions as F
