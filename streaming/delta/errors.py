@@ -13,10 +13,11 @@ class HistoryUnavailableError(RuntimeError):
     """The changes of a version can no longer be read (its log entry or its files are gone, e.g. after VACUUM).
 
     Attributes:
-        version: the table version whose changes are missing.
+        version: the table version whose changes are missing (None: one of the versions the failed read covered,
+            where the engine does not say which, e.g. a Spark job whose input file is gone).
     """
 
-    def __init__(self, message: str, version: int) -> None:
+    def __init__(self, message: str, version: int | None) -> None:
         super().__init__(message)
         self.version = version
 

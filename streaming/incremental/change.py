@@ -116,17 +116,11 @@ def read_change(
             logger.info("incremental_to_mds: reading both versions of %s whole: %s", table, err)
         except HistoryUnavailableError as err:
             missing = err
-        except Exception as err:
-            if not names_missing_history(err):
-                raise
-            missing = HistoryUnavailableError(str(err).splitlines()[0], held + 1)
     try:
         return _netted(net(*source.full(held, names), encodings), "full_snapshot_diff")
-    except Exception as err:
-        if not isinstance(err, HistoryUnavailableError) and not names_missing_history(err):
-            raise
+    except HistoryUnavailableError as err:
         cause = missing or err
-        version = getattr(cause, "version", held + 1)
+        version = cause.version if cause.version is not None else held + 1
         raise history_error(table, held, source.version, cause, version) from err
 
 
@@ -148,25 +142,6 @@ def _feed_usable(window: TableWindow | None, missing: HistoryUnavailableError | 
     if changed:
         return False, f"{', '.join(changed)} changed the table's schema"
     return True, ""
-
-
-def names_missing_history(err: BaseException) -> bool:
-    """Whether a reader's error says files or versions of the table are gone (Spark's and delta-rs's words)."""
-    text = str(err)
-    markers = (
-        "FileNotFound",
-        "not found",
-        "No such file",
-        "DELTA_FILE_NOT_FOUND",
-        "VersionNotFound",
-        "DELTA_VERSION_NOT_FOUND",  # Spark: time travel to a version log cleanup removed
-        # The same, from Delta 3.x on pyspark 3.5, whose error text carries no error class.
-        "Cannot time travel Delta table to version",
-        "DELTA_VERSIONS_NOT_CONTIGUOUS",
-        "DELTA_CHANGE_DATA_FILE_NOT_FOUND",
-        "does not exist",
-    )
-    return isinstance(err, FileNotFoundError) or any(marker in text for marker in markers)
 
 
 def history_error(table: str, held: int, target: int, cause: BaseException, version: int) -> IncrementalHistoryError:

@@ -58,17 +58,12 @@ from streaming.convert import key_map
 from streaming.convert.null_plan import WIDENING_POLICY
 from streaming.convert.row_identity import row_identities, stored_identities, subtract_identities
 from streaming.convert.shard_rewrite import rewrite_without
+from streaming.delta.errors import HistoryUnavailableError
 from streaming.delta.row_ids import ROW_ID
 from streaming.format import commit_log
 from streaming.format.index import FILE_KEYS, read_index, rebase
 from streaming.format.runs import new_increment_folder, new_run_id
-from streaming.incremental.change import (
-    Change,
-    IncrementalHistoryError,
-    history_error,
-    names_missing_history,
-    read_change,
-)
+from streaming.incremental.change import Change, IncrementalHistoryError, history_error, read_change
 from streaming.incremental.commit import commit_run
 from streaming.incremental.deltalake_reader import DeltaLakeChanges
 from streaming.incremental.held import held_columns, held_version
@@ -303,17 +298,24 @@ def _read_change(
         taken_keys = (
             source.key_digests(taken, key_encodings)[0] if taken is not None and not isinstance(taken, int) else []
         )
-    except Exception as err:
-        if not isinstance(err, IncrementalHistoryError):
-            if not names_missing_history(err):
-                raise
-            err = history_error(table, held, source.version, err, held + 1)
-        raise IncrementalHistoryError(
-            f"{err} This dataset is a mirror: incremental_to_mds({table!r}, out, mode='mirror', "
-            f"key={list(key_encodings)}, resync=True) also removes the rows the version no longer has.",
-            err.version,
-        ) from err
+    except IncrementalHistoryError as caught:
+        raise _mirror_history_error(caught, table, key_encodings) from caught
+    except HistoryUnavailableError as caught:  # Spark's rows are read here (the keys), not by read_change
+        version = caught.version if caught.version is not None else held + 1
+        gone = history_error(table, held, source.version, caught, version)
+        raise _mirror_history_error(gone, table, key_encodings) from caught
     return change, taken_keys
+
+
+def _mirror_history_error(
+    err: IncrementalHistoryError, table: str, key_encodings: Mapping[str, str]
+) -> IncrementalHistoryError:
+    """The run's history error with the mirror's way out."""
+    return IncrementalHistoryError(
+        f"{err} This dataset is a mirror: incremental_to_mds({table!r}, out, mode='mirror', "
+        f"key={list(key_encodings)}, resync=True) also removes the rows the version no longer has.",
+        err.version,
+    )
 
 
 def _audit(

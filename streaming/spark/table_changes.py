@@ -14,7 +14,8 @@ row.
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from typing import Any
 
 import pyarrow as pa
@@ -48,6 +49,23 @@ from streaming.storage.table_files import refuse_links_in
 
 IDENTITY = "_mds_identity"
 _COPY = "_mds_copy"
+#: The error classes (conditions) with which Spark and Delta Lake say that a table version or a data file is gone:
+#: time travel past log cleanup, a file VACUUM removed, a change data file gone, a window with a hole.
+GONE_CONDITIONS = frozenset(
+    {
+        "DELTA_VERSION_NOT_FOUND",
+        "DELTA_VERSIONS_NOT_CONTIGUOUS",
+        "DELTA_FILE_NOT_FOUND",
+        "DELTA_FILE_NOT_FOUND_DETAILED",
+        "DELTA_LOG_FILE_NOT_FOUND",
+        "DELTA_CHANGE_DATA_FILE_NOT_FOUND",
+        "DELTA_FILE_OR_DIR_NOT_FOUND",
+        "FAILED_READ_FILE.FILE_NOT_EXIST",
+        "PATH_NOT_FOUND",
+    }
+)
+#: Java types a failed Spark job's causes are read as "a file is gone" by (a job's failure carries no class).
+_GONE_JAVA_TYPES = ("java.io.FileNotFoundException",)
 
 
 def choose_reader(spark: Any, table: str) -> ReaderChoice:
@@ -138,6 +156,10 @@ class SparkDeltaChanges:
         return TableWindow(start, self.version, commits, enabled)
 
     def feed(self, start: int, columns: Sequence[str]) -> tuple[Any, Any]:
+        with gone_as_history(self.table, start + 1):
+            return self._feed(start, columns)
+
+    def _feed(self, start: int, columns: Sequence[str]) -> tuple[Any, Any]:
         reader = (
             self.session.read.format("delta")
             .option("readChangeFeed", "true")
@@ -153,8 +175,9 @@ class SparkDeltaChanges:
 
     def files(self, window: TableWindow, columns: Sequence[str]) -> tuple[Any, Any]:
         self.check_paths_show(window)
-        old, new = self.at(window.start), self.at(self.version)
-        old_files, new_files = set(old.inputFiles()), set(new.inputFiles())
+        with gone_as_history(self.table, window.start + 1):
+            old, new = self.at(window.start), self.at(self.version)
+            old_files, new_files = set(old.inputFiles()), set(new.inputFiles())
         return (
             rows_in_files(new, sorted(new_files - old_files), columns),
             rows_in_files(old, sorted(old_files - new_files), columns),
@@ -167,11 +190,25 @@ class SparkDeltaChanges:
             raise FilesNotReadableError(f"version {in_place[0]} changed rows inside files it kept (deletion vectors)")
 
     def full(self, start: int, columns: Sequence[str]) -> tuple[Any, Any]:
+        self.check_listed(start)
         names = [f"`{name}`" for name in columns]
-        return self.at(self.version).selectExpr(*names), self.at(start).selectExpr(*names)
+        with gone_as_history(self.table, start + 1):
+            return self.at(self.version).selectExpr(*names), self.at(start).selectExpr(*names)
+
+    def check_listed(self, version: int) -> None:
+        """Raise `HistoryUnavailableError` when ``DESCRIBE HISTORY`` no longer lists ``version``: time travel to it
+        would fail, and Delta 3.x on pyspark 3.5 says so in words only (no error class reaches Python)."""
+        rows = self.session.sql(f"DESCRIBE HISTORY {sql_identifier(self.table)}").select("version").collect()
+        if version not in {int(row["version"]) for row in rows}:
+            raise HistoryUnavailableError(
+                f"DESCRIBE HISTORY of {self.table} no longer lists version {version} (older than the table's "
+                f"delta.logRetentionDuration), so it cannot be read whole",
+                version + 1,
+            )
 
     def net(self, plus: Any, minus: Any, encodings: Mapping[str, str]) -> tuple[Any, int]:
-        return spark_net_change(plus, minus, encodings)
+        with gone_as_history(self.table, None):  # the count runs the job that reads the change's files
+            return spark_net_change(plus, minus, encodings)
 
     def net_rows(self, plus: Any, minus: Any, encodings: Mapping[str, str]) -> tuple[Any, Any]:
         return spark_net_rows(plus, minus, encodings)
@@ -182,7 +219,8 @@ class SparkDeltaChanges:
     def key_digests(self, rows: Any, key: Mapping[str, str]) -> tuple[list[bytes], KeyValues]:
         """The digests are computed on the executors; only the key columns come to the driver."""
         names = list(key)
-        collected = with_identity(rows.selectExpr(*[f"`{name}`" for name in names]), key).collect()
+        with gone_as_history(self.table, None):  # the collect runs the job that reads the change's files
+            collected = with_identity(rows.selectExpr(*[f"`{name}`" for name in names]), key).collect()
         values = [{name: row[name] for name in names} for row in collected]
         return [bytes(row[IDENTITY]) for row in collected], lambda chosen: [values[index] for index in chosen]
 
@@ -198,6 +236,53 @@ class SparkDeltaChanges:
     def _feed_property_now(self) -> bool:
         rows = self.session.sql(f"SHOW TBLPROPERTIES {sql_identifier(self.table)}").collect()
         return any(row["key"] == CDF_PROPERTY and str(row["value"]).strip().lower() == "true" for row in rows)
+
+
+@contextmanager
+def gone_as_history(table: str, version: int | None) -> Iterator[None]:
+    """Turn Spark's "gone" (a version or a data file of ``table``) into `HistoryUnavailableError` naming ``version``
+    (None: a version of the change, where the failed job does not say which); any other error passes."""
+    try:
+        yield
+    except HistoryUnavailableError:
+        raise
+    except Exception as err:
+        if not spark_says_gone(err):
+            raise
+        text = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+        raise HistoryUnavailableError(f"Spark cannot read {table} any more: {text}", version) from err
+
+
+def spark_says_gone(err: BaseException) -> bool:
+    """Whether a Spark error says a table version or a data file is gone: by its error class (`GONE_CONDITIONS`,
+    through pyspark's ``getCondition``/``getErrorClass``, classic and Connect alike), or, for a failed job, which
+    pyspark hands over unconverted (a ``Py4JJavaError``), by the classes and Java types of its causes."""
+    if _condition(err) in GONE_CONDITIONS:
+        return True
+    throwable = getattr(err, "java_exception", None)
+    seen = 0
+    while throwable is not None and seen < 16:  # a cause chain is short; a cycle must not hang the job
+        loader = throwable.getClass().getClassLoader()
+        if loader is not None:
+            if any(loader.loadClass(name).isInstance(throwable) for name in _GONE_JAVA_TYPES):
+                return True
+            if loader.loadClass("org.apache.spark.SparkThrowable").isInstance(throwable):
+                if throwable.getErrorClass() in GONE_CONDITIONS:
+                    return True
+        throwable, seen = throwable.getCause(), seen + 1
+    return False
+
+
+def _condition(err: BaseException) -> str | None:
+    """A pyspark exception's error class (``getCondition`` from pyspark 4, ``getErrorClass`` before)."""
+    for name in ("getCondition", "getErrorClass"):
+        method = getattr(err, name, None)
+        if callable(method):
+            try:
+                return method()
+            except Exception:  # noqa: BLE001 - no class to give (a JVM gone, a message without one)
+                return None
+    return None
 
 
 def rows_in_files(frame: Any, files: Sequence[str], columns: Sequence[str]) -> Any:
