@@ -14,7 +14,7 @@ row.
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import Any
 
@@ -90,6 +90,7 @@ class SparkChoice:
     """Read with Spark's Delta reader in ``session``; Spark's tasks write the shards, so they must reach them."""
 
     reader = "spark"
+    resyncs_mirror = False  # a table by name cannot be read by delta-rs, whose rows a resync compares
 
     def __init__(self, session: Any) -> None:
         self.session = session
@@ -130,11 +131,11 @@ class SparkDeltaChanges:
     def column_names(self) -> list[str]:
         return [item.name for item in self.at(self.version).schema.fields]
 
-    def plan(self, chosen: Columns) -> dict[str, str]:
+    def encodings(self, chosen: Columns) -> dict[str, str]:
         """``{name: encoding}`` for the ``columns`` argument ``chosen`` (every column when None), checked."""
         return resolve_columns(self.at(self.version).schema, chosen)
 
-    def snapshot(self) -> Any:
+    def version_rows(self) -> Any:
         return self.at(self.version)
 
     def window(self, start: int) -> TableWindow:
@@ -155,16 +156,16 @@ class SparkDeltaChanges:
             enabled = self._feed_property_now()  # nothing in the window changed it: today's value was its value
         return TableWindow(start, self.version, commits, enabled)
 
-    def feed(self, start: int, columns: Sequence[str]) -> tuple[Any, Any]:
-        with gone_as_history(self.table, start + 1):
-            return self._feed(start, columns)
+    def feed(self, window: TableWindow, columns: Sequence[str]) -> tuple[Any, Any]:
+        with gone_as_history(self.table, window.start + 1):
+            return self._feed(window, columns)
 
-    def _feed(self, start: int, columns: Sequence[str]) -> tuple[Any, Any]:
+    def _feed(self, window: TableWindow, columns: Sequence[str]) -> tuple[Any, Any]:
         reader = (
             self.session.read.format("delta")
             .option("readChangeFeed", "true")
-            .option("startingVersion", start + 1)
-            .option("endingVersion", self.version)
+            .option("startingVersion", window.start + 1)
+            .option("endingVersion", window.end)
         )
         changes = reader.load(self.table) if looks_like_path(self.table) else reader.table(quote_table_name(self.table))
         changes.schema  # noqa: B018 - resolves the feed now, so a range the feed does not cover fails here
@@ -213,8 +214,14 @@ class SparkDeltaChanges:
     def net_rows(self, plus: Any, minus: Any, encodings: Mapping[str, str]) -> tuple[Any, Any]:
         return spark_net_rows(plus, minus, encodings)
 
-    def subtract(self, held: Counter, columns: Sequence[str], encodings: Mapping[str, str]) -> Any:
-        return spark_subtract(self.session, self.snapshot().selectExpr(*[f"`{n}`" for n in columns]), held, encodings)
+    def subtract(self, stored: Counter, columns: Sequence[str], encodings: Mapping[str, str]) -> Any:
+        rows = self.version_rows().selectExpr(*[f"`{n}`" for n in columns])
+        return spark_subtract(self.session, rows, stored, encodings)
+
+    def resync_mirror(
+        self, stored: Iterable[tuple[bytes, bytes]], columns: Sequence[str], encodings: Mapping[str, str]
+    ) -> tuple[Any, list[bytes]]:
+        raise ValueError(f"resync=True with mode='mirror' reads {self.table!r} with delta-rs only.")
 
     def key_digests(self, rows: Any, key: Mapping[str, str]) -> tuple[list[bytes], KeyValues]:
         """The digests are computed on the executors; only the key columns come to the driver."""
@@ -320,18 +327,18 @@ class SparkRowTrackedChanges(SparkDeltaChanges):
     def column_names(self) -> list[str]:
         return [*super().column_names(), ROW_ID]
 
-    def plan(self, chosen: Columns) -> dict[str, str]:
+    def encodings(self, chosen: Columns) -> dict[str, str]:
         """The columns' encodings (every column when None), always with `ROW_ID`: the key is stored."""
         if isinstance(chosen, Mapping):
             chosen = {name: encoding for name, encoding in chosen.items() if name != ROW_ID}
         elif chosen is not None:
             chosen = [name for name in chosen if name != ROW_ID]
-        return {**super().plan(chosen), ROW_ID: "int64"}
+        return {**super().encodings(chosen), ROW_ID: "int64"}
 
-    def snapshot(self) -> Any:
+    def version_rows(self) -> Any:
         return self._with_ids(self.at(self.version), self.column_names())
 
-    def feed(self, start: int, columns: Sequence[str]) -> tuple[Any, Any]:
+    def feed(self, window: TableWindow, columns: Sequence[str]) -> tuple[Any, Any]:
         raise FilesNotReadableError("the Change Data Feed has no row ids")
 
     def files(self, window: TableWindow, columns: Sequence[str]) -> tuple[Any, Any]:
@@ -351,7 +358,7 @@ class SparkRowTrackedChanges(SparkDeltaChanges):
     def full(self, start: int, columns: Sequence[str]) -> tuple[Any, Any]:
         return self._with_ids(self.at(self.version), columns), self._with_ids(self.at(start), columns)
 
-    def subtract(self, held: Counter, columns: Sequence[str], encodings: Mapping[str, str]) -> Any:
+    def subtract(self, stored: Counter, columns: Sequence[str], encodings: Mapping[str, str]) -> Any:
         raise ValueError(f"resync=True reads {self.table!r} with delta-rs only (a mirror keyed by row ids by name).")
 
     def with_row_ids(self) -> TableReader | None:
