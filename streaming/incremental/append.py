@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Callable
 
 from streaming.convert.key_map import mirror_record
 from streaming.convert.null_plan import WIDENING_POLICY
@@ -28,10 +27,8 @@ from streaming.storage.dataset_root import DatasetRoot
 logger = logging.getLogger(__name__)
 
 
-def append_to_mds(choose: Callable[[str], ReaderChoice], table: str, out: str, options: RunOptions) -> IncrementResult:
+def append_to_mds(choice: ReaderChoice, table: str, destination: DatasetRoot, options: RunOptions) -> IncrementResult:
     """One append run (``options`` are ``incremental_to_mds``'s, checked)."""
-    destination = DatasetRoot(out)
-    choice = choose(table)
     choice.check_destination(destination.url, options.executor_env)
     source = choice.open(table, options.version)
     committed = commit_log.read_snapshot(destination)

@@ -71,6 +71,7 @@ from streaming.incremental.mirror import mirror_to_mds
 from streaming.incremental.options import RunOptions
 from streaming.incremental.reader import ReaderChoice
 from streaming.incremental.result import IncrementResult
+from streaming.storage.dataset_root import DatasetRoot
 
 __all__ = ["IncrementResult", "IncrementalHistoryError", "RunOptions", "incremental_to_mds", "run_incremental"]
 
@@ -117,9 +118,10 @@ def run_incremental(
     choose: Callable[[str], ReaderChoice], table: str, out: str, options: RunOptions
 ) -> IncrementResult:
     """One run, its options checked, in their mode; ``choose`` picks the reader of ``table`` (called once, after
-    the options and the destination are checked)."""
+    the options and the destination are checked), here, so that the run's walk never climbs back up to it."""
     if not isinstance(table, str) or not table:
         raise TypeError(f"`table` must be a Delta table name or path, got {table!r}.")
     options.check()
+    destination = DatasetRoot(out)
     apply = mirror_to_mds if options.mode == MIRROR else append_to_mds
-    return apply(choose, table, out, options)
+    return apply(choose(table), table, destination, options)

@@ -88,10 +88,8 @@ class _Rewrites:
     bytes_written: int
 
 
-def mirror_to_mds(choose: Callable[[str], ReaderChoice], table: str, out: str, options: RunOptions) -> IncrementResult:
+def mirror_to_mds(choice: ReaderChoice, table: str, destination: DatasetRoot, options: RunOptions) -> IncrementResult:
     """One mirror run (``options`` are ``incremental_to_mds``'s, checked; see the module docstring)."""
-    destination = DatasetRoot(out)
-    choice = choose(table)
     resync, change_data_feed = options.resync, options.change_data_feed
     if resync and not choice.resyncs_mirror:
         raise ValueError(
