@@ -41,7 +41,8 @@ in ``tests/incremental`` checks that on real delta-rs tables):
    (``dataChange=true`` actions of the Delta log, files added and removed inside the window cancelled), so
    the cost follows the change, not the table (a file with a deletion vector is read whole and the rows its
    vector marks dropped);
-4. both versions whole, when the changed files cannot be read one by one (column mapping, a shallow clone).
+4. both versions whole, when the changed files cannot be read one by one (a shallow clone's files outside the
+   table).
 
 **When history is gone** (``VACUUM`` removed files the change needs, the log's retention removed its commit
 files) the run stops with `IncrementalHistoryError`, naming the version and the way out: ``resync=True``
