@@ -8,12 +8,17 @@ delta-kernel's ``Scan``. Every path that reads a Delta table's rows without Spar
 (`Scan.file_batches`):
 
 * its columns are found by the names (or field ids) the table's column mapping gives them
-  (`streaming.delta.column_mapping`), each cast to the pinned version's type; a column the file lacks is NULL;
+  (`streaming.delta.column_mapping`), each cast to the pinned version's type (`_logical`: the one place a column
+  of one file becomes the table's, where a widened type or an encoded value is to be read); a column the file
+  lacks is NULL;
 * a partition column takes the value the file's own action gives (an empty value is NULL, as the protocol reads
   it): an overwrite may have partitioned the table otherwise since;
 * with a deletion vector, the rows it marks are dropped (`streaming.delta.deletion_vectors`), after row ids, which
   count every row the file was written with, are taken (`streaming.delta.row_ids`);
 * a file gone from the store (VACUUM) is `HistoryUnavailableError` naming the version that added or removed it.
+
+A file is the unit: a reader that streams a pinned version (a dataset over the table's files) asks for one file's
+batches at a time (`Scan.file_batches`) with the snapshot's file list.
 """
 
 from __future__ import annotations

@@ -17,7 +17,12 @@ from urllib.parse import unquote
 import pyarrow as pa
 
 from streaming.delta.column_mapping import ColumnMapping, mapping_mode
-from streaming.delta.errors import FilesNotReadableError, HistoryUnavailableError, UnsupportedTableFeatureError
+from streaming.delta.errors import (
+    FilesNotReadableError,
+    HistoryUnavailableError,
+    RowIdsUnavailableError,
+    UnsupportedTableFeatureError,
+)
 from streaming.delta.history import CDF_PROPERTY, FileAction, normal_schema
 from streaming.delta.opening import open_delta_table
 from streaming.delta.row_ids import RowTracking, live_files, row_tracking
@@ -101,8 +106,6 @@ class Snapshot:
         Raises `FilesNotReadableError` for a log kept in V2 checkpoints with sidecar files, which is not replayed
         here, and `HistoryUnavailableError` when a commit file the replay needs is gone."""
         if self._files is None:
-            from streaming.delta.errors import RowIdsUnavailableError
-
             try:
                 self._files = live_files(self.filesystem, self.read_text, self.version, self.uri)
             except RowIdsUnavailableError as err:

@@ -65,7 +65,7 @@ GONE_CONDITIONS = frozenset(
     }
 )
 #: Java types a failed Spark job's causes are read as "a file is gone" by (a job's failure carries no class).
-_GONE_JAVA_TYPES = ("java.io.FileNotFoundException",)
+_GONE_JAVA_TYPES = frozenset({"java.io.FileNotFoundException"})
 
 
 def choose_reader(spark: Any, table: str) -> ReaderChoice:
@@ -269,15 +269,23 @@ def spark_says_gone(err: BaseException) -> bool:
     throwable = getattr(err, "java_exception", None)
     seen = 0
     while throwable is not None and seen < 16:  # a cause chain is short; a cycle must not hang the job
-        loader = throwable.getClass().getClassLoader()
-        if loader is not None:
-            if any(loader.loadClass(name).isInstance(throwable) for name in _GONE_JAVA_TYPES):
+        if _java_types(throwable) & _GONE_JAVA_TYPES:
+            return True
+        loader = throwable.getClass().getClassLoader()  # Spark's classes have one (Java's own have none)
+        if loader is not None and loader.loadClass("org.apache.spark.SparkThrowable").isInstance(throwable):
+            if throwable.getErrorClass() in GONE_CONDITIONS:
                 return True
-            if loader.loadClass("org.apache.spark.SparkThrowable").isInstance(throwable):
-                if throwable.getErrorClass() in GONE_CONDITIONS:
-                    return True
         throwable, seen = throwable.getCause(), seen + 1
     return False
+
+
+def _java_types(throwable: Any) -> set[str]:
+    """The Java classes a throwable is an instance of (its class and its superclasses), by their names."""
+    names, kind = set(), throwable.getClass()
+    while kind is not None:
+        names.add(kind.getName())
+        kind = kind.getSuperclass()
+    return names
 
 
 def _condition(err: BaseException) -> str | None:

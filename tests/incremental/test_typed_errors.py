@@ -119,3 +119,20 @@ def _text_of(node: ast.AST, errors: set[str]) -> bool:
         and getattr(node.func, "id", None) == "str"
         and any(isinstance(arg, ast.Name) and arg.id in errors for arg in node.args)
     )
+
+
+def test_a_spark_job_whose_input_file_is_gone_is_read_as_gone_by_its_causes_types(spark, tmp_path):
+    """A job's failure reaches Python unconverted (a ``Py4JJavaError``): its Java causes' types say the file is gone,
+    whatever their messages; an error of another kind is not taken for it."""
+    from streaming.spark.table_changes import spark_says_gone
+
+    folder = tmp_path / "rows"
+    spark.range(10).repartition(2).write.parquet(str(folder))
+    frame = spark.read.parquet(str(folder))
+    next(folder.glob("*.parquet")).unlink()  # as VACUUM removes a file a version still names
+    with pytest.raises(Exception) as failed:
+        frame.count()
+    assert spark_says_gone(failed.value), type(failed.value)
+    with pytest.raises(Exception) as other:
+        spark.sql("SELECT raise_error('file not found: does not exist')").collect()
+    assert not spark_says_gone(other.value), type(other.value)
