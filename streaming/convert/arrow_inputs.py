@@ -22,13 +22,11 @@ from dataclasses import dataclass
 import pyarrow as pa
 
 from streaming._extras import install_hint
-from streaming.delta.opening import open_delta_table
 from streaming.storage.dataset_root import DatasetRoot
 from streaming.storage.local_tree import LocalTree, open_regular
 from streaming.storage.out_argument import normalize_root
 from streaming.storage.registry import storage_for
 from streaming.storage.scratch import scratch
-from streaming.storage.table_files import check_table_files
 from streaming.storage.url import is_remote
 
 KINDS = ("parquet", "jsonl", "csv", "hf", "delta")
@@ -186,9 +184,9 @@ def _delta_source(root: str) -> ArrowInput:
             f"Reading a Delta table without Spark needs the `deltalake` package. {install_hint('delta')} "
             "(or pass --spark to read it with Spark)."
         )
-    table = open_delta_table(root)
-    check_table_files(root, table.file_uris())
-    return ArrowInput("delta", root, (Task("delta", root, rows=None),), version=table.version())
+    from streaming.delta.snapshot import Snapshot
+
+    return ArrowInput("delta", root, (Task("delta", root, rows=None),), version=Snapshot.open(root).version)
 
 
 def read_schema(task: Task) -> pa.Schema:
@@ -256,11 +254,10 @@ def _batches(task: Task, path: str) -> Iterator[pa.RecordBatch]:
         with pa.memory_map(path) as source:
             yield from pa.ipc.open_stream(source)
     elif task.kind == "delta":
-        from streaming.delta.table import delta_batches
+        from streaming.delta.scan import snapshot_batches
+        from streaming.delta.snapshot import Snapshot
 
-        table = open_delta_table(path)
-        check_table_files(path, table.file_uris())
-        yield from delta_batches(table, BATCH_ROWS)
+        yield from snapshot_batches(Snapshot.open(path), BATCH_ROWS)
     else:
         raise ValueError(f"Unknown input kind {task.kind!r}; valid: {', '.join(KINDS)}.")
 

@@ -25,6 +25,7 @@ from typing import Any
 import numpy as np
 
 from streaming._extras import require
+from streaming.delta.errors import DeletionVectorError
 
 #: The magic number before every serialized deletion vector.
 MAGIC = 1681511377
@@ -32,10 +33,6 @@ _Z85 = "0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ.-:+=^!/*?
 _B85 = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz!#$%&()*+-;<=>?@^_`{|}~"
 #: Z85 and Python's base85 differ only in their alphabets: Z85 text is decoded by translating it.
 _FROM_Z85 = str.maketrans(_Z85, _B85)
-
-
-class DeletionVectorError(ValueError):
-    """A deletion vector that cannot be read or does not hold what its descriptor says (a damaged table)."""
 
 
 def z85_decode(text: str) -> bytes:

@@ -28,6 +28,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from streaming.delta.errors import HistoryUnavailableError
 from streaming.format.commit_checks import load_json
 
 CDF_PROPERTY = "delta.enableChangeDataFeed"
@@ -68,18 +69,6 @@ SCHEMA_OPERATIONS = frozenset(
 )
 #: Operations after which the table's properties are those the operation's ``properties`` parameter lists.
 _PROPERTY_RESETS = frozenset({"CREATE TABLE", "CREATE TABLE AS SELECT", *REPLACE_OPERATIONS} - {"RESTORE", "CLONE"})
-
-
-class HistoryUnavailableError(RuntimeError):
-    """The changes of a version can no longer be read (its log entry or its files are gone, e.g. after VACUUM).
-
-    Attributes:
-        version: the table version whose changes are missing.
-    """
-
-    def __init__(self, message: str, version: int) -> None:
-        super().__init__(message)
-        self.version = version
 
 
 @dataclass(frozen=True)

@@ -29,7 +29,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from streaming.delta.history import FileAction, HistoryUnavailableError, file_action, parse_commit
+from streaming.delta.errors import HistoryUnavailableError, RowIdsUnavailableError
+from streaming.delta.history import FileAction, file_action, parse_commit
 from streaming.storage.parquet_bounds import check_checkpoint
 
 #: The dataset column a mirror keyed by row ids stores each row's id in (int64).
@@ -39,13 +40,6 @@ SUSPENDED_PROPERTY = "delta.rowTrackingSuspended"
 MATERIALIZED_PROPERTY = "delta.rowTracking.materializedRowIdColumnName"
 _CLASSIC_CHECKPOINT = re.compile(r"^(\d{20})\.checkpoint(?:\.(\d{10})\.(\d{10}))?\.parquet$")
 _V2_CHECKPOINT = re.compile(r"^(\d{20})\.checkpoint\.[0-9a-fA-F-]{36}\.(?:parquet|json)$")
-
-
-class RowIdsUnavailable(ValueError):
-    """The table's row ids cannot be read here (the message says why and what to pass instead)."""
-
-    def __init__(self, why: str) -> None:
-        super().__init__(f"{why}. A mirror of this table then needs key=[...]: columns that identify a row.")
 
 
 @dataclass(frozen=True)
@@ -64,14 +58,17 @@ def row_tracking(configuration: Mapping[str, str], writer_features: Sequence[str
     return RowTracking(configuration.get(MATERIALIZED_PROPERTY) or None)
 
 
-def stable_row_ids(count: int, action: FileAction, materialized: pa.ChunkedArray | None) -> pa.Array:
+def stable_row_ids(count: int, action: FileAction, materialized: pa.Array | pa.ChunkedArray | None) -> pa.Array:
     """The stable row ids of a file's ``count`` rows in file order: the materialized id where there is one,
     else ``baseRowId`` + position (``materialized`` is that column of the file, None when the file lacks it)."""
-    stored = None if materialized is None else pc.cast(materialized, pa.int64()).combine_chunks()
+    stored = None
+    if materialized is not None:
+        stored = pc.cast(materialized, pa.int64())
+        stored = stored.combine_chunks() if isinstance(stored, pa.ChunkedArray) else stored
     if stored is not None and stored.null_count == 0:
         return stored
     if action.base_row_id is None:
-        raise RowIdsUnavailable(f"the log gives no baseRowId for {action.path}, so its rows' ids are unknown")
+        raise RowIdsUnavailableError(f"the log gives no baseRowId for {action.path}, so its rows' ids are unknown")
     default = pa.array(np.arange(action.base_row_id, action.base_row_id + count, dtype=np.int64))
     return default if stored is None else pc.coalesce(stored, default)
 
@@ -81,9 +78,9 @@ def live_files(filesystem: Any, read_text: Callable[[str], str | None], version:
     checkpoint at or before ``version`` and the commit files after it.
 
     ``filesystem`` is a pyarrow filesystem rooted at the table; ``read_text`` reads a file under it (None when
-    missing). A checkpoint whose footers declare more ``add`` actions than the table's folder holds files is
-    refused before any is read (each action names a distinct file of the table). Raises
-    `HistoryUnavailableError` when a commit file the replay needs is gone, `RowIdsUnavailable` for a V2
+    missing). A checkpoint whose footers declare more than its own bytes can hold (`check_checkpoint`) is refused
+    before any is read. Raises
+    `HistoryUnavailableError` when a commit file the replay needs is gone, `RowIdsUnavailableError` for a V2
     checkpoint the replay would have to start from, `ParquetBoundsError` for such a checkpoint.
     """
     from pyarrow.fs import FileSelector
@@ -104,7 +101,7 @@ def live_files(filesystem: Any, read_text: Callable[[str], str | None], version:
         text = read_text(name)
         if text is None:
             if any(start < checkpoint <= version for checkpoint in v2):
-                raise RowIdsUnavailable(
+                raise RowIdsUnavailableError(
                     f"{table} keeps its log in V2 checkpoints (with sidecar files), which are not read here"
                 )
             raise HistoryUnavailableError(

@@ -3,9 +3,9 @@
 Engine-neutral: ``incremental_to_mds`` here reads a Delta path with delta-rs (`streaming.delta`) and writes in this
 process; `streaming.spark.incremental_to_mds` is the same job that also reads with Spark's Delta reader (table
 names, Databricks), which `streaming.spark` implements on this package's reader interface
-(`streaming.incremental.reader`). A run's walk, top-down: the entry point (`job.py`) hands the run to appending
-(`append.py`) or mirroring (`mirror.py`), which read what the dataset holds (`held.py`), open the reader, read the
-change (`change.py`), write and commit it (`commit.py`).
+(`streaming.incremental.reader`). A run's walk, top-down: the entry point (`job.py`) checks the run's options
+(`options.py`) and hands the run to appending (`append.py`) or mirroring (`mirror.py`), which read what the dataset
+holds (`dataset_state.py`), open the reader, read the change (`change.py`), write and commit it (`commit.py`).
 """
 
 from __future__ import annotations

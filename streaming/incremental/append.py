@@ -9,8 +9,6 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Callable, Mapping, Sequence
-from typing import Any
 
 from streaming.convert.key_map import mirror_record
 from streaming.convert.null_plan import WIDENING_POLICY
@@ -20,7 +18,8 @@ from streaming.format.index import read_index, rebase
 from streaming.format.runs import new_increment_folder, new_run_id
 from streaming.incremental.change import Change, read_change
 from streaming.incremental.commit import commit_run
-from streaming.incremental.held import held_columns, held_version
+from streaming.incremental.dataset_state import held_columns, held_version
+from streaming.incremental.options import RunOptions
 from streaming.incremental.reader import ReaderChoice
 from streaming.incremental.result import RECORD_BASENAME, IncrementResult, run_record
 from streaming.storage.dataset_root import DatasetRoot
@@ -28,53 +27,39 @@ from streaming.storage.dataset_root import DatasetRoot
 logger = logging.getLogger(__name__)
 
 
-def append_to_mds(
-    choose: Callable[[str], ReaderChoice],
-    table: str,
-    out: str,
-    *,
-    version: int | None,
-    columns: Mapping[str, str] | Sequence[str] | None,
-    change_data_feed: bool | None,
-    nulls: str,
-    resync: bool,
-    executor_env: Mapping[str, str] | None,
-    settings: Mapping[str, Any],
-) -> IncrementResult:
-    """One append run (the arguments are ``incremental_to_mds``'s; ``settings`` the conversion's)."""
-    destination = DatasetRoot(out)
-    choice = choose(table)
-    choice.check_destination(destination.url, executor_env)
-    source = choice.open(table, version)
-    base = commit_log.read_snapshot(destination)
-    if mirror_record(base) is not None:
+def append_to_mds(choice: ReaderChoice, table: str, destination: DatasetRoot, options: RunOptions) -> IncrementResult:
+    """One append run (``options`` are ``incremental_to_mds``'s, checked)."""
+    choice.check_destination(destination.url, options.executor_env)
+    source = choice.open(table, options.version)
+    committed = commit_log.read_snapshot(destination)
+    if mirror_record(committed) is not None:
         raise ValueError(
             f"{destination.url} is a mirror of {table!r} (made with mode='mirror'): an append-only run would "
             f"leave its deleted rows out of step with its key map. Choices: mode='mirror', or another `out`."
         )
-    held = held_version(destination, table, base)
+    held = held_version(destination, table, committed)
     target = source.version
     if held is not None and target < held:
         raise ValueError(
             f"The dataset at {destination.url} already holds version {held} of {table!r}; "
             f"version {target} is older. Choices: version >= {held}, or another `out`."
         )
-    if held == target and not resync:
+    if held == target and not options.resync:
         logger.info("incremental_to_mds: %s already holds version %d of %s", destination.url, target, table)
         return IncrementResult(destination.url, table, held, target, "up_to_date", 0, 0, 0)
-    if resync and held is None:
+    if options.resync and held is None:
         raise ValueError(f"resync=True needs an existing dataset at {destination.url}; the first run converts it.")
 
-    existing = base.shards
+    existing = committed.shards
+    columns = options.columns
     names, ignored, encodings = held_columns(source, existing, columns, table)
     if held is None:
-        change = Change(source.snapshot(), 0, "snapshot")
-    elif resync:
-        change = Change(
-            source.subtract(dataset_identities(destination, existing, encodings), names, encodings), 0, "resync"
-        )
+        change = Change(source.version_rows(), "snapshot")
+    elif options.resync:
+        stored = dataset_identities(destination, existing, encodings)
+        change = Change(source.subtract(stored, names, encodings), "resync")
     else:
-        change = read_change(source, table, held, names, encodings, change_data_feed)
+        change = read_change(source, table, held, names, encodings, options.change_data_feed)
     folder, staged_samples, staged_shards, run = None, 0, 0, new_run_id()
     if change.added is not None:
         folder = new_increment_folder(target)
@@ -83,13 +68,13 @@ def append_to_mds(
             destination.child(folder),
             columns=columns if columns is not None or held is None else names,
             mode="overwrite",
-            executor_env=executor_env,
-            nulls=WIDENING_POLICY if nulls == "mask" else nulls,
+            executor_env=options.executor_env,
+            nulls=WIDENING_POLICY if options.nulls == "mask" else options.nulls,
             join_shards=existing,
-            **settings,
+            **options.conversion(),
         )
         staged_samples, staged_shards, run = staged.samples, staged.shards, staged.run
-    unapplied = change.removed
+    unapplied = change.removed_count
     result = IncrementResult(
         destination.url, table, held, target, change.method, staged_samples, staged_shards, unapplied, ignored
     )
@@ -108,7 +93,7 @@ def append_to_mds(
         held,
         target,
         lambda state: held_version(destination, table, state),
-        base,
+        committed,
         commit_log.APPEND,
         added,
         record,

@@ -9,12 +9,12 @@ version missing and the way out.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from streaming.delta.history import HistoryUnavailableError, TableWindow
-from streaming.delta.table import FilesNotReadable
+from streaming.delta.errors import FilesNotReadableError, HistoryUnavailableError
+from streaming.delta.history import TableWindow
 from streaming.incremental.reader import TableReader
 
 logger = logging.getLogger(__name__)
@@ -49,14 +49,15 @@ class Change:
 
     Attributes:
         added: the rows to add (an Arrow table or a DataFrame, as the reader gives them; None: none).
-        removed: the rows taken away, as the netting gave them: their count for an append run, the rows
-            themselves for a mirror run (None: none).
         method: how they were read, one of `METHODS`.
+        removed_count: how many rows the change took away (what an append run reports and keeps).
+        removed_rows: the rows the change took away, where the run asked for them (a mirror run removes them).
     """
 
     added: Any
-    removed: Any
     method: str
+    removed_count: int = 0
+    removed_rows: Any = None
 
 
 def read_change(
@@ -66,13 +67,20 @@ def read_change(
     names: list[str],
     encodings: Mapping[str, str],
     change_data_feed: bool | None,
-    net: Callable[[Any, Any, Mapping[str, str]], tuple[Any, Any]] | None = None,
+    *,
+    removed_rows: bool = False,
 ) -> Change:
-    """The change of versions ``held + 1 ..`` the reader's version, read the cheapest way that applies.
+    """The change of versions ``held + 1 ..`` the reader's version, read the cheapest way that applies; with
+    ``removed_rows``, the rows it took away themselves (a mirror run), else their count."""
 
-    ``net`` turns the rows a reading path adds and takes away into the change's pair (default: ``source.net``;
-    a mirror run asks for the rows taken away themselves)."""
-    net = net or source.net
+    def netted(pair: tuple[Any, Any], method: str) -> Change:
+        plus, minus = pair
+        if removed_rows:
+            added, removed = source.net_rows(plus, minus, encodings)
+            return Change(added, method, removed_rows=removed)
+        added, count = source.net(plus, minus, encodings)
+        return Change(added, method, removed_count=count)
+
     window: TableWindow | None = None
     missing: HistoryUnavailableError | None = None
     try:
@@ -80,17 +88,17 @@ def read_change(
     except HistoryUnavailableError as err:
         missing = err
     if window is not None and not window.changes_data:
-        return Change(None, 0, "no_data_change")
+        return Change(None, "no_data_change")
     usable, why_not = _feed_usable(window, missing)
     if change_data_feed and not usable:
         raise ValueError(
             f"change_data_feed=True but the Change Data Feed of {table!r} cannot give versions {held + 1}.."
             f"{source.version}: {why_not}. Choices: change_data_feed=None to read those versions' changed files."
         )
-    if usable and change_data_feed is not False:
+    if usable and window is not None and change_data_feed is not False:
         try:
-            return _netted(net(*source.feed(held, names), encodings), "change_data_feed")
-        except FilesNotReadable as err:
+            return netted(source.feed(window, names), "change_data_feed")
+        except FilesNotReadableError as err:
             if change_data_feed:  # the feed is there, this reader cannot read it right: not a history problem
                 raise ValueError(
                     f"change_data_feed=True but the Change Data Feed of {table!r} cannot be read for versions "
@@ -111,28 +119,17 @@ def read_change(
             )
     if window is not None:
         try:
-            return _netted(net(*source.files(window, names), encodings), "snapshot_diff")
-        except FilesNotReadable as err:
+            return netted(source.files(window, names), "snapshot_diff")
+        except FilesNotReadableError as err:
             logger.info("incremental_to_mds: reading both versions of %s whole: %s", table, err)
         except HistoryUnavailableError as err:
             missing = err
-        except Exception as err:
-            if not names_missing_history(err):
-                raise
-            missing = HistoryUnavailableError(str(err).splitlines()[0], held + 1)
     try:
-        return _netted(net(*source.full(held, names), encodings), "full_snapshot_diff")
-    except Exception as err:
-        if not isinstance(err, HistoryUnavailableError) and not names_missing_history(err):
-            raise
+        return netted(source.full(held, names), "full_snapshot_diff")
+    except HistoryUnavailableError as err:
         cause = missing or err
-        version = getattr(cause, "version", held + 1)
+        version = cause.version if cause.version is not None else held + 1
         raise history_error(table, held, source.version, cause, version) from err
-
-
-def _netted(pair: tuple[Any, Any], method: str) -> Change:
-    added, removed = pair
-    return Change(added, removed, method)
 
 
 def _feed_usable(window: TableWindow | None, missing: HistoryUnavailableError | None) -> tuple[bool, str]:
@@ -148,25 +145,6 @@ def _feed_usable(window: TableWindow | None, missing: HistoryUnavailableError | 
     if changed:
         return False, f"{', '.join(changed)} changed the table's schema"
     return True, ""
-
-
-def names_missing_history(err: BaseException) -> bool:
-    """Whether a reader's error says files or versions of the table are gone (Spark's and delta-rs's words)."""
-    text = str(err)
-    markers = (
-        "FileNotFound",
-        "not found",
-        "No such file",
-        "DELTA_FILE_NOT_FOUND",
-        "VersionNotFound",
-        "DELTA_VERSION_NOT_FOUND",  # Spark: time travel to a version log cleanup removed
-        # The same, from Delta 3.x on pyspark 3.5, whose error text carries no error class.
-        "Cannot time travel Delta table to version",
-        "DELTA_VERSIONS_NOT_CONTIGUOUS",
-        "DELTA_CHANGE_DATA_FILE_NOT_FOUND",
-        "does not exist",
-    )
-    return isinstance(err, FileNotFoundError) or any(marker in text for marker in markers)
 
 
 def history_error(table: str, held: int, target: int, cause: BaseException, version: int) -> IncrementalHistoryError:

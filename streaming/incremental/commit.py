@@ -30,11 +30,12 @@ def commit_run(
     audit: dict[str, Any] | None = None,
     reread: bool = False,
 ) -> None:
-    """Commit ``added`` (and ``removed``) on top of ``base`` with the table version ``target``, then publish.
+    """Commit ``added`` (and ``removed``) on top of ``base`` (the committed state the run started from) with the
+    table version ``target``, then publish.
 
-    ``version_in`` reads the table version a state holds (`streaming.incremental.held.held_version`, handed over
-    by the run so that the walk from the entry point meets that module once). ``lost`` ends the error of a run
-    another run overtook (what became of this run's work); ``reread`` checks the newest state once before
+    ``version_in`` reads the table version a state holds (`streaming.incremental.dataset_state.held_version`,
+    handed over by the run so that the walk from the entry point meets that module once). ``lost`` ends the error
+    of a run another run overtook (what became of this run's work); ``reread`` checks the newest state once before
     committing, for a dataset a legacy writer (no commit log) may have moved.
     """
 

@@ -41,7 +41,8 @@ in ``tests/incremental`` checks that on real delta-rs tables):
    (``dataChange=true`` actions of the Delta log, files added and removed inside the window cancelled), so
    the cost follows the change, not the table (a file with a deletion vector is read whole and the rows its
    vector marks dropped);
-4. both versions whole, when the changed files cannot be read one by one (column mapping, a shallow clone).
+4. both versions whole, when the changed files cannot be read one by one (a shallow clone's files outside the
+   table).
 
 **When history is gone** (``VACUUM`` removed files the change needs, the log's retention removed its commit
 files) the run stops with `IncrementalHistoryError`, naming the version and the way out: ``resync=True``
@@ -68,10 +69,12 @@ from streaming.incremental.append import append_to_mds
 from streaming.incremental.change import IncrementalHistoryError
 from streaming.incremental.deltalake_reader import DeltaLakeChoice
 from streaming.incremental.mirror import mirror_to_mds
+from streaming.incremental.options import RunOptions
 from streaming.incremental.reader import ReaderChoice
 from streaming.incremental.result import IncrementResult
+from streaming.storage.dataset_root import DatasetRoot
 
-__all__ = ["IncrementResult", "IncrementalHistoryError", "incremental_to_mds", "run_incremental"]
+__all__ = ["IncrementResult", "IncrementalHistoryError", "RunOptions", "incremental_to_mds", "run_incremental"]
 
 
 def incremental_to_mds(
@@ -96,10 +99,7 @@ def incremental_to_mds(
     The arguments are those of `streaming.spark.incremental_to_mds` (which also reads table names, with Spark),
     less ``spark`` and ``executor_env``.
     """
-    return run_incremental(
-        lambda _: DeltaLakeChoice(),
-        table,
-        out,
+    options = RunOptions(
         version=version,
         columns=columns,
         compression=compression,
@@ -107,66 +107,22 @@ def incremental_to_mds(
         size_limit=size_limit,
         change_data_feed=change_data_feed,
         progress=progress,
-        executor_env=None,
         nulls=nulls,
         resync=resync,
         mode=mode,
         key=key,
     )
+    return run_incremental(lambda _: DeltaLakeChoice(), table, out, options)
 
 
 def run_incremental(
-    choose: Callable[[str], ReaderChoice],
-    table: str,
-    out: str,
-    *,
-    version: int | None,
-    columns: Mapping[str, str] | Sequence[str] | None,
-    compression: str | None,
-    hashes: Sequence[str],
-    size_limit: int | str | None,
-    change_data_feed: bool | None,
-    progress: bool,
-    executor_env: Mapping[str, str] | None,
-    nulls: str,
-    resync: bool,
-    mode: str,
-    key: Sequence[str] | None,
+    choose: Callable[[str], ReaderChoice], table: str, out: str, options: RunOptions
 ) -> IncrementResult:
-    """One run, its arguments checked, in ``mode``; ``choose`` picks the reader of ``table`` (called once, after
-    the arguments and the destination are checked)."""
+    """One run, its options checked, in their mode; ``choose`` picks the reader of ``table`` (called once, after
+    the options and the destination are checked), here, so that the run's walk never climbs back up to it."""
     if not isinstance(table, str) or not table:
         raise TypeError(f"`table` must be a Delta table name or path, got {table!r}.")
-    if nulls not in ("mask", "error"):
-        raise ValueError(f"nulls must be 'mask' or 'error', got {nulls!r}.")
-    settings = {"compression": compression, "hashes": hashes, "size_limit": size_limit, "progress": progress}
-    if mode == MIRROR:
-        return mirror_to_mds(
-            choose,
-            table,
-            out,
-            key=key,
-            version=version,
-            columns=columns,
-            change_data_feed=change_data_feed,
-            nulls=nulls,
-            resync=resync,
-            executor_env=executor_env,
-            settings=settings,
-        )
-    if mode != "append":
-        raise ValueError(f"mode must be 'append' or 'mirror', got {mode!r}.")
-    if key is not None:
-        raise ValueError("`key` is for mode='mirror' only (the append-only job identifies rows by their values).")
-    return append_to_mds(
-        choose,
-        table,
-        out,
-        version=version,
-        columns=columns,
-        change_data_feed=change_data_feed,
-        nulls=nulls,
-        resync=resync,
-        executor_env=executor_env,
-        settings=settings,
-    )
+    options.check()
+    destination = DatasetRoot(out)
+    apply = mirror_to_mds if options.mode == MIRROR else append_to_mds
+    return apply(choose(table), table, destination, options)

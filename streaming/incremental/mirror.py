@@ -46,7 +46,7 @@ from __future__ import annotations
 import json
 import logging
 from collections import Counter
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -56,22 +56,17 @@ import pyarrow.compute as pc
 
 from streaming.convert import key_map
 from streaming.convert.null_plan import WIDENING_POLICY
-from streaming.convert.row_identity import row_identities, stored_identities, subtract_identities
+from streaming.convert.row_identity import stored_identities
 from streaming.convert.shard_rewrite import rewrite_without
+from streaming.delta.errors import HistoryUnavailableError
 from streaming.delta.row_ids import ROW_ID
 from streaming.format import commit_log
 from streaming.format.index import FILE_KEYS, read_index, rebase
 from streaming.format.runs import new_increment_folder, new_run_id
-from streaming.incremental.change import (
-    Change,
-    IncrementalHistoryError,
-    history_error,
-    names_missing_history,
-    read_change,
-)
+from streaming.incremental.change import Change, IncrementalHistoryError, history_error, read_change
 from streaming.incremental.commit import commit_run
-from streaming.incremental.deltalake_reader import DeltaLakeChanges
-from streaming.incremental.held import held_columns, held_version
+from streaming.incremental.dataset_state import held_columns, held_version
+from streaming.incremental.options import RunOptions
 from streaming.incremental.reader import KeyValues, ReaderChoice, TableReader
 from streaming.incremental.result import RECORD_BASENAME, IncrementResult, run_record
 from streaming.storage.dataset_root import DatasetRoot
@@ -93,32 +88,17 @@ class _Rewrites:
     bytes_written: int
 
 
-def mirror_to_mds(
-    choose: Callable[[str], ReaderChoice],
-    table: str,
-    out: str,
-    *,
-    key: Sequence[str] | None,
-    version: int | None,
-    columns: Mapping[str, str] | Sequence[str] | None,
-    change_data_feed: bool | None,
-    nulls: str,
-    resync: bool,
-    executor_env: Mapping[str, str] | None,
-    settings: Mapping[str, Any],
-) -> IncrementResult:
-    """One mirror run (the arguments are ``incremental_to_mds``'s, ``settings`` the conversion's; see the module
-    docstring)."""
-    destination = DatasetRoot(out)
-    choice = choose(table)
-    if resync and choice.reader != DeltaLakeChanges.reader:
+def mirror_to_mds(choice: ReaderChoice, table: str, destination: DatasetRoot, options: RunOptions) -> IncrementResult:
+    """One mirror run (``options`` are ``incremental_to_mds``'s, checked; see the module docstring)."""
+    resync, change_data_feed = options.resync, options.change_data_feed
+    if resync and not choice.resyncs_mirror:
         raise ValueError(
             f"resync=True with mode='mirror' reads {table!r} with delta-rs only: give the table's storage path "
             f"(with no Delta-enabled SparkSession), or rebuild the mirror into a new `out`."
         )
-    choice.check_destination(destination.url, executor_env)  # Spark's tasks will write the shards
-    source = _keyed_reader(choice.open(table, version), key)
-    names_key = _key_columns(key, source, table)
+    choice.check_destination(destination.url, options.executor_env)  # Spark's tasks will write the shards
+    source = _keyed_reader(choice.open(table, options.version), options.key)
+    names_key = _key_columns(options.key, source, table)
     if source.row_ids:
         if change_data_feed:
             raise ValueError(
@@ -127,16 +107,17 @@ def mirror_to_mds(
                 f"key=[...]."
             )
         change_data_feed = False
-    base = commit_log.read_snapshot(destination)
-    held = held_version(destination, table, base)
-    record = key_map.mirror_record(base)
+    committed = commit_log.read_snapshot(destination)
+    held = held_version(destination, table, committed)
+    record = key_map.mirror_record(committed)
     target = source.version
     _refuse_another_dataset(destination, table, held, record, names_key, target)
     if held == target and not resync:
         return IncrementResult(destination.url, table, held, target, "up_to_date", 0, 0, 0, mode=key_map.MIRROR)
     if resync and held is None:
         raise ValueError(f"resync=True needs an existing dataset at {destination.url}; the first run converts it.")
-    names, ignored, encodings = held_columns(source, base.shards, columns, table)
+    columns = options.columns
+    names, ignored, encodings = held_columns(source, committed.shards, columns, table)
     absent = [name for name in names_key if name not in names]
     if absent:
         raise ValueError(
@@ -145,12 +126,12 @@ def mirror_to_mds(
         )
     key_encodings = {name: encodings[name] for name in names_key}
     change, taken_keys = _read_change(
-        destination, source, table, held, base.shards, names, encodings, key_encodings, change_data_feed, resync
+        destination, source, table, held, committed.shards, names, encodings, key_encodings, change_data_feed, resync
     )
     added = change.added
     added_keys, key_values = source.key_digests(added, key_encodings) if added is not None else ([], _no_values)
     files = list((record or {}).get("files") or [])
-    loaded = key_map.load(destination, files, base.shards) if held is not None else None
+    loaded = key_map.load(destination, files, committed.shards) if held is not None else None
     live = loaded.entries if loaded is not None else key_map.SCHEMA.empty_table()
     located = _locate(live, taken_keys, table, destination)
     kept = live.filter(pc.invert(pc.is_in(live["key"], value_set=pa.array(taken_keys, pa.binary()))))
@@ -158,14 +139,12 @@ def mirror_to_mds(
 
     run = new_run_id()
     folder = new_increment_folder(target)
-    rewrites = _rewrite(destination, base.shards, located, live, folder, key_encodings)
+    rewrites = _rewrite(destination, committed.shards, located, live, folder, key_encodings)
     new_shards: list[dict[str, Any]] = []
     samples = 0
     if added_keys:
         new_columns = columns if columns is not None or held is None else names
-        samples, new_shards = _write_added(
-            source, added, destination, folder, new_columns, nulls, base.shards, executor_env, settings
-        )
+        samples, new_shards = _write_added(source, added, destination, folder, new_columns, committed.shards, options)
     new_entries = [
         key_map.entries(
             key_map.stored_keys(destination, shard, key_encodings), key_map.shard_id(shard), range(shard["samples"])
@@ -205,7 +184,7 @@ def mirror_to_mds(
         held,
         target,
         lambda state: held_version(destination, table, state),
-        base,
+        committed,
         commit_log.REPLACE,
         [*rewrites.added, *new_shards],
         record,
@@ -227,15 +206,13 @@ def mirror_to_mds(
 
 
 def _write_added(
-    source: Any,
+    source: TableReader,
     added: Any,
     destination: DatasetRoot,
     folder: str,
     columns: Any,
-    nulls: str,
     joined: list[dict[str, Any]],
-    executor_env: Mapping[str, str] | None,
-    settings: Mapping[str, Any],
+    options: RunOptions,
 ) -> tuple[int, list[dict[str, Any]]]:
     """Write the rows to add as new shards in ``folder``, as append mode does; their count and index entries."""
     staged = source.write(
@@ -243,10 +220,10 @@ def _write_added(
         destination.child(folder),
         columns=columns,
         mode="overwrite",
-        nulls=WIDENING_POLICY if nulls == "mask" else nulls,
+        nulls=WIDENING_POLICY if options.nulls == "mask" else options.nulls,
         join_shards=joined,
-        executor_env=executor_env,
-        **settings,
+        executor_env=options.executor_env,
+        **options.conversion(),
     )
     return staged.samples, [rebase(shard, folder) for shard in read_index(DatasetRoot(destination.child(folder)))]
 
@@ -291,29 +268,35 @@ def _read_change(
 ) -> tuple[Change, list[bytes]]:
     """The change (the rows to add, and how they were read) and the key digests of the rows to take away."""
     if held is None:
-        return Change(source.snapshot(), None, "snapshot"), []
+        return Change(source.version_rows(), "snapshot"), []
     if resync:
-        assert isinstance(source, DeltaLakeChanges)  # refused before for Spark's reader
-        added, taken_keys = _resync(destination, source, shards, names, encodings, key_encodings)
-        return Change(added, None, "resync"), taken_keys
-    try:
-        change = read_change(source, table, held, names, encodings, change_data_feed, net=source.net_rows)
-        taken = change.removed
-        # Spark's rows are read here, not by read_change: files a VACUUM removed are found missing now.
-        taken_keys = (
-            source.key_digests(taken, key_encodings)[0] if taken is not None and not isinstance(taken, int) else []
+        added, taken_keys = source.resync_mirror(
+            _stored(destination, shards, encodings, key_encodings), names, encodings
         )
-    except Exception as err:
-        if not isinstance(err, IncrementalHistoryError):
-            if not names_missing_history(err):
-                raise
-            err = history_error(table, held, source.version, err, held + 1)
-        raise IncrementalHistoryError(
-            f"{err} This dataset is a mirror: incremental_to_mds({table!r}, out, mode='mirror', "
-            f"key={list(key_encodings)}, resync=True) also removes the rows the version no longer has.",
-            err.version,
-        ) from err
+        return Change(added, "resync"), taken_keys
+    try:
+        change = read_change(source, table, held, names, encodings, change_data_feed, removed_rows=True)
+        taken = change.removed_rows
+        # Spark's rows are read here, not by read_change: files a VACUUM removed are found missing now.
+        taken_keys = source.key_digests(taken, key_encodings)[0] if taken is not None else []
+    except IncrementalHistoryError as caught:
+        raise _mirror_history_error(caught, table, key_encodings) from caught
+    except HistoryUnavailableError as caught:  # Spark's rows are read here (the keys), not by read_change
+        version = caught.version if caught.version is not None else held + 1
+        gone = history_error(table, held, source.version, caught, version)
+        raise _mirror_history_error(gone, table, key_encodings) from caught
     return change, taken_keys
+
+
+def _mirror_history_error(
+    err: IncrementalHistoryError, table: str, key_encodings: Mapping[str, str]
+) -> IncrementalHistoryError:
+    """The run's history error with the mirror's way out."""
+    return IncrementalHistoryError(
+        f"{err} This dataset is a mirror: incremental_to_mds({table!r}, out, mode='mirror', "
+        f"key={list(key_encodings)}, resync=True) also removes the rows the version no longer has.",
+        err.version,
+    )
 
 
 def _audit(
@@ -329,30 +312,14 @@ def _audit(
     }
 
 
-def _resync(
-    destination: DatasetRoot,
-    source: DeltaLakeChanges,
-    shards: list[dict[str, Any]],
-    names: list[str],
-    encodings: Mapping[str, str],
-    key: Mapping[str, str],
-) -> tuple[pa.Table | None, list[bytes]]:
-    """The way out when the table's history no longer has the change: the target version's rows the dataset
-    lacks, and the keys of the dataset's rows the target lacks, compared by row identity with what the dataset
-    stores (reads every shard and the whole version once)."""
-    rows = source.rows(names)
-    wanted = Counter(row_identities(rows, encodings))
-    held: Counter = Counter()
-    taken = []
+def _stored(
+    destination: DatasetRoot, shards: list[dict[str, Any]], encodings: Mapping[str, str], key: Mapping[str, str]
+) -> Iterator[tuple[bytes, bytes]]:
+    """Each sample the dataset stores, as its row identity and key digest, shard by shard: what a resync compares
+    the table's version with (`RowArithmetic.resync_mirror`); every shard is read once."""
     for shard in shards:
         data = key_map.stored_data(destination, shard)
-        for identity, digest in zip(stored_identities(data, shard, encodings), stored_identities(data, shard, key)):
-            held[identity] += 1
-            if wanted[identity]:
-                wanted[identity] -= 1
-            else:
-                taken.append(digest)
-    return subtract_identities(rows, held, encodings), taken
+        yield from zip(stored_identities(data, shard, encodings), stored_identities(data, shard, key))
 
 
 def _keyed_reader(source: TableReader, key: Sequence[str] | None) -> TableReader:

@@ -11,6 +11,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from streaming.incremental.job import run_incremental
+from streaming.incremental.options import RunOptions
 from streaming.incremental.result import IncrementResult
 from streaming.spark.table_changes import choose_reader
 
@@ -65,10 +66,7 @@ def incremental_to_mds(
     Returns:
         An :class:`IncrementResult`.
     """
-    return run_incremental(
-        lambda name: choose_reader(spark, name),
-        table,
-        out,
+    options = RunOptions(
         version=version,
         columns=columns,
         compression=compression,
@@ -82,3 +80,4 @@ def incremental_to_mds(
         mode=mode,
         key=key,
     )
+    return run_incremental(lambda name: choose_reader(spark, name), table, out, options)

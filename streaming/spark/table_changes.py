@@ -14,16 +14,17 @@ row.
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from typing import Any
 
 import pyarrow as pa
 
 from streaming.convert.driver import ConversionResult
 from streaming.convert.row_identity import row_identities
+from streaming.delta.errors import FilesNotReadableError, HistoryUnavailableError
 from streaming.delta.history import (
     CDF_PROPERTY,
-    HistoryUnavailableError,
     TableWindow,
     feed_at_version,
     history_commit,
@@ -31,7 +32,6 @@ from streaming.delta.history import (
 )
 from streaming.delta.location import looks_like_path
 from streaming.delta.row_ids import ROW_ID, TRACKING_PROPERTY
-from streaming.delta.table import FilesNotReadable
 from streaming.incremental.deltalake_reader import DeltaLakeChoice
 from streaming.incremental.reader import Columns, KeyValues, ReaderChoice, TableReader
 from streaming.spark.convert import dataframe_to_mds
@@ -49,6 +49,23 @@ from streaming.storage.table_files import refuse_links_in
 
 IDENTITY = "_mds_identity"
 _COPY = "_mds_copy"
+#: The error classes (conditions) with which Spark and Delta Lake say that a table version or a data file is gone:
+#: time travel past log cleanup, a file VACUUM removed, a change data file gone, a window with a hole.
+GONE_CONDITIONS = frozenset(
+    {
+        "DELTA_VERSION_NOT_FOUND",
+        "DELTA_VERSIONS_NOT_CONTIGUOUS",
+        "DELTA_FILE_NOT_FOUND",
+        "DELTA_FILE_NOT_FOUND_DETAILED",
+        "DELTA_LOG_FILE_NOT_FOUND",
+        "DELTA_CHANGE_DATA_FILE_NOT_FOUND",
+        "DELTA_FILE_OR_DIR_NOT_FOUND",
+        "FAILED_READ_FILE.FILE_NOT_EXIST",
+        "PATH_NOT_FOUND",
+    }
+)
+#: Java types a failed Spark job's causes are read as "a file is gone" by (a job's failure carries no class).
+_GONE_JAVA_TYPES = frozenset({"java.io.FileNotFoundException"})
 
 
 def choose_reader(spark: Any, table: str) -> ReaderChoice:
@@ -73,6 +90,7 @@ class SparkChoice:
     """Read with Spark's Delta reader in ``session``; Spark's tasks write the shards, so they must reach them."""
 
     reader = "spark"
+    resyncs_mirror = False  # a table by name cannot be read by delta-rs, whose rows a resync compares
 
     def __init__(self, session: Any) -> None:
         self.session = session
@@ -113,11 +131,11 @@ class SparkDeltaChanges:
     def column_names(self) -> list[str]:
         return [item.name for item in self.at(self.version).schema.fields]
 
-    def plan(self, chosen: Columns) -> dict[str, str]:
+    def encodings(self, chosen: Columns) -> dict[str, str]:
         """``{name: encoding}`` for the ``columns`` argument ``chosen`` (every column when None), checked."""
         return resolve_columns(self.at(self.version).schema, chosen)
 
-    def snapshot(self) -> Any:
+    def version_rows(self) -> Any:
         return self.at(self.version)
 
     def window(self, start: int) -> TableWindow:
@@ -138,12 +156,16 @@ class SparkDeltaChanges:
             enabled = self._feed_property_now()  # nothing in the window changed it: today's value was its value
         return TableWindow(start, self.version, commits, enabled)
 
-    def feed(self, start: int, columns: Sequence[str]) -> tuple[Any, Any]:
+    def feed(self, window: TableWindow, columns: Sequence[str]) -> tuple[Any, Any]:
+        with gone_as_history(self.table, window.start + 1):
+            return self._feed(window, columns)
+
+    def _feed(self, window: TableWindow, columns: Sequence[str]) -> tuple[Any, Any]:
         reader = (
             self.session.read.format("delta")
             .option("readChangeFeed", "true")
-            .option("startingVersion", start + 1)
-            .option("endingVersion", self.version)
+            .option("startingVersion", window.start + 1)
+            .option("endingVersion", window.end)
         )
         changes = reader.load(self.table) if looks_like_path(self.table) else reader.table(quote_table_name(self.table))
         changes.schema  # noqa: B018 - resolves the feed now, so a range the feed does not cover fails here
@@ -154,36 +176,58 @@ class SparkDeltaChanges:
 
     def files(self, window: TableWindow, columns: Sequence[str]) -> tuple[Any, Any]:
         self.check_paths_show(window)
-        old, new = self.at(window.start), self.at(self.version)
-        old_files, new_files = set(old.inputFiles()), set(new.inputFiles())
+        with gone_as_history(self.table, window.start + 1):
+            old, new = self.at(window.start), self.at(self.version)
+            old_files, new_files = set(old.inputFiles()), set(new.inputFiles())
         return (
             rows_in_files(new, sorted(new_files - old_files), columns),
             rows_in_files(old, sorted(old_files - new_files), columns),
         )
 
     def check_paths_show(self, window: TableWindow) -> None:
-        """Raise `FilesNotReadable` when a diff of the window's file paths would miss a change (see `window`)."""
+        """Raise `FilesNotReadableError` when a diff of the window's file paths would miss a change (see `window`)."""
         in_place = sorted(self._in_place & set(range(window.start + 1, window.end + 1)))
         if in_place:
-            raise FilesNotReadable(f"version {in_place[0]} changed rows inside files it kept (deletion vectors)")
+            raise FilesNotReadableError(f"version {in_place[0]} changed rows inside files it kept (deletion vectors)")
 
     def full(self, start: int, columns: Sequence[str]) -> tuple[Any, Any]:
+        self.check_listed(start)
         names = [f"`{name}`" for name in columns]
-        return self.at(self.version).selectExpr(*names), self.at(start).selectExpr(*names)
+        with gone_as_history(self.table, start + 1):
+            return self.at(self.version).selectExpr(*names), self.at(start).selectExpr(*names)
+
+    def check_listed(self, version: int) -> None:
+        """Raise `HistoryUnavailableError` when ``DESCRIBE HISTORY`` no longer lists ``version``: time travel to it
+        would fail, and Delta 3.x on pyspark 3.5 says so in words only (no error class reaches Python)."""
+        rows = self.session.sql(f"DESCRIBE HISTORY {sql_identifier(self.table)}").select("version").collect()
+        if version not in {int(row["version"]) for row in rows}:
+            raise HistoryUnavailableError(
+                f"DESCRIBE HISTORY of {self.table} no longer lists version {version} (older than the table's "
+                f"delta.logRetentionDuration), so it cannot be read whole",
+                version + 1,
+            )
 
     def net(self, plus: Any, minus: Any, encodings: Mapping[str, str]) -> tuple[Any, int]:
-        return spark_net_change(plus, minus, encodings)
+        with gone_as_history(self.table, None):  # the count runs the job that reads the change's files
+            return spark_net_change(plus, minus, encodings)
 
     def net_rows(self, plus: Any, minus: Any, encodings: Mapping[str, str]) -> tuple[Any, Any]:
         return spark_net_rows(plus, minus, encodings)
 
-    def subtract(self, held: Counter, columns: Sequence[str], encodings: Mapping[str, str]) -> Any:
-        return spark_subtract(self.session, self.snapshot().selectExpr(*[f"`{n}`" for n in columns]), held, encodings)
+    def subtract(self, stored: Counter, columns: Sequence[str], encodings: Mapping[str, str]) -> Any:
+        rows = self.version_rows().selectExpr(*[f"`{n}`" for n in columns])
+        return spark_subtract(self.session, rows, stored, encodings)
+
+    def resync_mirror(
+        self, stored: Iterable[tuple[bytes, bytes]], columns: Sequence[str], encodings: Mapping[str, str]
+    ) -> tuple[Any, list[bytes]]:
+        raise ValueError(f"resync=True with mode='mirror' reads {self.table!r} with delta-rs only.")
 
     def key_digests(self, rows: Any, key: Mapping[str, str]) -> tuple[list[bytes], KeyValues]:
         """The digests are computed on the executors; only the key columns come to the driver."""
         names = list(key)
-        collected = with_identity(rows.selectExpr(*[f"`{name}`" for name in names]), key).collect()
+        with gone_as_history(self.table, None):  # the collect runs the job that reads the change's files
+            collected = with_identity(rows.selectExpr(*[f"`{name}`" for name in names]), key).collect()
         values = [{name: row[name] for name in names} for row in collected]
         return [bytes(row[IDENTITY]) for row in collected], lambda chosen: [values[index] for index in chosen]
 
@@ -199,6 +243,61 @@ class SparkDeltaChanges:
     def _feed_property_now(self) -> bool:
         rows = self.session.sql(f"SHOW TBLPROPERTIES {sql_identifier(self.table)}").collect()
         return any(row["key"] == CDF_PROPERTY and str(row["value"]).strip().lower() == "true" for row in rows)
+
+
+@contextmanager
+def gone_as_history(table: str, version: int | None) -> Iterator[None]:
+    """Turn Spark's "gone" (a version or a data file of ``table``) into `HistoryUnavailableError` naming ``version``
+    (None: a version of the change, where the failed job does not say which); any other error passes."""
+    try:
+        yield
+    except HistoryUnavailableError:
+        raise
+    except Exception as err:
+        if not spark_says_gone(err):
+            raise
+        text = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+        raise HistoryUnavailableError(f"Spark cannot read {table} any more: {text}", version) from err
+
+
+def spark_says_gone(err: BaseException) -> bool:
+    """Whether a Spark error says a table version or a data file is gone: by its error class (`GONE_CONDITIONS`,
+    through pyspark's ``getCondition``/``getErrorClass``, classic and Connect alike), or, for a failed job, which
+    pyspark hands over unconverted (a ``Py4JJavaError``), by the classes and Java types of its causes."""
+    if _condition(err) in GONE_CONDITIONS:
+        return True
+    throwable = getattr(err, "java_exception", None)
+    seen = 0
+    while throwable is not None and seen < 16:  # a cause chain is short; a cycle must not hang the job
+        if _java_types(throwable) & _GONE_JAVA_TYPES:
+            return True
+        loader = throwable.getClass().getClassLoader()  # Spark's classes have one (Java's own have none)
+        if loader is not None and loader.loadClass("org.apache.spark.SparkThrowable").isInstance(throwable):
+            if throwable.getErrorClass() in GONE_CONDITIONS:
+                return True
+        throwable, seen = throwable.getCause(), seen + 1
+    return False
+
+
+def _java_types(throwable: Any) -> set[str]:
+    """The Java classes a throwable is an instance of (its class and its superclasses), by their names."""
+    names, kind = set(), throwable.getClass()
+    while kind is not None:
+        names.add(kind.getName())
+        kind = kind.getSuperclass()
+    return names
+
+
+def _condition(err: BaseException) -> str | None:
+    """A pyspark exception's error class (``getCondition`` from pyspark 4, ``getErrorClass`` before)."""
+    for name in ("getCondition", "getErrorClass"):
+        method = getattr(err, name, None)
+        if callable(method):
+            try:
+                return method()
+            except Exception:  # noqa: BLE001 - no class to give (a JVM gone, a message without one)
+                return None
+    return None
 
 
 def rows_in_files(frame: Any, files: Sequence[str], columns: Sequence[str]) -> Any:
@@ -236,19 +335,19 @@ class SparkRowTrackedChanges(SparkDeltaChanges):
     def column_names(self) -> list[str]:
         return [*super().column_names(), ROW_ID]
 
-    def plan(self, chosen: Columns) -> dict[str, str]:
+    def encodings(self, chosen: Columns) -> dict[str, str]:
         """The columns' encodings (every column when None), always with `ROW_ID`: the key is stored."""
         if isinstance(chosen, Mapping):
             chosen = {name: encoding for name, encoding in chosen.items() if name != ROW_ID}
         elif chosen is not None:
             chosen = [name for name in chosen if name != ROW_ID]
-        return {**super().plan(chosen), ROW_ID: "int64"}
+        return {**super().encodings(chosen), ROW_ID: "int64"}
 
-    def snapshot(self) -> Any:
+    def version_rows(self) -> Any:
         return self._with_ids(self.at(self.version), self.column_names())
 
-    def feed(self, start: int, columns: Sequence[str]) -> tuple[Any, Any]:
-        raise FilesNotReadable("the Change Data Feed has no row ids")
+    def feed(self, window: TableWindow, columns: Sequence[str]) -> tuple[Any, Any]:
+        raise FilesNotReadableError("the Change Data Feed has no row ids")
 
     def files(self, window: TableWindow, columns: Sequence[str]) -> tuple[Any, Any]:
         from pyspark.sql import functions as F
@@ -267,7 +366,7 @@ class SparkRowTrackedChanges(SparkDeltaChanges):
     def full(self, start: int, columns: Sequence[str]) -> tuple[Any, Any]:
         return self._with_ids(self.at(self.version), columns), self._with_ids(self.at(start), columns)
 
-    def subtract(self, held: Counter, columns: Sequence[str], encodings: Mapping[str, str]) -> Any:
+    def subtract(self, stored: Counter, columns: Sequence[str], encodings: Mapping[str, str]) -> Any:
         raise ValueError(f"resync=True reads {self.table!r} with delta-rs only (a mirror keyed by row ids by name).")
 
     def with_row_ids(self) -> TableReader | None:

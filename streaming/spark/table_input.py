@@ -169,14 +169,11 @@ def _read_with_deltalake(session: Any, path: str, version: int | None) -> tuple[
             "Spark has no Delta support here; reading a Delta path then needs the `deltalake` "
             f"package, from the delta extra. {install_hint('delta')}"
         )
-    import pyarrow as pa
+    from streaming.delta.scan import snapshot_rows
+    from streaming.delta.snapshot import Snapshot
 
-    from streaming.delta.opening import open_delta_table
-    from streaming.delta.table import delta_rows
-
-    table = open_delta_table(path, version)
-    rows = delta_rows(table, pa.schema(table.schema().to_arrow()).names)
-    return frame_from_arrow(session, rows), Source("delta", path, table.version(), "deltalake")
+    snapshot = Snapshot.open(path, version)
+    return frame_from_arrow(session, snapshot_rows(snapshot)), Source("delta", path, snapshot.version, "deltalake")
 
 
 def frame_from_arrow(session: Any, table: Any) -> Any:

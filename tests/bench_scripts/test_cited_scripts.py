@@ -45,6 +45,8 @@ SMOKE_RUNS: dict[str, tuple[list[str], str]] = {
     "tabular_bench.py": (["--rows", "20000", "--rounds", "1", "--epochs", "2"], '"reference"'),
     "incremental_cost.py": (["--rows", "20000", "--files", "4"], "rows_read"),
     "mirror_cost.py": (["--shards", "40", "--rows-per-shard", "20", "--files", "3"], "shard_bytes_written"),
+    "delta_change_cost.py": (["--rows", "4000", "--files", "4"], "data_bytes_read"),
+    "table_walk.py": (["--mode", "mirror"], "climbs_back_up"),
     "mds_log_growth.py": (["--shards", "200", "--runs", "20"], "log_files_after_vacuum_7d"),
     "remote_bench.py": ([], "cold"),
     "bench.py": ([], "ours/ref"),

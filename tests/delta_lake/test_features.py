@@ -177,7 +177,7 @@ def test_v2_checkpoints_with_sidecars(delta_session, table_name, tmp_path):
 def test_a_column_widened_by_type_widening(delta_session, table_name, tmp_path, widened):
     """Spark's reader reads a widened column; delta-rs cannot read the ``typeWidening`` reader feature (Delta 3.x:
     ``typeWidening-preview``) at all, and the job refuses naming the table, the version and the feature."""
-    from streaming.delta.table import UnsupportedTableFeatureError
+    from streaming.delta.errors import UnsupportedTableFeatureError
     from streaming.incremental import incremental_to_mds as delta_rs_incremental_to_mds
 
     narrow, wide, small, large = widened

@@ -206,8 +206,8 @@ def test_a_known_history_deletes_updates_merges_and_recovers_from_a_crash(feed, 
 def test_after_a_vacuum_the_way_out_resyncs_the_mirror(tmp_path, monkeypatch):
     """VACUUM took the files the change needs: the run stops, and resync=True brings the mirror to the table."""
     resyncs = []
-    resync = mirror._resync
-    monkeypatch.setattr(mirror, "_resync", lambda *args: resyncs.append(1) or resync(*args))
+    stored = mirror._stored
+    monkeypatch.setattr(mirror, "_stored", lambda *args: resyncs.append(1) or stored(*args))
     steps = [
         h.Create(_rows(range(30)), feed=False),
         h.Run(),
@@ -478,17 +478,17 @@ class _SparkReaderOnDeltaLake:
     def column_names(self):
         return self.arrow.column_names()
 
-    def plan(self, chosen):
-        return self.arrow.plan(chosen)
+    def encodings(self, chosen):
+        return self.arrow.encodings(chosen)
 
-    def snapshot(self):
-        return self.frames([self.arrow.snapshot()])[0]
+    def version_rows(self):
+        return self.frames([self.arrow.version_rows()])[0]
 
     def window(self, start):
         return self.arrow.window(start)
 
-    def feed(self, start, columns):
-        return self.frames(self.arrow.feed(start, columns))
+    def feed(self, window, columns):
+        return self.frames(self.arrow.feed(window, columns))
 
     def files(self, window, columns):
         return self.frames(self.arrow.files(window, columns))

@@ -20,7 +20,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from streaming import LocalDataset
-from streaming.delta.row_ids import ROW_ID, RowIdsUnavailable, live_files
+from streaming.delta.errors import RowIdsUnavailableError
+from streaming.delta.row_ids import ROW_ID, live_files
 from streaming.incremental.change import IncrementalHistoryError
 from streaming.spark import incremental_to_mds
 from tests.cli.conftest import run_cli
@@ -201,5 +202,5 @@ def test_a_log_that_starts_at_a_v2_checkpoint_is_refused_not_misread(tmp_path):
     def read_text(name: str) -> str | None:
         return (tmp_path / name).read_text() if (tmp_path / name).exists() else None
 
-    with pytest.raises(RowIdsUnavailable, match="V2 checkpoints"):
+    with pytest.raises(RowIdsUnavailableError, match="V2 checkpoints"):
         live_files(filesystem, read_text, 8, "t")

@@ -76,8 +76,7 @@ def held_columns(
     present = source.column_names()
     dataset = dataset_columns(existing)
     if dataset is None or columns is not None:
-        plan = source.plan(columns)  # bad `columns` fail here, before any read
-        chosen = list(plan)
+        chosen = list(source.encodings(columns))  # bad `columns` fail here, before any read
     else:
         chosen = list(value_columns(dataset))
     gone = [name for name in chosen if name not in present]
@@ -87,9 +86,9 @@ def held_columns(
             f"cannot be stored in the dataset's shards. Choices: add the column(s) back, or convert the table "
             f"again into a new dataset (dataframe_to_mds({table!r}, out, mode='overwrite'))."
         )
-    encodings = value_columns(dataset) if dataset is not None else source.plan(chosen)
+    encodings = value_columns(dataset) if dataset is not None else source.encodings(chosen)
     if dataset is not None:
-        widened = widened_columns(encodings, source.plan(chosen))
+        widened = widened_columns(encodings, source.encodings(chosen))
         if widened:
             raise ValueError(
                 f"Version {source.version} of {table!r} widened the type of {', '.join(widened)} (Delta type "
