@@ -168,7 +168,10 @@ def _connect_headers(session: Any) -> set[str]:
     Databricks' own Connect client offers them as ``client.metadata()``; Apache Spark's keeps them on the client's
     channel builder, whose ``metadata()`` is what every request sends.
     """
-    client = getattr(session, "client", None) if session is not None else None
+    try:
+        client = None if session is None else session.client
+    except Exception:  # noqa: BLE001 - a classic session refuses `client` (pyspark raises its own error)
+        return set()
     for holder in (client, getattr(client, "_builder", None)):
         metadata = getattr(holder, "metadata", None)
         if callable(metadata):

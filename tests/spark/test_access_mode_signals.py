@@ -186,9 +186,9 @@ def databricks_connect(connect_server, laptop) -> Iterator:
         session.stop()
 
 
-def test_a_plain_spark_connect_server_is_off_databricks(connect, laptop, tmp_path):
-    assert detect(connect) == Compute(OFF_DATABRICKS)
-    check_executor_access(str(tmp_path / "out"), None, connect)
+def test_a_local_spark_or_plain_spark_connect_server_is_off_databricks(session, laptop, tmp_path):
+    assert detect(session) == Compute(OFF_DATABRICKS)
+    check_executor_access(str(tmp_path / "out"), None, session)
 
 
 def test_databricks_connect_to_serverless_is_read_from_the_session(databricks_connect, tmp_path):
