@@ -37,7 +37,8 @@ from streaming.spark.worker_python import worker_import_problem
 PURE_REQUIREMENTS = ("catalogue",)
 #: Every zip entry gets this time, so the same code gives the same bytes (and name) on every call.
 _FIXED_TIME = (2020, 1, 1, 0, 0, 0)
-_shipped: dict[int, str] = {}
+#: Session id -> (the session, the zip it got): the session is kept so that its id names it alone.
+_shipped: dict[int, tuple[Any, str]] = {}
 
 
 def ship_package(spark: Any = None) -> str:
@@ -50,12 +51,12 @@ def ship_package(spark: Any = None) -> str:
     folder = _private_folder()
     archive = build_archive(folder)
     name = os.path.basename(archive)
-    if _shipped.get(id(session)) != name:
+    if _shipped.get(id(session), (None, ""))[1] != name:
         if _is_connect(session):
             session.addArtifacts(archive, pyfile=True)
         else:
             session.sparkContext.addPyFile(archive)
-        _shipped[id(session)] = name
+        _shipped[id(session)] = (session, name)
     try:
         session.range(0, 1, 1, 1).mapInArrow(check_worker_imports, CHECK_SCHEMA).collect()
     except Exception as err:
