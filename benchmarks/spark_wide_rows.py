@@ -39,6 +39,15 @@ def descendants(pid: int) -> list[int]:
     return found
 
 
+def is_python_worker(pid: int) -> bool:
+    """Whether `pid` is Spark's Python worker daemon or one of its forks (not the JVM, whose classpath says pyspark)."""
+    try:
+        command = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+    except OSError:
+        return False
+    return b"pyspark.daemon" in command or b"pyspark.worker" in command
+
+
 def peak_bytes(pid: int) -> int:
     """`pid`'s peak resident memory (VmHWM), in bytes (0 if it is gone)."""
     try:
@@ -78,7 +87,7 @@ def main() -> None:
         started = time.perf_counter()
         result = dataframe_to_mds(frame, os.path.join(folder, "out"), compression=None, progress=False)
         seconds = time.perf_counter() - started
-        workers = [pid for pid in descendants(os.getpid()) if b"pyspark" in Path(f"/proc/{pid}/cmdline").read_bytes()]
+        workers = [pid for pid in descendants(os.getpid()) if is_python_worker(pid)]
         peak = max((peak_bytes(pid) for pid in workers), default=0)
     spark.stop()
     print(
