@@ -8,6 +8,9 @@ The package is the one on ``PYTHONPATH`` (the workers inherit it), so the same s
     git archive <commit> streaming | tar -x -C /tmp/before
     PYTHONPATH=/tmp/before python benchmarks/spark_wide_rows.py --rows 24 --row-mb 20
     PYTHONPATH=. python benchmarks/spark_wide_rows.py --rows 24 --row-mb 20
+
+pyspark 4.x cuts Arrow batches at 64 MiB by default (``spark.sql.execution.arrow.maxBytesPerBatch``); Spark 3.5 has
+no such bound, which ``--conf spark.sql.execution.arrow.maxBytesPerBatch=2147483646`` stands for here.
 """
 
 from __future__ import annotations
@@ -63,6 +66,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rows", type=int, default=24)
     parser.add_argument("--row-mb", type=int, default=20)
+    parser.add_argument("--conf", action="append", default=[], help="key=value, a Spark setting of the session")
     args = parser.parse_args()
 
     from pyspark.sql import SparkSession
@@ -77,6 +81,7 @@ def main() -> None:
         .config("spark.driver.bindAddress", "127.0.0.1")
         .config("spark.ui.enabled", "false")
         .config("spark.python.worker.reuse", "true")
+        .config(map={key: value for key, value in (item.split("=", 1) for item in args.conf)})
         .getOrCreate()
     )
     size = args.row_mb * 1024 * 1024
@@ -94,6 +99,7 @@ def main() -> None:
         json.dumps(
             {
                 "package": os.path.dirname(streaming.__file__),
+                "conf": args.conf,
                 "rows": args.rows,
                 "row_mib": args.row_mb,
                 "samples": result.samples,

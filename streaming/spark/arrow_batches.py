@@ -6,7 +6,8 @@ and the shard being filled at once. So for the conversion's job (`bounded_batche
 and restored after):
 
 * Spark 4 and later: ``spark.sql.execution.arrow.maxBytesPerBatch`` = `BATCH_BYTES`, so a batch is cut at 64 MiB (or
-  after one row, when a single row is larger), whatever the row count;
+  after one row, when a single row is larger), whatever the row count (pyspark 4.3's default is the same 64 MiB: the
+  setting keeps it where a cluster's configuration raises it);
 * Spark 3.5 (which has no byte bound; Databricks' 3.5 runtimes get it set too, harmless where unknown): a row bound
   from the widest row of a sample, ``BATCH_BYTES // widest`` (at least 1, at most the session's own), measured by one
   small job over the first `SAMPLE_ROWS` rows sent one row per batch. A schema of fixed-width columns only needs no
