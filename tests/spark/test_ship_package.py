@@ -156,3 +156,20 @@ def test_ship_package_on_a_classic_session(bare_python, tmp_path):
     assert lines[0].startswith("before: Spark's Python workers cannot import 'streaming'"), run.stdout
     assert lines[1].startswith("shipped: mds_streaming-") and lines[2] == "after: 50"
     assert read_samples(str(tmp_path / "after"))[0]["id"] == 0
+
+
+def test_the_archive_holds_the_package_and_is_named_by_its_contents(tmp_path):
+    import zipfile
+
+    from streaming.spark.ship import build_archive
+
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    first = build_archive(str(tmp_path / "a"))
+    again = build_archive(str(tmp_path / "b"))
+    assert os.path.basename(first) == os.path.basename(again)
+    assert Path(first).read_bytes() == Path(again).read_bytes()
+    names = zipfile.ZipFile(first).namelist()
+    assert "streaming/__init__.py" in names and "streaming/spark/task.py" in names
+    assert "catalogue/__init__.py" in names
+    assert not [name for name in names if "__pycache__" in name or name.endswith(".pyc")]
