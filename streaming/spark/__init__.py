@@ -32,6 +32,7 @@ _EXPORTS = {
     "allowed_encodings": "streaming.spark.schema",
     "default_encoding": "streaming.spark.schema",
     "resolve_columns": "streaming.spark.schema",
+    "ship_package": "streaming.spark.ship",
 }
 
 __all__ = list(_EXPORTS)

@@ -23,6 +23,7 @@ from streaming.format.compression import check_compression
 from streaming.format.hashing import check_hashes
 from streaming.format.mds.encodings import get_mds_encodings, is_mds_encoding
 from streaming.format.writer import parse_size_limit
+from streaming.spark.arrow_batches import bounded_batches
 from streaming.spark.executor_access import check_executor_access
 from streaming.spark.nulls import aggregate_null_counts, nullable_columns
 from streaming.spark.schema import array_depth, is_variant, resolve_columns, select_expressions
@@ -67,7 +68,8 @@ class SparkEngine:
         # Each machine the tasks run on takes its share of a Databricks workspace's request budget.
         config = dataclasses.replace(config, env=task_environment(self.frame, config.env))
         try:
-            rows = self.frame.mapInArrow(PartitionWriter(config), RESULT_SCHEMA).collect()
+            with bounded_batches(self.frame):  # each task's Arrow batches stay far below a UDF's memory cap
+                rows = self.frame.mapInArrow(PartitionWriter(config), RESULT_SCHEMA).collect()
         except BaseException as err:
             bar.close()
             # A worker's failed import comes back as a Java stack trace around a Python one: say what it means.

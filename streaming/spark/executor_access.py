@@ -1,6 +1,7 @@
 """Refuse, on the driver and before any task starts, a destination the executors of this compute cannot reach.
 
-What a Spark task can reach depends on where it runs, not on what the notebook can reach:
+What a Spark task can reach depends on where it runs, not on what the driver can reach (the mode is read by
+`streaming.spark.access_mode`):
 
 * **Off Databricks** (a laptop, CI, another Spark): whatever that cluster gives its executors. Only `dbfs:/` paths
   outside `/Volumes` (the DBFS REST API, which needs workspace credentials) are checked: `executor_env` must carry
@@ -14,48 +15,43 @@ What a Spark task can reach depends on where it runs, not on what the notebook c
   `/Volumes` is shared. Cloud storage needs credentials handed to the tasks (`executor_env`).
 * **Serverless**: sandboxed UDFs that cannot access the internet. Only `/Volumes` is reachable.
 
-The mode is read from every signal a Databricks driver gives, in this order:
-
-1. `MDS_STREAMING_ACCESS_MODE` (`classic`, `standard` or `serverless`), the user's own statement, wins;
-2. serverless: `IS_SERVERLESS=TRUE`, or `DATABRICKS_RUNTIME_VERSION` of the form `client.<n>`;
-3. off Databricks: no `DATABRICKS_RUNTIME_VERSION`;
-4. the cluster tag `spark.databricks.clusterUsageTags.dataSecurityMode` (`USER_ISOLATION` and its successors mean
-   standard access, `SINGLE_USER`, `NONE` and theirs classic), unless a sandbox signal below contradicts it;
-5. the sandbox's own settings: table ACLs (`spark.databricks.acl.dfAclsEnabled`, `spark.databricks.acl.sqlOnly`) or
-   Python process isolation (`spark.databricks.pyspark.enableProcessIsolation`) on, or a Spark Connect session with
-   no `sparkContext` on a cluster (what standard access gives a notebook): standard access.
-
-A cluster where none of these can be read is `UNKNOWN`: its destinations get the strictest mode's (serverless)
-checks, and a refusal says how to state the mode.
+A **Databricks Connect client** (a laptop whose session runs on Databricks compute) is not where the tasks run:
+`/Volumes` paths reach them through the nodes' mounts (the driver commits through the Files API), while a local
+path is this machine's disk, which no task can write. A mode that could not be read (`UNKNOWN`) gets the strictest
+mode's (serverless) checks, and a refusal says how to state the mode.
 """
 
 from __future__ import annotations
 
-import os
 from collections.abc import Mapping
 from typing import Any
 
+from streaming.spark.access_mode import (
+    ACCESS_MODE_ENV,
+    CLASSIC,
+    OFF_DATABRICKS,
+    SECURITY_MODE_TAG,
+    SERVERLESS,
+    STANDARD,
+    UNKNOWN,
+    Compute,
+    access_mode,
+    detect,
+)
 from streaming.storage.registry import exclusive_storage_for, storage_for
 from streaming.storage.url import split_url
 
-OFF_DATABRICKS = "off Databricks"
-CLASSIC = "classic compute (dedicated or no-isolation access mode)"
-STANDARD = "standard access mode (formerly shared)"
-SERVERLESS = "serverless compute"
-UNKNOWN = "compute whose access mode could not be read"
-ACCESS_MODE_ENV = "MDS_STREAMING_ACCESS_MODE"
-STATED_MODES = {"classic": CLASSIC, "standard": STANDARD, "serverless": SERVERLESS}
-SECURITY_MODE_TAG = "spark.databricks.clusterUsageTags.dataSecurityMode"
-STANDARD_TAGS = frozenset({"USER_ISOLATION", "STANDARD", "DATA_SECURITY_MODE_STANDARD", "LEGACY_TABLE_ACL"})
-CLASSIC_TAGS = frozenset(
-    {"SINGLE_USER", "NONE", "DEDICATED", "DATA_SECURITY_MODE_DEDICATED", "LEGACY_SINGLE_USER", "LEGACY_PASSTHROUGH"}
-)
-#: Settings that are "true" only where user code runs sandboxed (table ACLs, Python process isolation).
-SANDBOX_SETTINGS = (
-    "spark.databricks.acl.dfAclsEnabled",
-    "spark.databricks.acl.sqlOnly",
-    "spark.databricks.pyspark.enableProcessIsolation",
-)
+# The modes and `access_mode` stay importable from here, where callers first found them.
+__all__ = [
+    "CLASSIC",
+    "OFF_DATABRICKS",
+    "SERVERLESS",
+    "STANDARD",
+    "UNKNOWN",
+    "access_mode",
+    "check_executor_access",
+    "uses_dbfs_api",
+]
 UNKNOWN_HINT = (
     f"The access mode could not be read here ({SECURITY_MODE_TAG} is missing or unreadable and nothing else tells), "
     f"so the strictest mode's rules applied. If this compute is dedicated (single user) or standard, say so with the "
@@ -75,59 +71,6 @@ def uses_dbfs_api(url: str) -> bool:
     return location.scheme == "dbfs" and not location.key.startswith("/Volumes/")
 
 
-def access_mode(spark: Any = None) -> str:
-    """Where this driver runs: `OFF_DATABRICKS`, `CLASSIC`, `STANDARD`, `SERVERLESS` or `UNKNOWN` (module docstring)."""
-    stated = os.environ.get(ACCESS_MODE_ENV, "").strip().lower()
-    if stated:
-        if stated not in STATED_MODES:
-            raise ValueError(f"{ACCESS_MODE_ENV}={stated!r}: state one of {', '.join(STATED_MODES)}")
-        return STATED_MODES[stated]
-    runtime = os.environ.get("DATABRICKS_RUNTIME_VERSION", "")
-    if os.environ.get("IS_SERVERLESS", "").upper() == "TRUE" or runtime.startswith("client."):
-        return SERVERLESS
-    if not runtime:
-        return OFF_DATABRICKS
-    session = _session(spark)
-    sandboxed = any((_conf(session, key) or "").lower() == "true" for key in SANDBOX_SETTINGS)
-    tag = (_conf(session, SECURITY_MODE_TAG) or "").upper()
-    if tag in STANDARD_TAGS or sandboxed or (session is not None and not _has_spark_context(session)):
-        return STANDARD
-    return CLASSIC if tag in CLASSIC_TAGS else UNKNOWN
-
-
-def _session(spark: Any) -> Any:
-    """`spark`, else the active session (classic or Spark Connect), else None."""
-    if spark is not None:
-        return spark
-    try:
-        from pyspark.sql import SparkSession
-
-        classic = SparkSession.getActiveSession()
-        if classic is not None:
-            return classic
-        from pyspark.sql.connect.session import SparkSession as ConnectSession
-
-        return ConnectSession.getActiveSession()
-    except Exception:  # noqa: BLE001 - no pyspark, or no Spark Connect client installed
-        return None
-
-
-def _has_spark_context(session: Any) -> bool:
-    """Whether `session` is a classic session (Spark Connect's has no `sparkContext`: it raises)."""
-    try:
-        return session.sparkContext is not None
-    except Exception:  # noqa: BLE001 - Spark Connect raises its own error for sparkContext
-        return False
-
-
-def _conf(spark: Any, key: str) -> str | None:
-    """A Spark setting of `spark`, or None (no session; serverless and standard access refuse many keys outright)."""
-    try:
-        return None if spark is None else spark.conf.get(key, None)
-    except Exception:  # noqa: BLE001 - no pyspark, no session, or a key the compute will not show
-        return None
-
-
 def check_executor_access(url: str, executor_env: Mapping[str, str] | None, spark: Any = None) -> None:
     """Raise ValueError naming `/Volumes` and the access mode if the executors of this compute cannot reach `url`."""
     from streaming.storage.databricks import VolumesStorage, require_files_api
@@ -136,19 +79,24 @@ def check_executor_access(url: str, executor_env: Mapping[str, str] | None, spar
     volume = location.scheme in ("", "file", "dbfs") and location.key.startswith("/Volumes/")
     if volume and isinstance(exclusive_storage_for(url), VolumesStorage):
         require_files_api(url)  # the commit goes through the Files API, which the runtime's own SDK may lack
-    mode = access_mode(spark)
+    compute = detect(spark)
+    mode = compute.mode
     env = executor_env or {}
-    reason = _unreachable(url, SERVERLESS if mode == UNKNOWN else mode, env)
+    strictest = Compute(SERVERLESS, compute.remote_client) if mode == UNKNOWN else compute
+    reason = _unreachable(url, strictest, env)
     if reason is not None:
-        where = "" if mode == OFF_DATABRICKS else f" On {mode}, "
+        client = " from a Databricks Connect client" if compute.remote_client else ""
+        where = "" if mode == OFF_DATABRICKS else f" On {mode}{client}, "
         hint = f" {UNKNOWN_HINT}" if mode == UNKNOWN else ""
         raise ValueError(f"{url}:{where or ' '}{reason}{hint}")
 
 
-def _unreachable(url: str, mode: str, env: Mapping[str, str]) -> str | None:
-    """Why the executors of `mode` cannot reach `url`, or None if they can."""
+def _unreachable(url: str, compute: Compute, env: Mapping[str, str]) -> str | None:
+    """Why the executors of `compute` cannot reach `url`, or None if they can."""
     from streaming.storage.databricks import VolumesStorage
     from streaming.storage.local import LocalStorage
+
+    mode = compute.mode
 
     workspace_credentials = bool(env.get("DATABRICKS_HOST")) and any(env.get(name) for name in EXECUTOR_CREDENTIALS)
     sandboxed = mode in (STANDARD, SERVERLESS)
@@ -167,6 +115,8 @@ def _unreachable(url: str, mode: str, env: Mapping[str, str]) -> str | None:
         return None
     backend = storage_for(url)
     if isinstance(backend, VolumesStorage):
+        if compute.remote_client:
+            return None  # the tasks run on Databricks nodes, which mount it; the driver here commits via the Files API
         # On Databricks every node mounts /Volumes; a volume the driver does not see mounted means the executors
         # would need the Files API, with workspace credentials they do not have.
         if workspace_credentials and mode != SERVERLESS:
@@ -179,6 +129,12 @@ def _unreachable(url: str, mode: str, env: Mapping[str, str]) -> str | None:
             "/Volumes/<catalog>/<schema>/<volume>/... path."
         )
     if isinstance(backend, LocalStorage):
+        if compute.remote_client and not split_url(url).key.startswith("/Volumes/"):
+            return (
+                "the tasks run on Databricks while this driver code runs here (Databricks Connect), so a local path "
+                f"is this machine's disk, which no task can write; {VOLUMES_HINT} (the driver reaches it through the "
+                "Files API)."
+            )
         if not sandboxed or split_url(url).key.startswith("/Volumes/"):
             return None
         return (

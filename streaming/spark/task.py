@@ -11,11 +11,13 @@ from __future__ import annotations
 
 import contextlib
 import os
+import sys
 from collections.abc import Iterator, Mapping
 
 import pyarrow as pa
 
 from streaming.convert.attempt import TaskConfig, write_attempt
+from streaming.spark.arrow_batches import slices
 
 RESULT_SCHEMA = (
     "partition INT, attempt LONG, directory STRING, shards STRING, samples LONG, bytes LONG, peak_local_bytes LONG"
@@ -33,6 +35,22 @@ _RESULT_TYPES = pa.schema(
 )
 
 
+#: What `check_worker_imports` answers: the worker's Python version.
+CHECK_SCHEMA = "python STRING"
+
+
+def check_worker_imports(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+    """A task that needs what a conversion's tasks need (this module and the default compression's codec).
+
+    Run by `streaming.spark.ship.ship_package`: a worker that cannot import this module, or zstandard, fails here.
+    """
+    import zstandard  # noqa: F401 - the default compression's codec, imported by the writer only when it compresses
+
+    for _ in batches:
+        pass
+    yield pa.RecordBatch.from_pylist([{"python": sys.version.split()[0]}], schema=pa.schema([("python", pa.string())]))
+
+
 class PartitionWriter:
     """The function given to ``DataFrame.mapInArrow``: one call per task attempt."""
 
@@ -46,7 +64,7 @@ class PartitionWriter:
         if context is None:
             raise RuntimeError("PartitionWriter must run inside a Spark task (TaskContext.get() returned None).")
         with environment(self.config.env):
-            attempt = write_attempt(self.config, batches, context.partitionId(), context.taskAttemptId())
+            attempt = write_attempt(self.config, slices(batches), context.partitionId(), context.taskAttemptId())
         yield pa.RecordBatch.from_pylist([attempt.to_record()], schema=_RESULT_TYPES)
 
 

@@ -2,7 +2,8 @@
 
 The SDK has no transport hook, so `route_through_budget` mounts an HTTP adapter on its requests session for the
 workspace's origin (databricks-sdk 0.38 to the newest keep that session at `api_client._api_client._session`, the
-runtimes' older ones at `api_client._session`; CI runs 0.20, 0.30, 0.38 and the newest). The adapter holds a lease
+runtimes' older ones at `api_client._session`; CI runs 0.20, 0.30, 0.38 and the newest), and on the sessions the
+newest SDKs' files client keeps for its own Files API requests. The adapter holds a lease
 of `streaming.storage.workspace_budget` from sending a request until its answer has been read, and turns a
 throttled answer's `Retry-After` into a pause for the whole machine; the SDK then retries the request itself, as
 always. Requests to other origins (presigned cloud storage URLs) are not touched.
@@ -38,7 +39,31 @@ def route_through_budget(client: Any) -> None:
         )
         return
     host = client.config.host.rstrip("/")
-    session.mount(host + "/", BudgetedAdapter(workspace_budget.budget_for(host)))
+    adapter = BudgetedAdapter(workspace_budget.budget_for(host))
+    session.mount(host + "/", adapter)
+    for extra in _files_sessions(client):
+        extra.mount(host + "/", adapter)
+
+
+def _files_sessions(client: Any) -> list[requests.Session]:
+    """The Files API's own sessions to the workspace, made now so that they can be budgeted too.
+
+    Newer databricks-sdks (0.6x on) send some Files API requests (endpoint discovery, direct downloads) through
+    sessions of their files client, made on first use: asking for them here makes them, with the SDK's own settings.
+    Presigned cloud storage URLs keep their own session (another origin, outside the workspace's limits).
+    """
+    files = getattr(client, "files", None)
+    sessions = []
+    for name in ("_authenticated_session", "_discovery_session"):
+        make = getattr(files, name, None)
+        if callable(make):
+            try:
+                made = make()
+            except Exception:  # noqa: BLE001 - an SDK whose method needs more: its requests stay unbudgeted
+                continue
+            if isinstance(made, requests.Session):
+                sessions.append(made)
+    return sessions
 
 
 class BudgetedAdapter(requests.adapters.HTTPAdapter):

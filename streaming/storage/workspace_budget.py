@@ -11,8 +11,11 @@ request to a workspace therefore takes a lease here first:
 * after a throttled answer (429, or 503 with ``Retry-After``), no request of this machine starts before its
   ``Retry-After`` has passed (the SDK retries the throttled request itself after that wait).
 
-Locks belong to their process, so a killed task never keeps a slot. The budget is per machine: tasks on several
-machines share the workspace's by dividing it (``MACHINES_ENV``, set by ``dataframe_to_mds`` for its tasks).
+Locks belong to their process, so a killed task never keeps a slot. The budget is per machine: processes on several
+machines share the workspace's by dividing it among the machines. A conversion's driver counts the machines its
+tasks run on (``MACHINES_ENV``, set by ``dataframe_to_mds`` for its tasks); a training run's nodes are
+``WORLD_SIZE / LOCAL_WORLD_SIZE``, from the variables every rank (and its DataLoader workers) already has for
+`StreamingDataset` (``LOCAL_WORLD_SIZE`` defaults to 1, as the dataset's does: one rank a node, at worst).
 Defaults stay under the documented limits (8 in flight, 80 a second) so that other clients of the workspace keep
 some room; ``CONCURRENCY_ENV`` and ``RATE_ENV`` change them.
 """
@@ -37,7 +40,8 @@ STATE_DIR_ENV = "STREAMING_STATE_DIR"
 CONCURRENCY_ENV = "MDS_STREAMING_DATABRICKS_CONCURRENCY"
 RATE_ENV = "MDS_STREAMING_DATABRICKS_RATE"
 MACHINES_ENV = "MDS_STREAMING_DATABRICKS_MACHINES"
-ENV_VARS = (CONCURRENCY_ENV, RATE_ENV, MACHINES_ENV)
+#: What the share depends on (a storage client is cached per their values).
+ENV_VARS = (CONCURRENCY_ENV, RATE_ENV, MACHINES_ENV, "WORLD_SIZE", "LOCAL_WORLD_SIZE")
 DEFAULT_CONCURRENCY = 8
 DEFAULT_RATE = 80.0
 _STATE = struct.Struct("<dd")  # the next start time and the end of a pause, both time.monotonic() seconds
@@ -56,8 +60,17 @@ class Share:
         """The workspace budget from the environment, divided among the machines that share it."""
         concurrency = int(_positive(CONCURRENCY_ENV, DEFAULT_CONCURRENCY, whole=True))
         rate = _positive(RATE_ENV, DEFAULT_RATE)
-        machines = int(_positive(MACHINES_ENV, 1, whole=True))
-        return cls(max(1, concurrency // machines), max(1.0, rate / machines))
+        sharing = machines()
+        return cls(max(1, concurrency // sharing), max(1.0, rate / sharing))
+
+
+def machines() -> int:
+    """How many machines share the workspace's budget: `MACHINES_ENV`, else a training run's nodes, else 1."""
+    if os.environ.get(MACHINES_ENV, "").strip():
+        return int(_positive(MACHINES_ENV, 1, whole=True))
+    world = int(_positive("WORLD_SIZE", 1, whole=True))
+    per_node = int(_positive("LOCAL_WORLD_SIZE", 1, whole=True))
+    return max(1, world // per_node)
 
 
 def _positive(name: str, default: float, whole: bool = False) -> float:

@@ -64,7 +64,8 @@ def deselect_connect_tests(config: pytest.Config, items: list[pytest.Item], fold
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Deselect the Connect tests in a classic-only run (pyspark 3.5 without the Connect jar)."""
-    deselect_connect_tests(config, items, os.path.dirname(__file__), "connect")
+    for fixture in ("connect", "connect_server", "bare_connect_server"):
+        deselect_connect_tests(config, items, os.path.dirname(__file__), fixture)
 
 
 def _free_port() -> int:
@@ -74,9 +75,14 @@ def _free_port() -> int:
 
 
 class ConnectServer:
-    """A Spark Connect server process; ``url`` waits until it accepts connections."""
+    """A Spark Connect server process; ``url`` waits until it accepts connections.
 
-    def __init__(self, workdir: Path, extra_conf: Mapping[str, str] | None = None) -> None:
+    ``env`` replaces this process's environment for the server (and so for its Python workers).
+    """
+
+    def __init__(
+        self, workdir: Path, extra_conf: Mapping[str, str] | None = None, env: Mapping[str, str] | None = None
+    ) -> None:
         import pyspark
 
         home = os.path.dirname(pyspark.__file__)
@@ -104,9 +110,9 @@ class ConnectServer:
         for key, value in conf.items():
             argv += ["--conf", f"{key}={value}"]
         argv.append("spark-internal")
-        env = {**os.environ, "SPARK_HOME": home}
+        environment = {**(os.environ if env is None else env), "SPARK_HOME": home}
         with open(self.log, "wb") as log:
-            self.process = subprocess.Popen(argv, env=env, stdout=log, stderr=subprocess.STDOUT, cwd=workdir)
+            self.process = subprocess.Popen(argv, env=environment, stdout=log, stderr=subprocess.STDOUT, cwd=workdir)
         self._ready = False
 
     @property

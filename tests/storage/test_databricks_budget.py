@@ -12,6 +12,8 @@ import json
 import multiprocessing
 import os
 import signal
+import subprocess
+import sys
 import threading
 import time
 import urllib.request
@@ -279,3 +281,75 @@ def test_budget_for_shares_one_budget_per_workspace_and_share(monkeypatch):
     assert budget_for(f"{HOST}/same") is first
     monkeypatch.setenv(MACHINES_ENV, "2")
     assert budget_for(f"{HOST}/same") is not first and budget_for(f"{HOST}/same").share == Share(4, 40.0)
+
+
+def test_a_training_runs_nodes_divide_the_budget_among_them(monkeypatch):
+    """WORLD_SIZE / LOCAL_WORLD_SIZE nodes, as every rank and DataLoader worker of a training run has them."""
+    monkeypatch.setenv("WORLD_SIZE", "16")
+    monkeypatch.setenv("LOCAL_WORLD_SIZE", "4")
+    assert Share.from_env() == Share(2, 20.0)
+    monkeypatch.delenv("LOCAL_WORLD_SIZE")
+    assert Share.from_env() == Share(1, 5.0)  # one rank a node unless told, as StreamingDataset assumes
+    monkeypatch.setenv(MACHINES_ENV, "2")  # a conversion's own count wins
+    assert Share.from_env() == Share(4, 40.0)
+
+
+TRAINING_RANK = """
+import sys
+from streaming import StreamingDataset
+dataset = StreamingDataset(remote=sys.argv[1], local=sys.argv[2], batch_size=1, shuffle=False)
+print(sum(1 for _ in dataset))
+"""
+
+
+def _train_on_nodes(url: str, tmp_path: Path, nodes: int, label: str, extra: dict[str, str]) -> list[int]:
+    """`nodes` training nodes of one rank each (own cache, own budget folder: own machines) reading `url`."""
+    ranks = []
+    for node in range(nodes):
+        home = tmp_path / f"{label}-node{node}"
+        environment = {
+            **os.environ,
+            "PYTHONPATH": str(Path(__file__).resolve().parents[2]),
+            "WORLD_SIZE": str(nodes),
+            "LOCAL_WORLD_SIZE": "1",
+            "RANK": str(node),
+            "LOCAL_RANK": "0",
+            "STREAMING_STATE_DIR": str(home / "state"),
+            **extra,
+        }
+        environment.pop("MASTER_ADDR", None)
+        command = [sys.executable, "-c", TRAINING_RANK, url, str(home / "cache")]
+        ranks.append(subprocess.Popen(command, env=environment, stdout=subprocess.PIPE, stderr=subprocess.PIPE))
+    counts = []
+    for rank in ranks:
+        out, err = rank.communicate(timeout=240)
+        assert rank.returncode == 0, err.decode()[-3000:]
+        counts.append(int(out.split()[-1]))
+    return counts
+
+
+def test_training_nodes_reading_a_volume_stay_within_the_workspaces_limits(workspace, monkeypatch, tmp_path):
+    """Three nodes download one shard a sample from a workspace whose limits the budget is told (3 in flight, 24 a
+    second, under the fake's 3 and 30): each node taking the whole budget is throttled, their shares are not."""
+    from streaming import MDSWriter
+
+    local = tmp_path / "dataset"
+    with MDSWriter(out=str(local), columns={"id": "int", "pad": "bytes"}, size_limit=300) as writer:
+        for index in range(60):
+            writer.write({"id": index, "pad": bytes(200)})
+    url = f"dbfs:/Volumes/main/default/vol/training-{uuid.uuid4().hex[:8]}"
+    storage = storage_for(url)
+    for path in sorted(local.iterdir()):
+        storage.put(str(path), f"{url}/{path.name}")
+    monkeypatch.setenv(CONCURRENCY_ENV, "3")
+    monkeypatch.setenv(RATE_ENV, "24")
+
+    limits(workspace, max_concurrent=3, max_per_second=30)
+    assert _train_on_nodes(url, tmp_path, 3, "whole", {MACHINES_ENV: "1"}) == [20, 20, 20]
+    whole = limits(workspace)
+    assert whole["refused"] > 0, f"three nodes at the whole budget were not throttled: the test proves nothing {whole}"
+
+    limits(workspace, max_concurrent=3, max_per_second=30)
+    assert _train_on_nodes(url, tmp_path, 3, "shared", {}) == [20, 20, 20]
+    shared = limits(workspace)
+    assert shared["refused"] == 0, shared
