@@ -34,13 +34,13 @@ def wide_rows(session, rows: int, size: int):
 
 
 def test_slices_cut_a_batch_by_bytes_without_copying():
-    batch = pa.record_batch({"blob": [bytes([i]) * MIB for i in range(10)]})
+    batch = pa.RecordBatch.from_arrays([pa.array([bytes([i]) * MIB for i in range(10)])], names=["blob"])
     parts = list(slices(iter([batch]), 3 * MIB))
     assert [part.num_rows for part in parts] == [2, 2, 2, 2, 2]
     assert all(part.nbytes <= 3 * MIB for part in parts)
     assert pa.Table.from_batches(parts).column("blob").to_pylist() == batch.column("blob").to_pylist()
     assert parts[1].column(0).buffers()[2].address == batch.column(0).buffers()[2].address  # a view, not a copy
-    one = pa.record_batch({"blob": [b"x" * (4 * MIB)]})
+    one = pa.RecordBatch.from_arrays([pa.array([b"x" * (4 * MIB)])], names=["blob"])
     assert list(slices(iter([one]), MIB)) == [one]  # a row larger than the bound is still one slice
 
 

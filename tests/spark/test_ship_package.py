@@ -37,11 +37,11 @@ WORKER_LIBRARIES = (
     "dateutil",
     "pytz",
     "six",
-    "tzdata",
     "msgspec",
-    "typing_extensions",
     "zstandard",
 )
+#: Linked too where this interpreter has them: pandas 2 needs tzdata, pandas 1.5 (DBR 14.3's) does not.
+WORKER_LIBRARIES_IF_PRESENT = ("tzdata", "typing_extensions")
 
 
 @pytest.fixture(scope="module")
@@ -51,7 +51,8 @@ def bare_python(tmp_path_factory: pytest.TempPathFactory) -> Path:
     venv.create(root / "venv", with_pip=False, system_site_packages=False)
     libraries = root / "libraries"
     libraries.mkdir()
-    for name in WORKER_LIBRARIES:
+    present = [name for name in WORKER_LIBRARIES_IF_PRESENT if importlib.util.find_spec(name) is not None]
+    for name in (*WORKER_LIBRARIES, *present):
         spec = importlib.util.find_spec(name)
         assert spec is not None and spec.origin is not None, name
         origin = Path(spec.origin)
