@@ -23,6 +23,7 @@ from collections import Counter
 from typing import Any
 
 import pyarrow as pa
+from incremental_cost import build
 
 COLUMN_MAPPING = {"delta.columnMapping.mode": "name", "delta.minReaderVersion": "2", "delta.minWriterVersion": "5"}
 
@@ -81,25 +82,6 @@ def count_reads(counts: Counter, opened: set[str]) -> None:
     NoLinkFiles.open_input_file = counting  # type: ignore[method-assign]
 
 
-def build(table: str, rows: int, files: int) -> None:
-    from deltalake import write_deltalake
-
-    per_file = rows // files
-    for number in range(files):
-        start = number * per_file
-        ids = pa.array(range(start, start + per_file), pa.int64())
-        batch = pa.table(
-            {
-                "id": ids,
-                "text": pa.array([f"event {i:010d}" for i in range(start, start + per_file)]),
-                "value": pa.compute.multiply(ids.cast(pa.float64()), 0.5),
-            }
-        )
-        write_deltalake(
-            table, batch, mode="append" if number else "error", configuration=None if number else COLUMN_MAPPING
-        )
-
-
 def main() -> None:
     from deltalake import DeltaTable
 
@@ -113,7 +95,7 @@ def main() -> None:
     folder = args.out or tempfile.mkdtemp(prefix="delta-change-cost-")
     table = os.path.join(folder, "table")
     try:
-        build(table, args.rows, args.files)
+        build(table, args.rows, args.files, COLUMN_MAPPING)
         data_files = [
             os.path.join(folder_, name)
             for folder_, _, names in os.walk(table)

@@ -20,7 +20,9 @@ import time
 import pyarrow as pa
 
 
-def build(table: str, rows: int, files: int) -> None:
+def build(table: str, rows: int, files: int, configuration: dict[str, str] | None = None) -> None:
+    """A delta-rs table of ``rows`` rows in ``files`` appends; its first commit sets ``configuration`` (default: the
+    Change Data Feed on)."""
     from deltalake import write_deltalake
 
     per_file = rows // files
@@ -38,7 +40,7 @@ def build(table: str, rows: int, files: int) -> None:
             table,
             batch,
             mode="append" if number else "error",
-            configuration=None if number else {"delta.enableChangeDataFeed": "true"},
+            configuration=None if number else (configuration or {"delta.enableChangeDataFeed": "true"}),
         )
 
 
