@@ -197,15 +197,19 @@ def write_mds(out: str, n: int) -> None:
             writer.write(token_sample(index))
 
 
-def _run_child(python: str, side: str, data: str, epochs: int, env: dict[str, str]) -> dict[str, Any]:
-    command = [python, os.path.abspath(__file__), "--child", side, data, "--epochs", str(epochs)]
+def run_child(
+    python: str, side: str, data: str, epochs: int, env: dict[str, str], script: str = __file__
+) -> dict[str, Any]:
+    """Run ``script --child side data`` under ``python`` and return the JSON its last line prints."""
+    command = [python, os.path.abspath(script), "--child", side, data, "--epochs", str(epochs)]
     done = subprocess.run(command, env=env, capture_output=True, text=True, check=False, timeout=900)
     if done.returncode:
         raise RuntimeError(f"{side} failed ({done.returncode}):\n{done.stderr[-3000:]}")
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
-def _load() -> str:
+def load_average() -> str:
+    """The machine's 1, 5 and 15 minute load averages, for a figure measured beside other work."""
     with open("/proc/loadavg") as loadavg:
         return " ".join(loadavg.read().split()[:3])
 
@@ -267,11 +271,11 @@ def main() -> None:
         skipped.append(f"litdata ({args.litdata_python} missing)")
 
     results: dict[str, list[dict[str, Any]]] = {side: [] for side, *_ in sides}
-    loads = [_load()]
+    loads = [load_average()]
     for _ in range(args.rounds):
         for side, python, data, env in sides:
-            results[side].append(_run_child(python, side, data, args.epochs, env))
-        loads.append(_load())
+            results[side].append(run_child(python, side, data, args.epochs, env))
+        loads.append(load_average())
     summary = _summarise(results)
     checksums = {epoch["checksum"] for runs in results.values() for run in runs for epoch in run["epochs"]}
     if len(checksums) != 1:

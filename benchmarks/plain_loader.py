@@ -34,7 +34,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 sys.path.insert(0, HERE)
 
-from loader_handover import BATCH, WORKERS, child, write_mds  # noqa: E402
+from loader_handover import BATCH, WORKERS, child, load_average, run_child, write_mds  # noqa: E402
 
 
 def _loader(data: str) -> Any:
@@ -65,19 +65,6 @@ def profile(data: str) -> dict[str, Any]:
     text = io.StringIO()
     pstats.Stats(profiler, stream=text).sort_stats("tottime").print_stats(15)
     return {"samples": samples, "seconds_under_profile": wall, "top": text.getvalue()}
-
-
-def _run(python: str, role: str, data: str, epochs: int, env: dict[str, str]) -> dict[str, Any]:
-    command = [python, os.path.abspath(__file__), "--child", role, data, "--epochs", str(epochs)]
-    done = subprocess.run(command, env=env, capture_output=True, text=True, check=False, timeout=900)
-    if done.returncode:
-        raise RuntimeError(f"{role} failed ({done.returncode}):\n{done.stderr[-3000:]}")
-    return json.loads(done.stdout.strip().splitlines()[-1])
-
-
-def _load() -> str:
-    with open("/proc/loadavg") as loadavg:
-        return " ".join(loadavg.read().split()[:3])
 
 
 def _export(commit: str) -> str:
@@ -144,17 +131,17 @@ def _measure(args: argparse.Namespace, data: str) -> None:
     if args.profile:
         if args.profile not in pythons:
             raise SystemExit(f"side {args.profile} is not available ({'; '.join(skipped) or 'no --baseline'})")
-        result = _run(pythons[args.profile], "profile", data, 1, environments[args.profile])
+        result = run_child(pythons[args.profile], "profile", data, 1, environments[args.profile], script=__file__)
         print(result["top"])
         print(json.dumps({k: v for k, v in result.items() if k != "top"}))
         return
 
     results: dict[str, list[dict[str, Any]]] = {side: [] for side in pythons}
-    loads = [_load()]
+    loads = [load_average()]
     for _ in range(args.rounds):
         for side in pythons:
-            results[side].append(_run(pythons[side], side, data, args.epochs, environments[side]))
-        loads.append(_load())
+            results[side].append(run_child(pythons[side], side, data, args.epochs, environments[side], script=__file__))
+        loads.append(load_average())
     checksums = {epoch["checksum"] for runs in results.values() for run in runs for epoch in run["epochs"]}
     if len(checksums) != 1:
         raise SystemExit(f"WRONG VALUES: the sides read different samples (checksums {sorted(checksums)})")
