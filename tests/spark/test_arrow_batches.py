@@ -7,7 +7,7 @@ of every row; the settings are the session's again afterwards; and a conversion 
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 import pyarrow as pa
 import pytest
@@ -20,10 +20,18 @@ pytestmark = pytest.mark.spark
 MIB = 1024 * 1024
 
 
-def batch_sizes(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-    """A task reporting the rows and Arrow bytes of every batch Spark handed it."""
-    for batch in batches:
-        yield pa.RecordBatch.from_pylist([{"rows": batch.num_rows, "bytes": batch.nbytes}])
+def batch_sizes_task() -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
+    """A task reporting the rows and Arrow bytes of every batch Spark handed it.
+
+    Made inside a function so that it is pickled by value: a Connect server's Python workers, like a cluster's behind
+    a laptop, cannot import this test module.
+    """
+
+    def batch_sizes(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        for batch in batches:
+            yield pa.RecordBatch.from_pylist([{"rows": batch.num_rows, "bytes": batch.nbytes}])
+
+    return batch_sizes
 
 
 def wide_rows(session, rows: int, size: int):
@@ -50,11 +58,11 @@ def test_spark_batches_are_bounded_by_bytes(session):
     # cluster whose configuration raises it.
     session.conf.set(MAX_BYTES_CONF, str(2**31 - 2))
     try:
-        unbounded = frame.mapInArrow(batch_sizes, "rows LONG, bytes LONG").collect()
+        unbounded = frame.mapInArrow(batch_sizes_task(), "rows LONG, bytes LONG").collect()
         assert [row["rows"] for row in unbounded] == [16]
         before = {key: session.conf.get(key, None) for key in (MAX_BYTES_CONF, MAX_RECORDS_CONF)}
         with bounded_batches(frame) as applied:
-            bounded = frame.mapInArrow(batch_sizes, "rows LONG, bytes LONG").collect()
+            bounded = frame.mapInArrow(batch_sizes_task(), "rows LONG, bytes LONG").collect()
         assert MAX_BYTES_CONF in applied
         assert sum(row["rows"] for row in bounded) == 16 and len(bounded) >= 2
         assert max(row["bytes"] for row in bounded) <= BATCH_BYTES + 8 * MIB + MIB
