@@ -365,21 +365,19 @@ class Handler(fake_databricks.Handler):
         }
 
     # -- jobs -----------------------------------------------------------------------------------
+    def _check_principal(self, entry: dict[str, Any]) -> None:
+        """The Jobs and Permissions APIs' refusal of a `run_as` or ACL entry naming a user or service principal the
+        workspace does not have (by `userName`; a service principal's is its application id)."""
+        known = {"user_name": self.workspace.users(), "service_principal_name": self.workspace.service_principals()}
+        words = {"user_name": "UserName", "service_principal_name": "ServicePrincipalName"}
+        for key, names in known.items():
+            if key in entry and entry[key] not in names:
+                raise ApiError(400, "INVALID_PARAMETER_VALUE", f"Principal: {words[key]}({entry[key]}) does not exist")
+
     def _check_settings(self, settings: dict[str, Any]) -> None:
         """What the Jobs API refuses in a job's settings (the checks a bundle can trip on)."""
+        self._check_principal(settings.get("run_as") or {})
         workspace = self.workspace
-        run_as = settings.get("run_as") or {}
-        if "user_name" in run_as and run_as["user_name"] not in workspace.users():
-            raise ApiError(400, "INVALID_PARAMETER_VALUE", f"Principal: UserName({run_as['user_name']}) does not exist")
-        if (
-            "service_principal_name" in run_as
-            and run_as["service_principal_name"] not in workspace.service_principals()
-        ):
-            raise ApiError(
-                400,
-                "INVALID_PARAMETER_VALUE",
-                f"Principal: ServicePrincipalName({run_as['service_principal_name']}) does not exist",
-            )
         clusters = {c.get("job_cluster_key"): c.get("new_cluster") or {} for c in settings.get("job_clusters") or []}
         specs = list(clusters.values()) + [t["new_cluster"] for t in settings.get("tasks") or [] if "new_cluster" in t]
         for spec in specs:
@@ -529,19 +527,7 @@ class Handler(fake_databricks.Handler):
                 raise ApiError(
                     400, "INVALID_PARAMETER_VALUE", f"Permission level {entry.get('permission_level')} is not valid."
                 )
-            if "user_name" in entry and entry["user_name"] not in workspace.users():
-                raise ApiError(
-                    400, "INVALID_PARAMETER_VALUE", f"Principal: UserName({entry['user_name']}) does not exist"
-                )
-            if (
-                "service_principal_name" in entry
-                and entry["service_principal_name"] not in workspace.service_principals()
-            ):
-                raise ApiError(
-                    400,
-                    "INVALID_PARAMETER_VALUE",
-                    f"Principal: ServicePrincipalName({entry['service_principal_name']}) does not exist",
-                )
+            self._check_principal(entry)
             if "group_name" in entry and entry["group_name"] not in workspace.groups | {"users", "admins"}:
                 raise ApiError(
                     400, "INVALID_PARAMETER_VALUE", f"Principal: GroupName({entry['group_name']}) does not exist"
