@@ -41,6 +41,14 @@ def _dataset(root: Path, column: str, first: int) -> Path:
     return root
 
 
+def _private_folder(tmp_path: Path) -> Path:
+    """The victim's private folder (0700), holding one file a planted link must never let a build delete or write."""
+    private = tmp_path / "private"
+    private.mkdir(mode=0o700)
+    (private / "draft.tmp").write_text("the victim's unsaved work")
+    return private
+
+
 def _table_name(index: Path) -> str:
     """The name the package gives the shard table of ``index``: what anyone who can ``stat`` the index computes."""
     info = os.stat(index)
@@ -65,9 +73,7 @@ def test_a_group_member_cannot_make_a_dataset_read_with_another_datasets_table(t
 
 def test_a_group_member_cannot_make_a_build_delete_or_write_in_a_private_folder(tmp_path, monkeypatch):
     b = _dataset(tmp_path / "b", "public", 1000)
-    private = tmp_path / "private"
-    private.mkdir(mode=0o700)
-    (private / "draft.tmp").write_text("the victim's unsaved work")
+    private = _private_folder(tmp_path)
     state = group_writable_dir(str(tmp_path / "team"))
     monkeypatch.setenv("STREAMING_STATE_DIR", state)
     as_other_user(lambda: os.symlink(str(private), os.path.join(state, _table_name(b / "index.json"))))
@@ -81,9 +87,7 @@ def test_a_link_left_in_a_state_folder_made_private_later_is_not_followed(tmp_pa
     link while the folder was open to the group is never followed, and a table file names its index."""
     a = _dataset(tmp_path / "a", "secret", 0)
     b = _dataset(tmp_path / "b", "public", 1000)
-    private = tmp_path / "private"
-    private.mkdir(mode=0o700)
-    (private / "draft.tmp").write_text("the victim's unsaved work")
+    private = _private_folder(tmp_path)
     state = group_writable_dir(str(tmp_path / "team"))
     monkeypatch.setenv("STREAMING_STATE_DIR", state)
     os.chmod(state, 0o700)  # private now: the state root is this folder itself
