@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import functools
+import json
 import os
 import pickle
 import shutil
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -115,3 +117,23 @@ def one_sample_shard(name: str) -> dict:
         "version": 2,
         "zip_data": None,
     }
+
+
+def linked_dataset(root: Path, shards: int, column: str = "n", first: int = 0) -> Path:
+    """An MDS dataset at ``root`` of ``shards`` shards of 10 int64 samples ``first`` .. ``first + 9`` of ``column``:
+    one real shard hard-linked under every name, so that a large ``index.json`` costs no disk."""
+    from streaming import MDSWriter  # here, so that importing the helpers does not import the package
+
+    template = root.parent / f"{root.name}-template"
+    with MDSWriter(out=str(template), columns={column: "int64"}) as writer:
+        for number in range(10):
+            writer.write({column: first + number})
+    (entry,) = json.loads((template / "index.json").read_text())["shards"]
+    root.mkdir()
+    entries = []
+    for shard in range(shards):
+        name = f"shard.{shard:06d}.mds"
+        os.link(template / entry["raw_data"]["basename"], root / name)
+        entries.append({**entry, "raw_data": {**entry["raw_data"], "basename": name}})
+    (root / "index.json").write_text(json.dumps({"version": 2, "shards": entries}))
+    return root

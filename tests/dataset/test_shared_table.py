@@ -18,28 +18,11 @@ import textwrap
 
 import pytest
 
-from streaming import MDSWriter
 from streaming.dataset.coordination.cleanup import clean_stale_state
 from streaming.dataset.shared_table import SHARE_FROM_BYTES, SharedShardTable, load_table
+from tests.helpers import linked_dataset
 
-SAMPLES_PER_SHARD = 10
-
-
-def _dataset(root, shards: int):
-    """A dataset of ``shards`` shards of 10 samples: one real shard, hard-linked under every name."""
-    template = root.parent / f"{root.name}-template"
-    with MDSWriter(out=str(template), columns={"n": "int64"}) as writer:
-        for number in range(SAMPLES_PER_SHARD):
-            writer.write({"n": number})
-    (entry,) = json.loads((template / "index.json").read_text())["shards"]
-    root.mkdir()
-    entries = []
-    for shard in range(shards):
-        name = f"shard.{shard:06d}.mds"
-        os.link(template / entry["raw_data"]["basename"], root / name)
-        entries.append({**entry, "raw_data": {**entry["raw_data"], "basename": name}})
-    (root / "index.json").write_text(json.dumps({"version": 2, "shards": entries}))
-    return root
+SAMPLES_PER_SHARD = 10  # in each shard of `linked_dataset`
 
 
 @pytest.fixture
@@ -51,7 +34,7 @@ def state(tmp_path, monkeypatch):
 
 @pytest.fixture
 def large(tmp_path):
-    root = _dataset(tmp_path / "large", 4_000)
+    root = linked_dataset(tmp_path / "large", 4_000)
     assert (root / "index.json").stat().st_size >= SHARE_FROM_BYTES
     return root
 
@@ -113,7 +96,7 @@ def test_the_second_process_of_a_node_maps_the_table_the_first_one_decoded(state
 
 
 def test_a_small_index_is_decoded_in_place(state, tmp_path):
-    small = _dataset(tmp_path / "small", 20)
+    small = linked_dataset(tmp_path / "small", 20)
     table = load_table(str(small / "index.json"), str(small))
     assert len(table) == 20 and not isinstance(table, SharedShardTable)
     assert _tables(state) == []

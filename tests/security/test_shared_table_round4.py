@@ -11,32 +11,20 @@ files and wrote into). Each test failed on the code before issue 47 and passes a
 from __future__ import annotations
 
 import hashlib
-import json
 import os
 from pathlib import Path
 
-from streaming import MDSWriter, StreamingDataset
+from streaming import StreamingDataset
 from streaming.dataset.shared_table import SHARE_FROM_BYTES
+from tests.helpers import linked_dataset
 from tests.security.conftest import as_other_user, group_writable_dir
 
 SHARDS = 4_000  # an index.json past SHARE_FROM_BYTES: its table is shared through the state folder
 
 
 def _dataset(root: Path, column: str, first: int) -> Path:
-    """A dataset of ``SHARDS`` shards of 10 samples of one int64 ``column`` (``first`` .. ``first + 9``): one real
-    shard, hard-linked under every name, so its ``index.json`` is large and cheap."""
-    template = root.parent / f"{root.name}-template"
-    with MDSWriter(out=str(template), columns={column: "int64"}) as writer:
-        for number in range(10):
-            writer.write({column: first + number})
-    (entry,) = json.loads((template / "index.json").read_text())["shards"]
-    root.mkdir()
-    entries = []
-    for shard in range(SHARDS):
-        name = f"shard.{shard:06d}.mds"
-        os.link(template / entry["raw_data"]["basename"], root / name)
-        entries.append({**entry, "raw_data": {**entry["raw_data"], "basename": name}})
-    (root / "index.json").write_text(json.dumps({"version": 2, "shards": entries}))
+    """A dataset of ``SHARDS`` linked shards whose ``index.json`` is large enough for its table to be shared."""
+    linked_dataset(root, SHARDS, column, first)
     assert (root / "index.json").stat().st_size >= SHARE_FROM_BYTES
     return root
 
