@@ -31,6 +31,7 @@ RUN_ELSEWHERE = {
     "patch_torchvision.py": "applied by setup_ref.sh and tests/clients/setup_venv.sh",
     "phase_limits.py": "the physical-reference children of bench.py (its `limit-*` steps, below)",
     "phase_memory.py": "the memory children of bench.py (its `memory-w2` scenario, below)",
+    "share_torch.py": "tests/install/test_share_torch.py, and every venv of `make test` that holds torch",
 }
 
 #: Each script's smoke command line (after the interpreter and the script) and the text its closing report holds.
@@ -49,6 +50,7 @@ SMOKE_RUNS: dict[str, tuple[list[str], str]] = {
     "table_walk.py": (["--mode", "mirror"], "climbs_back_up"),
     "mds_log_growth.py": (["--shards", "200", "--runs", "20"], "log_files_after_vacuum_7d"),
     "remote_bench.py": ([], "cold"),
+    "spark_wide_rows.py": (["--rows", "2", "--row-mb", "1"], "worker_peak_mib"),
     "bench.py": ([], "ours/ref"),
 }
 
