@@ -65,7 +65,7 @@ RELEASE_PAGES_EVERY = 256
 RELEASE_SCATTERED_BATCHES = 256
 # A DataLoader worker's first iteration hands batches over by name from its third batch on when its share holds
 # at least this many samples (`StreamingDataset._chunks`).
-NAME_MID_EPOCH = 1 << 14
+NAME_MID_EPOCH = 1 << 15
 
 
 def _share_batches_by_name() -> None:
@@ -552,9 +552,10 @@ class StreamingDataset(Array, IterableDataset):
 
         By then its first two batches have been pickled by the queue's feeder thread (the worker collated the
         second meanwhile), so neither is converted, and the first batch comes as soon as before. Starting the
-        shared-memory manager costs each worker ~0.2 s once; a name saves ~15 us a sample, so a share of
-        `NAME_MID_EPOCH` samples or more gains it back within the epoch (a long first epoch, llm-foundry's one
-        epoch of a pretraining run), and shorter ones switch at their next iteration as before.
+        shared-memory manager in the middle of a first epoch cost ~0.5 s of the epoch here (2 workers on 2 cores,
+        while they also start), and a name saves ~15 us a sample: a worker's share of `NAME_MID_EPOCH` samples or
+        more gains it back within the epoch (a long first epoch: llm-foundry's one epoch of a pretraining run);
+        shorter ones switch at their next iteration, as before.
         """
         if first_iteration and self.batch_size and share_length >= NAME_MID_EPOCH:
             first = share.take(2 * self.batch_size)
