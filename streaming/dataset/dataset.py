@@ -550,12 +550,13 @@ class StreamingDataset(Array, IterableDataset):
         """The share's chunks of samples; in a first iteration long enough to repay it, batches go by name from
         the worker's third batch on (`_share_batches_by_name`).
 
-        By then its first two batches have been pickled by the queue's feeder thread (the worker collated the
-        second meanwhile), so neither is converted, and the first batch comes as soon as before. Starting the
-        shared-memory manager in the middle of a first epoch cost ~0.5 s of the epoch here (2 workers on 2 cores,
-        while they also start), and a name saves ~15 us a sample: a worker's share of `NAME_MID_EPOCH` samples or
-        more gains it back within the epoch (a long first epoch: llm-foundry's one epoch of a pretraining run);
-        shorter ones switch at their next iteration, as before.
+        torch sends a worker the index of its third batch once the main process has received its first, so the
+        first batch never waits for the shared-memory manager's start (~0.2 s, holding the GIL); a batch still in
+        flight by descriptor does (the worker's thread that serves its descriptor waits for the GIL), so one of
+        the next few batches comes ~0.2 s late, once. That start cost ~0.5 s of a first epoch here (2 workers on 2
+        cores, while they also start), and a name saves ~15 us a sample: a worker's share of `NAME_MID_EPOCH`
+        samples or more gains it back within the epoch (a long first epoch: llm-foundry's one epoch of a
+        pretraining run); shorter ones switch at their next iteration, as before.
         """
         if first_iteration and self.batch_size and share_length >= NAME_MID_EPOCH:
             first = share.take(2 * self.batch_size)
