@@ -42,7 +42,7 @@ from streaming.dataset.partition import default_num_canonical_nodes
 from streaming.dataset.plan_memory import plan_is_small
 from streaming.dataset.reader_pool import ReaderPool
 from streaming.dataset.shard_cache import ShardCache
-from streaming.dataset.share import PlanRun, WorkerShare, first_needs
+from streaming.dataset.share import Located, PlanRun, WorkerShare, first_needs
 from streaming.dataset.shuffle import default_shuffle_block_size
 from streaming.dataset.stream import Stream, StreamDefaults
 from streaming.dataset.streamed_share import computes_layout, streamed_share
@@ -63,6 +63,9 @@ RELEASE_PAGES_EVERY = 256
 # Batch reads of samples smaller than a page scattered across their shards release them every this many
 # batches (see `_iter_batch_reads`).
 RELEASE_SCATTERED_BATCHES = 256
+# A DataLoader worker's first iteration hands batches over by name from its third batch on when its share holds
+# at least this many samples (`StreamingDataset._chunks`).
+NAME_MID_EPOCH = 1 << 15
 
 
 def _share_batches_by_name() -> None:
@@ -72,7 +75,8 @@ def _share_batches_by_name() -> None:
     per epoch here). The worker process exists only to serve this dataset, and the main process rebuilds each
     batch by whichever method the worker used, so the main process's own setting is left untouched. Naming
     needs torch's shared-memory manager, which takes ~0.2 s to start once per process, so the caller uses it
-    from a dataset's second iteration on: the first batch (and a resumed run's) comes without that delay.
+    from a dataset's second iteration on, or from the third batch of a long first one (`StreamingDataset._chunks`):
+    the first batch (and a resumed run's) comes without that delay.
     Opt out with ``STREAMING_WORKER_SHARING=keep``.
     """
     if get_worker_info() is None or os.environ.get("STREAMING_WORKER_SHARING") == "keep":
@@ -495,10 +499,10 @@ class StreamingDataset(Array, IterableDataset):
         """
         return self._iter_epoch(through_getitem=overrides_item_access(type(self)))
 
-    def _epoch_work(self) -> tuple[PlanRun, int]:
+    def _epoch_work(self) -> tuple[PlanRun, int, bool]:
         """Start this worker's next epoch: its sample ids in order (-1 where there is none, a view of the mapped
-        plan that `WorkerShare` reads a chunk at a time), and the number of readers on the node (every rank's
-        DataLoader workers)."""
+        plan that `WorkerShare` reads a chunk at a time), the number of readers on the node (every rank's
+        DataLoader workers), and whether this is the worker's first iteration."""
         if self.predownload < 0:
             # Upstream accepts it (random access never uses it) and then waits forever at the first epoch.
             raise ValueError(f"predownload must be non-negative to iterate, got {self.predownload}.")
@@ -507,7 +511,7 @@ class StreamingDataset(Array, IterableDataset):
         iteration, epoch, sample_in_epoch = self._begin_epoch(unique)
         if iteration > 0:
             _share_batches_by_name()
-        return self._get_work(parallel, epoch, sample_in_epoch), unique.workers_per_node
+        return self._get_work(parallel, epoch, sample_in_epoch), unique.workers_per_node, iteration == 0
 
     def _prefetching(self, sample_ids: PlanRun, readers_on_node: int) -> contextlib.AbstractContextManager[Any]:
         """The shard cache's prefetcher for a reader of ``sample_ids`` when shards must be prepared ahead, else a
@@ -520,13 +524,13 @@ class StreamingDataset(Array, IterableDataset):
     def _iter_epoch(self, through_getitem: bool) -> Iterator[Any]:
         """The next epoch's samples of this worker: ``self[sample_id]`` when ``through_getitem``, else the stored
         samples straight from the shard readers."""
-        sample_ids, readers_on_node = self._epoch_work()
+        sample_ids, readers_on_node, first_iteration = self._epoch_work()
         share = WorkerShare(sample_ids, self.sample_offset_per_shard)
         readers = self.readers
         position = 0
         with self._prefetching(sample_ids, readers_on_node) as prefetcher:
             # A chunk is as many samples as are read between two releases of their shards' pages.
-            for shard_chunk, index_chunk in share.chunks(RELEASE_PAGES_EVERY):
+            for shard_chunk, index_chunk in self._chunks(share, first_iteration, len(sample_ids)):
                 shard_ids = shard_chunk.tolist()
                 if prefetcher is not None:
                     read = self._read_through_getitem if through_getitem else self._read
@@ -541,6 +545,25 @@ class StreamingDataset(Array, IterableDataset):
                     for shard_id, index in zip(shard_ids, index_chunk.tolist()):
                         yield readers[shard_id].get_item(index)
                 readers.release_pages(set(shard_ids))
+
+    def _chunks(self, share: WorkerShare, first_iteration: bool, share_length: int) -> Iterator[Located]:
+        """The share's chunks of samples; in a first iteration long enough to repay it, batches go by name from
+        the worker's third batch on (`_share_batches_by_name`).
+
+        torch sends a worker the index of its third batch once the main process has received its first, so the
+        first batch never waits for the shared-memory manager's start (~0.2 s, holding the GIL); a batch still in
+        flight by descriptor does (the worker's thread that serves its descriptor waits for the GIL), so one of
+        the next few batches comes ~0.2 s late, once. That start cost ~0.5 s of a first epoch here (2 workers on 2
+        cores, while they also start), and a name saves ~15 us a sample: a worker's share of `NAME_MID_EPOCH`
+        samples or more gains it back within the epoch (a long first epoch: llm-foundry's one epoch of a
+        pretraining run); shorter ones switch at their next iteration, as before.
+        """
+        if first_iteration and self.batch_size and share_length >= NAME_MID_EPOCH:
+            first = share.take(2 * self.batch_size)
+            if len(first[0]):
+                yield first
+            _share_batches_by_name()
+        yield from share.chunks(RELEASE_PAGES_EVERY)
 
     def iter_batches(self, batch_size: int | None = None, drop_last: bool = False) -> Iterator[Columns]:
         """This worker's samples of the next epoch, ``batch_size`` at a time, each batch read as columns.
@@ -584,7 +607,7 @@ class StreamingDataset(Array, IterableDataset):
         return self._iter_batch_reads(size, drop_last, counts)
 
     def _iter_batch_reads(self, batch_size: int, drop_last: bool, counts: Iterator[int]) -> Iterator[BatchRead]:
-        sample_ids, readers_on_node = self._epoch_work()
+        sample_ids, readers_on_node, _ = self._epoch_work()
         share = WorkerShare(sample_ids, self.sample_offset_per_shard)
         # Samples smaller than a page drawn from across large shards (a shuffled table) map a page each, and
         # unmapping a shard whose pages are all mapped, then faulting them in again, costs more than gathering the

@@ -43,6 +43,7 @@ SMOKE_RUNS: dict[str, tuple[list[str], str]] = {
     "security_cost.py": (["--samples", "2000", "--open-shards", "50", "--random", "200", "--rounds", "1"], "mapped"),
     "loader_handover.py": (["--samples", "500", "--rounds", "1", "--epochs", "2"], '"reference"'),
     "plain_loader.py": (["--samples", "500", "--rounds", "1", "--epochs", "2"], "ours/reference"),
+    "shuffle_walk.py": (["--pieces", "3", "--piece", "2000", "--rounds", "1"], "vectorised count / numpy"),
     "tabular_bench.py": (["--rows", "20000", "--rounds", "1", "--epochs", "2"], '"reference"'),
     "incremental_cost.py": (["--rows", "20000", "--files", "4"], "rows_read"),
     "mirror_cost.py": (["--shards", "40", "--rows-per-shard", "20", "--files", "3"], "shard_bytes_written"),

@@ -235,3 +235,20 @@ def test_workers_share_batches_by_name_without_touching_the_main_process(tmp_pat
     assert set(loader) == {main_before}, "the first iteration must not wait for torch's shared-memory manager"
     assert set(loader) == {"file_system"}
     assert torch.multiprocessing.get_sharing_strategy() == main_before
+
+
+def test_a_long_first_iteration_shares_by_name_from_each_workers_third_batch(tmp_path, remote, monkeypatch):
+    import torch.multiprocessing
+
+    import streaming.dataset.dataset as dataset_module
+
+    main_before = torch.multiprocessing.get_sharing_strategy()
+    # Workers are forked: they see the lowered bound, so the small dataset's shares count as long ones.
+    monkeypatch.setattr(dataset_module, "NAME_MID_EPOCH", 16)
+    ds = StreamingDataset(remote=remote, local=str(tmp_path / "c"), batch_size=4)
+    loader = DataLoader(ds, batch_size=4, num_workers=2, collate_fn=_worker_strategy)
+    strategies = list(loader)
+    # Batches alternate between the 2 workers: each worker's first two go by descriptor, the rest by name.
+    assert strategies[:4] == [main_before] * 4
+    assert set(strategies[4:]) == {"file_system"} and len(strategies) > 4
+    assert torch.multiprocessing.get_sharing_strategy() == main_before
