@@ -9,8 +9,9 @@ delta-kernel's ``Scan``. Every path that reads a Delta table's rows without Spar
 
 * its columns are found by the names (or field ids) the table's column mapping gives them
   (`streaming.delta.column_mapping`), each cast to the pinned version's type (`_logical`: the one place a column
-  of one file becomes the table's, where a widened type or an encoded value is to be read); a column the file
-  lacks is NULL;
+  of one file becomes the table's: an older file's narrower type widened, `streaming.delta.widening`; timestamps
+  of every Parquet physical type as microseconds, `streaming.delta.timestamps`; a VARIANT as its JSON text,
+  `streaming.delta.variant`); a column the file lacks is NULL;
 * a partition column takes the value the file's own action gives (an empty value is NULL, as the protocol reads
   it): an overwrite may have partitioned the table otherwise since;
 * with a deletion vector, the rows it marks are dropped (`streaming.delta.deletion_vectors`), after row ids, which
@@ -31,10 +32,18 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from streaming.delta.deletion_vectors import deleted_positions
-from streaming.delta.errors import FilesNotReadableError, HistoryUnavailableError, RowIdsUnavailableError
+from streaming.delta.errors import (
+    FilesNotReadableError,
+    HistoryUnavailableError,
+    RowIdsUnavailableError,
+    UnsupportedTableFeatureError,
+)
 from streaming.delta.history import FileAction
 from streaming.delta.row_ids import ROW_ID, RowTracking, stable_row_ids
 from streaming.delta.snapshot import Snapshot, first_line
+from streaming.delta.timestamps import PARQUET_OPTIONS, check_proleptic, legacy_calendar
+from streaming.delta.variant import json_texts, nested_variant, variant_columns
+from streaming.delta.widening import widened
 
 #: Rows per batch where the caller does not say.
 BATCH_ROWS = 1 << 16
@@ -59,6 +68,14 @@ class Scan:
         self.columns = list(columns) if columns is not None else list(snapshot.schema.names)
         self.tracking = tracking
         self.change_type = change_type
+        nested = [name for name in self.columns if nested_variant(snapshot.delta_schema, name)]
+        if nested:
+            raise UnsupportedTableFeatureError(
+                f"The Delta table {snapshot.uri} holds a VARIANT inside the column(s) {', '.join(nested)}, which is "
+                f"read only as a top-level column (as Spark's path stores it); leave the column(s) out with "
+                f"columns=[...], or convert it with to_json first."
+            )
+        self.variants = variant_columns(snapshot.delta_schema)
         fields = [snapshot.schema.field(name) for name in self.columns]
         if tracking is not None:
             fields.append(pa.field(ROW_ID, pa.int64(), nullable=False))
@@ -100,8 +117,9 @@ class Scan:
         """One file's rows in file order, as batches of `schema` (see the module docstring)."""
         snapshot, mapping = self.snapshot, self.snapshot.mapping
         with snapshot.filesystem.open_input_file(snapshot.data_path(action.path)) as handle:
-            parquet = pq.ParquetFile(handle)
+            parquet = pq.ParquetFile(handle, **PARQUET_OPTIONS)
             stored = parquet.schema_arrow
+            legacy = legacy_calendar(parquet.metadata.metadata)
             constants: dict[str, Any] = {}
             read: dict[str, str] = {}  # logical -> the file's column
             for name in self.columns:
@@ -135,9 +153,14 @@ class Scan:
                     if name in constants:
                         arrays.append(_constant(constants[name], field.type, count))
                     elif name in read:
-                        arrays.append(
-                            _logical(batch.column(read[name]), mapping.stored_type(name, field.type), field.type)
-                        )
+                        where = f"column {name!r} of {snapshot.uri}/{action.path}"
+                        column = batch.column(read[name])
+                        if name in self.variants:
+                            arrays.append(json_texts(column, where))
+                            continue
+                        if legacy:
+                            check_proleptic(column, where)
+                        arrays.append(_logical(column, mapping.stored_type(name, field.type), field.type, where))
                     else:
                         arrays.append(pa.nulls(count, field.type))
                 if self.tracking is not None:
@@ -184,10 +207,10 @@ def _file_batches(parquet: pq.ParquetFile, columns: list[str], batch_rows: int) 
             left -= count
 
 
-def _logical(column: pa.Array, stored_type: pa.DataType, logical_type: pa.DataType) -> pa.Array:
-    """A file's column as the logical type: cast to the stored layout, then viewed under the logical names."""
-    if column.type != stored_type:
-        column = column.cast(stored_type)
+def _logical(column: pa.Array, stored_type: pa.DataType, logical_type: pa.DataType, where: str) -> pa.Array:
+    """A file's column as the logical type: widened to the table's type in the stored layout (an older file's
+    narrower type, a timestamp of another unit: `streaming.delta.widening`), then viewed under the logical names."""
+    column = widened(column, stored_type, where)
     return column if stored_type == logical_type else column.view(logical_type)
 
 
