@@ -49,9 +49,9 @@ def as_micros(column: pa.Array, target: pa.DataType) -> pa.Array:
     """A timestamp ``column`` of any unit as ``target`` (a microsecond timestamp), floored to the microsecond."""
     unit = column.type.unit
     if unit == "ns":
-        values = column.cast(pa.int64()).to_numpy(zero_copy_only=False)
+        values = column.cast(pa.int64()).fill_null(0).to_numpy(zero_copy_only=False)
         valid = np.asarray(column.is_valid())
-        floored = np.floor_divide(np.where(valid, values, 0), 1000)
+        floored = np.floor_divide(values, 1000)
         return pa.array(floored, pa.int64(), mask=~valid).cast(pa.timestamp("us")).cast(target)
     # seconds and milliseconds widen exactly; microseconds only change their time zone's name
     return column.cast(pa.timestamp("us", tz=column.type.tz)).cast(target)

@@ -38,8 +38,8 @@ import pyarrow as pa
 
 from streaming.delta.errors import UnreadableValueError
 
-#: The deepest nesting of arrays and objects decoded (a bound on recursion, far above what data holds).
-MAX_DEPTH = 400
+#: The deepest nesting of arrays and objects decoded: Jackson's default bound, which Spark's ``parse_json`` keeps.
+MAX_DEPTH = 1000
 _EPOCH = datetime.datetime(1970, 1, 1, tzinfo=datetime.timezone.utc)
 _DAY_MICROS = 86_400_000_000
 
@@ -100,6 +100,8 @@ def json_texts(column: pa.Array, where: str) -> pa.Array:
             texts.append("null" if text is None else text)
     except _Damaged as err:
         raise UnreadableValueError(f"{where} holds a variant that cannot be read: {err}") from None
+    except RecursionError:  # a shredding schema nested hundreds of groups deep
+        raise UnreadableValueError(f"{where} is a shredded variant nested too deep to read here") from None
     return pa.ExtensionArray.from_storage(pa.json_(), pa.array(texts, pa.string()))
 
 
@@ -128,34 +130,55 @@ def _dictionary(metadata: bytes) -> list[str]:
 
 
 def _value(data: bytes, pos: int, keys: list[str], depth: int) -> str:
-    """The JSON text of the value at ``pos``."""
-    header = _byte(data, pos)
-    basic, info = header & 0x03, header >> 2
-    if basic == 1:  # a short string: its length in the header
-        return _string(_utf8(_slice(data, pos + 1, info)))
-    if basic == 0:
-        return _primitive(data, pos + 1, info)
-    if depth >= MAX_DEPTH:
-        raise _Damaged(f"it nests arrays and objects more than {MAX_DEPTH} deep")
-    if basic == 2:
-        return "{" + ",".join(f"{_string(key)}:{text}" for key, text in _object(data, pos, keys, depth)) + "}"
-    size, offsets, start = _container(data, pos, info & 0x03, (info >> 2) & 0x01, 0)
-    return "[" + ",".join(_value(data, start + offset, keys, depth + 1) for offset in offsets[:size]) + "]"
+    """The JSON text of the value at ``pos``, ``depth`` containers down (a loop over a stack of pending pieces,
+    not recursion: Spark's ``parse_json`` nests up to 1,000 deep)."""
+    out: list[str] = []
+    pending: list[tuple[int, int] | str] = [(pos, depth)]
+    while pending:
+        item = pending.pop()
+        if isinstance(item, str):
+            out.append(item)
+            continue
+        at, level = item
+        header = _byte(data, at)
+        basic, info = header & 0x03, header >> 2
+        if basic == 1:  # a short string: its length in the header
+            out.append(_string(_utf8(_slice(data, at + 1, info))))
+            continue
+        if basic == 0:
+            out.append(_primitive(data, at + 1, info))
+            continue
+        if level >= MAX_DEPTH:
+            raise _Damaged(f"it nests arrays and objects more than {MAX_DEPTH} deep")
+        if basic == 2:
+            entries = [(_string(key) + ":", element) for key, element in _object_entries(data, at, keys)]
+            close = "}"
+        else:
+            size, offsets, start = _container(data, at, info & 0x03, (info >> 2) & 0x01, 0)
+            entries = [("", start + offset) for offset in offsets[:size]]
+            close = "]"
+        pending.append(close)
+        for index in range(len(entries) - 1, -1, -1):
+            prefix, element = entries[index]
+            pending.append((element, level + 1))
+            pending.append(("," if index else "") + prefix)
+        out.append("{" if basic == 2 else "[")
+    return "".join(out)
 
 
-def _object(data: bytes, pos: int, keys: list[str], depth: int) -> list[tuple[str, str]]:
-    """An object's fields in stored order (``pos`` must be an object's header)."""
+def _object_entries(data: bytes, pos: int, keys: list[str]) -> list[tuple[str, int]]:
+    """An object's keys and where each value starts, in stored order (``pos`` must be an object's header)."""
     info = _byte(data, pos) >> 2
     id_width = ((info >> 2) & 0x03) + 1
     size, offsets, start = _container(data, pos, info & 0x03, (info >> 4) & 0x01, id_width)
     first_id = pos + 1 + (4 if (info >> 4) & 0x01 else 1)
-    fields = []
+    entries = []
     for index in range(size):
         key_id = _unsigned(data, first_id + index * id_width, id_width)
         if key_id >= len(keys):
             raise _Damaged(f"an object names key {key_id} of a dictionary of {len(keys)}")
-        fields.append((keys[key_id], _value(data, start + offsets[index], keys, depth + 1)))
-    return fields
+        entries.append((keys[key_id], start + offsets[index]))
+    return entries
 
 
 def _container(data: bytes, pos: int, width_code: int, large: int, id_width: int) -> tuple[int, list[int], int]:
@@ -226,10 +249,10 @@ def _group(value: bytes | None, typed: Any, typed_type: pa.DataType | None, keys
     if not pa.types.is_struct(typed_type) or _byte(value, 0) & 0x03 != 2:
         raise _Damaged("a shredded value is in both value and typed_value, and is not an object")
     fields = dict(_typed_fields(typed, typed_type, keys, depth))
-    for key, text in _object(value, 0, keys, depth):
+    for key, element in _object_entries(value, 0, keys):
         if key in fields:
             raise _Damaged(f"a shredded object holds the field {key!r} twice")
-        fields[key] = text
+        fields[key] = _value(value, element, keys, depth + 1)
     return _object_text(fields)
 
 
