@@ -371,6 +371,9 @@ def test_variant_is_read_as_the_json_text_spark_gives(delta_spark, table_name, t
         read = dict(zip(rows.column("id").to_pylist(), rows.column("v").to_pylist()))
         assert read == expected
         samples = _both_ways(spark, table_name, tmp_path)
+    job = _cli("incremental", path, str(tmp_path / "job"))  # the scheduled job without Spark reads it too
+    assert job.returncode == 0, job.stderr
+    assert _samples(tmp_path / "job") == samples
     assert _column(samples, "v") == Counter(
         json.dumps(None if text is None else json.loads(text)) for text in expected.values()
     )
