@@ -42,7 +42,7 @@ from streaming.delta.history import FileAction
 from streaming.delta.row_ids import ROW_ID, RowTracking, stable_row_ids
 from streaming.delta.snapshot import Snapshot, first_line
 from streaming.delta.timestamps import PARQUET_OPTIONS, check_proleptic, legacy_calendar
-from streaming.delta.variant import json_texts, nested_variant, variant_columns
+from streaming.delta.variant import json_texts, nested_variants, variant_columns
 from streaming.delta.widening import widened
 
 #: Rows per batch where the caller does not say.
@@ -68,7 +68,8 @@ class Scan:
         self.columns = list(columns) if columns is not None else list(snapshot.schema.names)
         self.tracking = tracking
         self.change_type = change_type
-        nested = [name for name in self.columns if nested_variant(snapshot.delta_schema, name)]
+        inside = nested_variants(snapshot.delta_schema)
+        nested = [name for name in self.columns if name in inside]
         if nested:
             raise UnsupportedTableFeatureError(
                 f"The Delta table {snapshot.uri} holds a VARIANT inside the column(s) {', '.join(nested)}, which is "

@@ -19,7 +19,7 @@ Refused, naming the column and file, where Spark 4.0's reader gives no text eith
 the variant types the spec added after Spark 4.0 (time of day, nanosecond timestamps), a metadata version other
 than 1, an offset or length beyond its buffer, a value nested deeper than `MAX_DEPTH`, and a shredded value whose
 ``value`` and ``typed_value`` are both set but are not an object's disjoint fields (the spec leaves it invalid).
-A VARIANT inside a struct, array or map is refused where the scan is made (`nested_variant`), as Spark's path
+A VARIANT inside a struct, array or map is refused where the scan is made (`nested_variants`), as Spark's path
 refuses it.
 """
 
@@ -54,12 +54,13 @@ def variant_columns(delta_schema: str | None) -> frozenset[str]:
     return frozenset(field["name"] for field in _fields(delta_schema) if field.get("type") == "variant")
 
 
-def nested_variant(delta_schema: str | None, column: str) -> bool:
-    """Whether the top-level ``column`` holds a VARIANT inside a struct, array or map."""
-    for field in _fields(delta_schema):
-        if field.get("name") == column and isinstance(field.get("type"), dict):
-            return "variant" in _leaf_types(field["type"])
-    return False
+def nested_variants(delta_schema: str | None) -> frozenset[str]:
+    """The table's top-level columns that hold a VARIANT inside a struct, array or map."""
+    return frozenset(
+        field["name"]
+        for field in _fields(delta_schema)
+        if isinstance(field.get("type"), dict) and "variant" in _leaf_types(field["type"])
+    )
 
 
 def text_schema(schema: pa.Schema, delta_schema: str | None) -> pa.Schema:

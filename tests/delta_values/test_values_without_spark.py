@@ -23,32 +23,17 @@ from streaming.delta.scan import snapshot_rows
 from streaming.delta.snapshot import Snapshot
 from streaming.delta.variant import MAX_DEPTH, json_texts
 from streaming.delta.widening import widened
+from tests.delta_values.tables import array, metadata, obj, primitive, rewritten_table, short, string, variant_table
 
 MDS_STREAMING = str(Path(sys.executable).with_name("mds-streaming"))
 #: 0001-01-01T00:00:00Z and 9999-12-31T23:59:59.999999Z in microseconds: the ends of Spark's range.
 FIRST, LAST = -62135596800000000, 253402300799999999
 
 
-def _table_rewritten(folder: Path, rows: pa.Table, **write_options: object) -> str:
-    """A Delta table of ``rows`` made by deltalake, its one data file then rewritten by pyarrow with
-    ``write_options`` (another writer's physical types for the same rows)."""
-    from deltalake import write_deltalake
-
-    schema = pa.schema([field.with_type(_micros(field.type)) for field in rows.schema])
-    write_deltalake(str(folder), rows.cast(schema, safe=False))  # the file pyarrow then writes holds the values
-    (data,) = folder.glob("*.parquet")
-    pq.write_table(rows, data, **write_options)
-    return str(folder)
-
-
-def _micros(data_type: pa.DataType) -> pa.DataType:
-    return pa.timestamp("us", data_type.tz) if pa.types.is_timestamp(data_type) else data_type
-
-
 def test_int96_timestamps_are_read_from_year_1_to_9999(tmp_path):
     """Arrow reads INT96 as nanoseconds by default, which end in 2262: year 9999 failed with ArrowInvalid."""
     rows = pa.table({"t": pa.array([FIRST, LAST, 0, None], pa.timestamp("us", "UTC"))})
-    path = _table_rewritten(tmp_path / "int96", rows, use_deprecated_int96_timestamps=True)
+    path = rewritten_table(tmp_path / "int96", rows, use_deprecated_int96_timestamps=True)
     (data,) = Path(path).glob("*.parquet")
     assert pq.ParquetFile(data).schema.column(0).physical_type == "INT96"
     read = snapshot_rows(Snapshot.open(path))
@@ -66,7 +51,7 @@ def test_int64_timestamps_of_every_unit_are_read_as_microseconds(tmp_path, unit)
         values = [FIRST // per_unit, LAST // per_unit, -1, None]
         expected = [FIRST, LAST // per_unit * per_unit, -per_unit, None]
     rows = pa.table({"t": pa.array(values, pa.timestamp(unit))})
-    path = _table_rewritten(tmp_path / unit, rows, coerce_timestamps=None, allow_truncated_timestamps=False)
+    path = rewritten_table(tmp_path / unit, rows, coerce_timestamps=None, allow_truncated_timestamps=False)
     read = snapshot_rows(Snapshot.open(path))
     assert read.schema.field("t").type == pa.timestamp("us")
     assert read.column("t").cast(pa.int64()).to_pylist() == expected
@@ -81,71 +66,29 @@ def test_a_type_no_widening_explains_is_named_with_its_file_and_column():
 
 
 # -- VARIANT bytes (Parquet's VariantEncoding.md) -----------------------------------------------------------------
-def _metadata(*keys: str) -> bytes:
-    offsets, strings = [0], b""
-    for key in keys:
-        strings += key.encode()
-        offsets.append(len(strings))
-    return bytes([0x01, len(keys), *offsets]) + strings
-
-
-def _primitive(type_id: int, payload: bytes = b"") -> bytes:
-    return bytes([type_id << 2]) + payload
-
-
-def _short(text: str) -> bytes:
-    raw = text.encode()
-    return bytes([(len(raw) << 2) | 1]) + raw
-
-
-def _array(*elements: bytes) -> bytes:
-    """An array with 1-byte offsets, or 4-byte ones where its elements need them."""
-    offsets, data = [0], b""
-    for element in elements:
-        data += element
-        offsets.append(len(data))
-    width = 1 if len(data) < 256 else 4
-    table = b"".join(offset.to_bytes(width, "little") for offset in offsets)
-    return bytes([((width - 1) << 2) | 3, len(elements)]) + table + data
-
-
-def _string(text: str) -> bytes:
-    raw = text.encode()
-    return _primitive(16, len(raw).to_bytes(4, "little") + raw)
-
-
-def _object(fields: list[tuple[int, bytes]]) -> bytes:
-    offsets, data = [], b""
-    for _, value in fields:
-        offsets.append(len(data))
-        data += value
-    offsets.append(len(data))
-    return bytes([2, len(fields), *(key for key, _ in fields), *offsets]) + data
-
-
-def _texts(values: list[bytes], metadata: bytes = _metadata()) -> list[str | None]:
+def _texts(values: list[bytes], keys: bytes = metadata()) -> list[str | None]:
     column = pa.StructArray.from_arrays(
-        [pa.array([metadata] * len(values), pa.binary()), pa.array(values, pa.binary())], ["metadata", "value"]
+        [pa.array([keys] * len(values), pa.binary()), pa.array(values, pa.binary())], ["metadata", "value"]
     )
     return json_texts(column, "column 'v' of t/part-0.parquet").storage.to_pylist()
 
 
 def _double(value: float) -> bytes:
-    return _primitive(7, struct.pack("<d", value))
+    return primitive(7, struct.pack("<d", value))
 
 
 def _float(value: float) -> bytes:
-    return _primitive(14, struct.pack("<f", value))
+    return primitive(14, struct.pack("<f", value))
 
 
 def test_every_primitive_prints_as_spark_prints_it():
     day, micros = struct.Struct("<i"), struct.Struct("<q")
     cases = {
-        _primitive(0): "null",
-        _primitive(1): "true",
-        _primitive(2): "false",
-        _primitive(3, b"\x80"): "-128",
-        _primitive(6, micros.pack(-(2**63))): str(-(2**63)),
+        primitive(0): "null",
+        primitive(1): "true",
+        primitive(2): "false",
+        primitive(3, b"\x80"): "-128",
+        primitive(6, micros.pack(-(2**63))): str(-(2**63)),
         _double(1e10): "1.0E10",
         _double(0.1): "0.1",
         _double(1e-5): "1.0E-5",
@@ -159,35 +102,35 @@ def test_every_primitive_prints_as_spark_prints_it():
         _double(float("-inf")): '"-Infinity"',
         _float(1.1): "1.1",
         _float(3e38): "3.0E38",
-        _primitive(8, bytes([2]) + (150).to_bytes(4, "little", signed=True)): "1.5",
-        _primitive(8, bytes([3]) + (-5).to_bytes(4, "little", signed=True)): "-0.005",
-        _primitive(8, bytes([3]) + (0).to_bytes(4, "little", signed=True)): "0",
-        _primitive(9, bytes([0]) + (100).to_bytes(8, "little", signed=True)): "100",
-        _primitive(10, bytes([2]) + (-(10**37)).to_bytes(16, "little", signed=True)): "-1" + "0" * 35,
-        _primitive(11, day.pack(-719162)): '"0001-01-01"',
-        _primitive(11, day.pack(2932896)): '"9999-12-31"',
-        _primitive(11, day.pack(2932897)): '"+10000-01-01"',
-        _primitive(12, micros.pack(LAST)): '"9999-12-31 23:59:59.999999+00:00"',
-        _primitive(12, micros.pack(FIRST)): '"0001-01-01 00:00:00+00:00"',
-        _primitive(13, micros.pack(120_000)): '"1970-01-01 00:00:00.12"',
-        _primitive(13, micros.pack(-1)): '"1969-12-31 23:59:59.999999"',
-        _primitive(15, (3).to_bytes(4, "little") + b"\x00\xff\x10"): '"AP8Q"',
-        _string('q"\\\x01\t\x7fé'): '"q\\"\\\\\\u0001\\t\x7fé"',
-        _primitive(20, bytes(range(16))): '"00010203-0405-0607-0809-0a0b0c0d0e0f"',
-        _short("𝄞"): '"𝄞"',
+        primitive(8, bytes([2]) + (150).to_bytes(4, "little", signed=True)): "1.5",
+        primitive(8, bytes([3]) + (-5).to_bytes(4, "little", signed=True)): "-0.005",
+        primitive(8, bytes([3]) + (0).to_bytes(4, "little", signed=True)): "0",
+        primitive(9, bytes([0]) + (100).to_bytes(8, "little", signed=True)): "100",
+        primitive(10, bytes([2]) + (-(10**37)).to_bytes(16, "little", signed=True)): "-1" + "0" * 35,
+        primitive(11, day.pack(-719162)): '"0001-01-01"',
+        primitive(11, day.pack(2932896)): '"9999-12-31"',
+        primitive(11, day.pack(2932897)): '"+10000-01-01"',
+        primitive(12, micros.pack(LAST)): '"9999-12-31 23:59:59.999999+00:00"',
+        primitive(12, micros.pack(FIRST)): '"0001-01-01 00:00:00+00:00"',
+        primitive(13, micros.pack(120_000)): '"1970-01-01 00:00:00.12"',
+        primitive(13, micros.pack(-1)): '"1969-12-31 23:59:59.999999"',
+        primitive(15, (3).to_bytes(4, "little") + b"\x00\xff\x10"): '"AP8Q"',
+        string('q"\\\x01\t\x7fé'): '"q\\"\\\\\\u0001\\t\x7fé"',
+        primitive(20, bytes(range(16))): '"00010203-0405-0607-0809-0a0b0c0d0e0f"',
+        short("𝄞"): '"𝄞"',
     }
     assert _texts(list(cases)) == list(cases.values())
 
 
 def test_objects_and_arrays_keep_the_encoding_order():
-    keys = _metadata("a", "b", "")
-    value = _object([(2, _array()), (0, _primitive(5, (1).to_bytes(4, "little"))), (1, _array(_short("x")))])
+    keys = metadata("a", "b", "")
+    value = obj([(2, array()), (0, primitive(5, (1).to_bytes(4, "little"))), (1, array(short("x")))])
     assert _texts([value], keys) == ['{"":[],"a":1,"b":["x"]}']
 
 
 def test_a_shredded_value_is_rebuilt_with_its_fields_sorted():
     """VariantShredding.md: an object's typed fields, its other fields in ``value``, a field missing in both."""
-    keys = _metadata("z", "a")
+    keys = metadata("z", "a")
     element = pa.struct([("value", pa.binary()), ("typed_value", pa.float64())])
     typed = pa.struct(
         [
@@ -198,11 +141,11 @@ def test_a_shredded_value_is_rebuilt_with_its_fields_sorted():
     )
     rows = [
         # partly shredded: z in value, b and c typed, m missing
-        (_object([(0, _primitive(1))]), {"b": {"typed_value": 5}, "c": {"typed_value": [{"typed_value": 1.5}]}}),
+        (obj([(0, primitive(1))]), {"b": {"typed_value": 5}, "c": {"typed_value": [{"typed_value": 1.5}]}}),
         # not an object: in value only
-        (_short("plain"), None),
+        (short("plain"), None),
         # a field that did not fit its type stays in its own value
-        (None, {"b": {"value": _short("no")}, "c": {"typed_value": [{"value": _primitive(0)}]}, "m": {}}),
+        (None, {"b": {"value": short("no")}, "c": {"typed_value": [{"value": primitive(0)}]}, "m": {}}),
     ]
     column = pa.StructArray.from_arrays(
         [
@@ -220,31 +163,31 @@ def test_a_shredded_value_is_rebuilt_with_its_fields_sorted():
 
 
 @pytest.mark.parametrize(
-    ("metadata", "value", "why"),
+    ("keys", "value", "why"),
     [
-        (bytes([0x02, 0]), _primitive(0), "its metadata is not of variant encoding version 1"),
-        (bytes([0x01, 200, 0]), _primitive(0), "its metadata declares 200 keys but holds 3 bytes"),
-        (_metadata("a"), _object([(5, _primitive(0))]), "an object names key 5 of a dictionary of 1"),
-        (_metadata(), _double(1.0)[:5], "a value ends early"),
-        (_metadata(), bytes([3, 250, 0]), "a container declares 250 elements beyond its value's 3 bytes"),
-        (_metadata(), _primitive(17, bytes(8)), "it holds a time of day, a variant type Spark 4.0's reader"),
-        (_metadata(), _primitive(30), "it holds an unknown primitive type 30"),
-        (_metadata(), _primitive(16, (1).to_bytes(4, "little") + b"\xff"), "a string is not UTF-8"),
+        (bytes([0x02, 0]), primitive(0), "its metadata is not of variant encoding version 1"),
+        (bytes([0x01, 200, 0]), primitive(0), "its metadata declares 200 keys but holds 3 bytes"),
+        (metadata("a"), obj([(5, primitive(0))]), "an object names key 5 of a dictionary of 1"),
+        (metadata(), _double(1.0)[:5], "a value ends early"),
+        (metadata(), bytes([3, 250, 0]), "a container declares 250 elements beyond its value's 3 bytes"),
+        (metadata(), primitive(17, bytes(8)), "it holds a time of day, a variant type Spark 4.0's reader"),
+        (metadata(), primitive(30), "it holds an unknown primitive type 30"),
+        (metadata(), primitive(16, (1).to_bytes(4, "little") + b"\xff"), "a string is not UTF-8"),
     ],
     ids=["version", "key-count", "key-id", "truncated", "container", "time", "unknown", "utf8"],
 )
-def test_damaged_variant_bytes_are_named_never_guessed(metadata, value, why):
+def test_damaged_variant_bytes_are_named_never_guessed(keys, value, why):
     with pytest.raises(UnreadableValueError) as refused:
-        _texts([value], metadata)
+        _texts([value], keys)
     assert str(refused.value).startswith(
         f"column 'v' of t/part-0.parquet holds a variant that cannot be read: {why}"
     ), str(refused.value)
 
 
 def test_a_variant_nested_deeper_than_the_bound_is_refused_not_a_recursion_error():
-    value = _primitive(0)
+    value = primitive(0)
     for _ in range(MAX_DEPTH + 1):
-        value = _array(value)
+        value = array(value)
     with pytest.raises(UnreadableValueError, match=f"nests arrays and objects more than {MAX_DEPTH} deep"):
         _texts([value])
 
@@ -252,22 +195,8 @@ def test_a_variant_nested_deeper_than_the_bound_is_refused_not_a_recursion_error
 def test_a_damaged_variant_in_a_table_ends_the_command_in_one_sentence(tmp_path):
     """The command line converts a table whose VARIANT bytes are damaged: an exit code and a sentence naming the
     column and file, no traceback and no native abort (SIGABRT)."""
-    from deltalake import write_deltalake
-
     folder = tmp_path / "table"
-    write_deltalake(str(folder), pa.table({"id": pa.array([1], pa.int32())}))
-    (data,) = folder.glob("*.parquet")
-    variant = pa.StructArray.from_arrays(
-        [pa.array([bytes([0x02, 0])], pa.binary()), pa.array([_primitive(0)], pa.binary())], ["metadata", "value"]
-    )
-    pq.write_table(pa.table({"id": pa.array([1], pa.int32()), "v": variant}), data)
-    log = folder / "_delta_log" / "00000000000000000000.json"
-    text = log.read_text()
-    schema = '{\\"name\\":\\"v\\",\\"type\\":\\"variant\\",\\"nullable\\":true,\\"metadata\\":{}}'
-    text = text.replace('\\"metadata\\":{}}]}', '\\"metadata\\":{}},' + schema + "]}", 1)
-    text = text.replace('"minReaderVersion":1', '"minReaderVersion":3,"readerFeatures":["variantType"]', 1)
-    text = text.replace('"minWriterVersion":2', '"minWriterVersion":7,"writerFeatures":["variantType"]', 1)
-    log.write_text(text)
+    variant_table(folder, [bytes([0x02, 0])], [primitive(0)])
     assert "variant" in Snapshot.open(str(folder)).delta_schema
     env = {key: value for key, value in os.environ.items() if not key.startswith("PYSPARK")}
     done = subprocess.run(
