@@ -58,8 +58,22 @@ def as_micros(column: pa.Array, target: pa.DataType) -> pa.Array:
 
 
 def check_proleptic(column: pa.Array, where: str) -> None:
-    """Raise `UnreadableValueError` when a date or timestamp ``column`` of a legacy-calendar file holds a value
-    before 1900, which Spark would shift by its session's calendar rules (see the module docstring)."""
+    """Raise `UnreadableValueError` when a date or timestamp ``column`` (or one inside a struct, array or map) of a
+    legacy-calendar file holds a value before 1900, which Spark would shift by its session's calendar rules (see
+    the module docstring)."""
+    if isinstance(column, pa.ExtensionArray):
+        column = column.storage
+    if pa.types.is_struct(column.type):
+        for index in range(column.type.num_fields):
+            check_proleptic(column.field(index), where)
+        return
+    if pa.types.is_map(column.type):
+        check_proleptic(column.keys, where)
+        check_proleptic(column.items, where)
+        return
+    if pa.types.is_list(column.type) or pa.types.is_large_list(column.type):
+        check_proleptic(column.flatten(), where)
+        return
     if pa.types.is_timestamp(column.type):
         floor, values = _LEGACY_FLOOR_MICROS, column.cast(pa.timestamp("us", tz=column.type.tz)).cast(pa.int64())
     elif pa.types.is_date32(column.type):

@@ -57,6 +57,32 @@ def test_int64_timestamps_of_every_unit_are_read_as_microseconds(tmp_path, unit)
     assert read.column("t").cast(pa.int64()).to_pylist() == expected
 
 
+@pytest.mark.parametrize(
+    ("written_by", "refused"),
+    [
+        ({"org.apache.spark.version": "2.4.8"}, True),
+        ({"org.apache.spark.version": "3.5.0"}, False),
+        ({"org.apache.spark.version": "3.5.0", "org.apache.spark.legacyDateTime": ""}, True),
+        ({}, False),
+    ],
+    ids=["spark-2", "spark-3-corrected", "spark-3-legacy", "another-writer"],
+)
+def test_dates_before_1900_of_a_legacy_calendar_file_are_refused_wherever_they_nest(tmp_path, written_by, refused):
+    """Spark shifts such values by its session's calendar rules; this reader names the column and file instead."""
+    import datetime
+
+    days = pa.array([[datetime.date(1000, 1, 1)], [datetime.date(1950, 1, 1)]], pa.list_(pa.date32()))
+    rows = pa.table({"d": days}).replace_schema_metadata(written_by)
+    path = rewritten_table(tmp_path / "legacy", rows)
+    if not refused:
+        assert snapshot_rows(Snapshot.open(path)).column("d").to_pylist() == days.to_pylist()
+        return
+    with pytest.raises(UnreadableValueError) as error:
+        snapshot_rows(Snapshot.open(path))
+    assert str(error.value).startswith(f"column 'd' of {path}/part-")
+    assert "holds dates or timestamps before 1900 written in Spark's legacy hybrid Julian calendar" in str(error.value)
+
+
 def test_a_type_no_widening_explains_is_named_with_its_file_and_column():
     with pytest.raises(UnreadableValueError) as refused:
         widened(pa.array(["x"]), pa.int32(), "column 'c' of /t/part-0.parquet")
