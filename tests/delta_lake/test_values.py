@@ -82,7 +82,11 @@ def _both_ways(spark: Any, name: str, tmp_path: Path) -> Counter:
 
 
 def _column(samples: Counter, name: str) -> Counter:
-    return Counter({json.dumps(json.loads(text)[name]): count for text, count in samples.items()})
+    """One column of the samples, as a multiset of JSON texts."""
+    found: Counter = Counter()
+    for text, count in samples.items():
+        found[json.dumps(json.loads(text)[name])] += count
+    return found
 
 
 def _oracle(spark: Any, sql: str) -> Counter:
