@@ -24,7 +24,7 @@ batches at a time (`Scan.file_batches`) with the snapshot's file list.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Generator, Iterator, Sequence
 from typing import Any
 
 import numpy as np
@@ -117,8 +117,10 @@ class Scan:
     def file_batches(self, action: FileAction, batch_rows: int = BATCH_ROWS) -> Iterator[pa.RecordBatch]:
         """One file's rows in file order, as batches of `schema` (see the module docstring)."""
         snapshot, mapping = self.snapshot, self.snapshot.mapping
-        with snapshot.filesystem.open_input_file(snapshot.data_path(action.path)) as handle:
-            parquet = pq.ParquetFile(handle, **PARQUET_OPTIONS)
+        path = snapshot.data_path(action.path)
+        # The reader and its batches are closed here, also on an error: a traceback that kept them alive until the
+        # interpreter's exit would have Arrow's native objects torn down after its thread pools.
+        with snapshot.filesystem.open_input_file(path) as handle, pq.ParquetFile(handle, **PARQUET_OPTIONS) as parquet:
             stored = parquet.schema_arrow
             legacy = legacy_calendar(parquet.metadata.metadata)
             constants: dict[str, Any] = {}
@@ -146,42 +148,46 @@ class Scan:
                 where = f"{snapshot.uri}/{action.path}"
                 deleted = deleted_positions(action.vector, total, snapshot.filesystem, where)
             start = 0
-            for batch in _file_batches(parquet, wanted, batch_rows):
-                count = batch.num_rows
-                arrays = []
-                for name in self.columns:
-                    field = snapshot.schema.field(name)
-                    if name in constants:
-                        arrays.append(_constant(constants[name], field.type, count))
-                    elif name in read:
-                        where = f"column {name!r} of {snapshot.uri}/{action.path}"
-                        column = batch.column(read[name])
-                        if name in self.variants:
-                            arrays.append(json_texts(column, where))
-                            continue
-                        if legacy:
-                            check_proleptic(column, where)
-                        arrays.append(_logical(column, mapping.stored_type(name, field.type), field.type, where))
-                    else:
-                        arrays.append(pa.nulls(count, field.type))
-                if self.tracking is not None:
-                    materialized = batch.column(hidden) if hidden else None
-                    try:
-                        arrays.append(stable_row_ids(count, _shifted(action, start), materialized))
-                    except RowIdsUnavailableError:
-                        raise RowIdsUnavailableError(
-                            f"{snapshot.uri}: the log gives no baseRowId for {action.path}"
-                        ) from None
-                if self.change_type:
-                    arrays.append(batch.column(CHANGE_TYPE).cast(pa.string()))
-                out = pa.RecordBatch.from_arrays(arrays, schema=self.schema)
-                if deleted is not None:
-                    kept = np.ones(count, dtype=bool)
-                    inside = deleted[(deleted >= start) & (deleted < start + count)]
-                    kept[inside - start] = False
-                    out = out.filter(pa.array(kept))
-                start += count
-                yield out
+            batches = _file_batches(parquet, wanted, batch_rows)
+            try:
+                for batch in batches:
+                    count = batch.num_rows
+                    arrays = []
+                    for name in self.columns:
+                        field = snapshot.schema.field(name)
+                        if name in constants:
+                            arrays.append(_constant(constants[name], field.type, count))
+                        elif name in read:
+                            where = f"column {name!r} of {snapshot.uri}/{action.path}"
+                            column = batch.column(read[name])
+                            if name in self.variants:
+                                arrays.append(json_texts(column, where))
+                                continue
+                            if legacy:
+                                check_proleptic(column, where)
+                            arrays.append(_logical(column, mapping.stored_type(name, field.type), field.type, where))
+                        else:
+                            arrays.append(pa.nulls(count, field.type))
+                    if self.tracking is not None:
+                        materialized = batch.column(hidden) if hidden else None
+                        try:
+                            arrays.append(stable_row_ids(count, _shifted(action, start), materialized))
+                        except RowIdsUnavailableError:
+                            raise RowIdsUnavailableError(
+                                f"{snapshot.uri}: the log gives no baseRowId for {action.path}"
+                            ) from None
+                    if self.change_type:
+                        arrays.append(batch.column(CHANGE_TYPE).cast(pa.string()))
+                    out = pa.RecordBatch.from_arrays(arrays, schema=self.schema)
+                    if deleted is not None:
+                        kept = np.ones(count, dtype=bool)
+                        inside = deleted[(deleted >= start) & (deleted < start + count)]
+                        kept[inside - start] = False
+                        out = out.filter(pa.array(kept))
+                    start += count
+                    yield out
+            finally:
+                batches.close()
 
 
 def snapshot_rows(snapshot: Snapshot, columns: Sequence[str] | None = None) -> pa.Table:
@@ -195,7 +201,9 @@ def snapshot_batches(snapshot: Snapshot, batch_rows: int = BATCH_ROWS) -> Iterat
     yield from Scan(snapshot).batches(batch_rows)
 
 
-def _file_batches(parquet: pq.ParquetFile, columns: list[str], batch_rows: int) -> Iterator[pa.RecordBatch]:
+def _file_batches(
+    parquet: pq.ParquetFile, columns: list[str], batch_rows: int
+) -> Generator[pa.RecordBatch, None, None]:
     """A file's ``columns`` in batches; a file none of whose columns are asked for gives batches of its row count."""
     if columns:
         yield from parquet.iter_batches(batch_size=batch_rows, columns=columns, use_threads=False)
