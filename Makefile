@@ -44,7 +44,7 @@ FLOOR_DELTALAKE_TESTS := tests/notebooks/test_incremental.py \
 # Run on the main lane only: the notebooks' %pip install runs (4.5 min of the lane under load; the floor lane runs the
 # same notebooks in process, test_notebooks.py). VARIANT exists from pyspark 4.0 on.
 FLOOR_NOT_RUN := tests/notebooks/test_install.py tests/spark/test_ml_types.py::test_variant_is_stored_as_json \
-	$(FLOOR_DELTALAKE_TESTS)
+	tests/spark/test_delta_path_variant.py $(FLOOR_DELTALAKE_TESTS)
 WHEEL_STAMP := dist/.built
 SOURCES := pyproject.toml README.md LICENSE NOTICE $(shell find streaming -name '*.py')
 # The tools of `make dist` and `make docs`, each in a small virtualenv of its own, pinned as pyproject.toml's dev
@@ -393,7 +393,8 @@ PYTHONS_TESTS := tests/format tests/storage tests/dataset tests/spark tests/comp
 # The conversions of Delta paths need deltalake (and so pyarrow 21), which neither runtime's pins allow.
 PYTHONS_DELTALAKE_TESTS := tests/cli/test_convert.py::test_convert_a_delta_path \
 	tests/cli/test_convert.py::test_convert_reads_a_delta_table_with_deletion_vectors \
-	tests/cli/test_convert_nulls.py::test_nulls_in_every_type_convert_with_default_columns[delta]
+	tests/cli/test_convert_nulls.py::test_nulls_in_every_type_convert_with_default_columns[delta] \
+	tests/spark/test_delta_path_variant.py
 # Neither holds the text extra (transformers).
 PYTHONS_NOT_RUN := $(PYTHONS_DELTALAKE_TESTS) tests/compat_api/test_zoo.py::test_text_datasets_tokenize_truncate_and_pad
 PY310_NOT_RUN := $(FLOOR_NOT_RUN) $(PYTHONS_NOT_RUN)

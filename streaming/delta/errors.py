@@ -40,3 +40,8 @@ class UnsupportedTableFeatureError(ValueError):
 
 class DeletionVectorError(ValueError):
     """A deletion vector that cannot be read or does not hold what its descriptor says (a damaged table)."""
+
+
+class UnreadableValueError(ValueError):
+    """A data file's column holds values this reader cannot give as Spark's reader does (the message names the
+    file, the column and why)."""

@@ -9,8 +9,9 @@ delta-kernel's ``Scan``. Every path that reads a Delta table's rows without Spar
 
 * its columns are found by the names (or field ids) the table's column mapping gives them
   (`streaming.delta.column_mapping`), each cast to the pinned version's type (`_logical`: the one place a column
-  of one file becomes the table's, where a widened type or an encoded value is to be read); a column the file
-  lacks is NULL;
+  of one file becomes the table's: an older file's narrower type widened, `streaming.delta.widening`; timestamps
+  of every Parquet physical type as microseconds, `streaming.delta.timestamps`; a VARIANT as its JSON text,
+  `streaming.delta.variant`); a column the file lacks is NULL;
 * a partition column takes the value the file's own action gives (an empty value is NULL, as the protocol reads
   it): an overwrite may have partitioned the table otherwise since;
 * with a deletion vector, the rows it marks are dropped (`streaming.delta.deletion_vectors`), after row ids, which
@@ -23,7 +24,7 @@ batches at a time (`Scan.file_batches`) with the snapshot's file list.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Generator, Iterator, Sequence
 from typing import Any
 
 import numpy as np
@@ -31,10 +32,18 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from streaming.delta.deletion_vectors import deleted_positions
-from streaming.delta.errors import FilesNotReadableError, HistoryUnavailableError, RowIdsUnavailableError
+from streaming.delta.errors import (
+    FilesNotReadableError,
+    HistoryUnavailableError,
+    RowIdsUnavailableError,
+    UnsupportedTableFeatureError,
+)
 from streaming.delta.history import FileAction
 from streaming.delta.row_ids import ROW_ID, RowTracking, stable_row_ids
 from streaming.delta.snapshot import Snapshot, first_line
+from streaming.delta.timestamps import PARQUET_OPTIONS, check_proleptic, legacy_calendar
+from streaming.delta.variant import json_texts, nested_variants, variant_columns
+from streaming.delta.widening import widened
 
 #: Rows per batch where the caller does not say.
 BATCH_ROWS = 1 << 16
@@ -59,6 +68,15 @@ class Scan:
         self.columns = list(columns) if columns is not None else list(snapshot.schema.names)
         self.tracking = tracking
         self.change_type = change_type
+        inside = nested_variants(snapshot.delta_schema)
+        nested = [name for name in self.columns if name in inside]
+        if nested:
+            raise UnsupportedTableFeatureError(
+                f"The Delta table {snapshot.uri} holds a VARIANT inside the column(s) {', '.join(nested)}, which is "
+                f"read only as a top-level column (as Spark's path stores it); leave the column(s) out with "
+                f"columns=[...], or convert it with to_json first."
+            )
+        self.variants = variant_columns(snapshot.delta_schema)
         fields = [snapshot.schema.field(name) for name in self.columns]
         if tracking is not None:
             fields.append(pa.field(ROW_ID, pa.int64(), nullable=False))
@@ -99,9 +117,12 @@ class Scan:
     def file_batches(self, action: FileAction, batch_rows: int = BATCH_ROWS) -> Iterator[pa.RecordBatch]:
         """One file's rows in file order, as batches of `schema` (see the module docstring)."""
         snapshot, mapping = self.snapshot, self.snapshot.mapping
-        with snapshot.filesystem.open_input_file(snapshot.data_path(action.path)) as handle:
-            parquet = pq.ParquetFile(handle)
+        path = snapshot.data_path(action.path)
+        # The reader and its batches are closed here, also on an error: a traceback that kept them alive until the
+        # interpreter's exit would have Arrow's native objects torn down after its thread pools.
+        with snapshot.filesystem.open_input_file(path) as handle, pq.ParquetFile(handle, **PARQUET_OPTIONS) as parquet:
             stored = parquet.schema_arrow
+            legacy = legacy_calendar(parquet.metadata.metadata)
             constants: dict[str, Any] = {}
             read: dict[str, str] = {}  # logical -> the file's column
             for name in self.columns:
@@ -127,37 +148,46 @@ class Scan:
                 where = f"{snapshot.uri}/{action.path}"
                 deleted = deleted_positions(action.vector, total, snapshot.filesystem, where)
             start = 0
-            for batch in _file_batches(parquet, wanted, batch_rows):
-                count = batch.num_rows
-                arrays = []
-                for name in self.columns:
-                    field = snapshot.schema.field(name)
-                    if name in constants:
-                        arrays.append(_constant(constants[name], field.type, count))
-                    elif name in read:
-                        arrays.append(
-                            _logical(batch.column(read[name]), mapping.stored_type(name, field.type), field.type)
-                        )
-                    else:
-                        arrays.append(pa.nulls(count, field.type))
-                if self.tracking is not None:
-                    materialized = batch.column(hidden) if hidden else None
-                    try:
-                        arrays.append(stable_row_ids(count, _shifted(action, start), materialized))
-                    except RowIdsUnavailableError:
-                        raise RowIdsUnavailableError(
-                            f"{snapshot.uri}: the log gives no baseRowId for {action.path}"
-                        ) from None
-                if self.change_type:
-                    arrays.append(batch.column(CHANGE_TYPE).cast(pa.string()))
-                out = pa.RecordBatch.from_arrays(arrays, schema=self.schema)
-                if deleted is not None:
-                    kept = np.ones(count, dtype=bool)
-                    inside = deleted[(deleted >= start) & (deleted < start + count)]
-                    kept[inside - start] = False
-                    out = out.filter(pa.array(kept))
-                start += count
-                yield out
+            batches = _file_batches(parquet, wanted, batch_rows)
+            try:
+                for batch in batches:
+                    count = batch.num_rows
+                    arrays = []
+                    for name in self.columns:
+                        field = snapshot.schema.field(name)
+                        if name in constants:
+                            arrays.append(_constant(constants[name], field.type, count))
+                        elif name in read:
+                            where = f"column {name!r} of {snapshot.uri}/{action.path}"
+                            column = batch.column(read[name])
+                            if name in self.variants:
+                                arrays.append(json_texts(column, where))
+                                continue
+                            if legacy:
+                                check_proleptic(column, where)
+                            arrays.append(_logical(column, mapping.stored_type(name, field.type), field.type, where))
+                        else:
+                            arrays.append(pa.nulls(count, field.type))
+                    if self.tracking is not None:
+                        materialized = batch.column(hidden) if hidden else None
+                        try:
+                            arrays.append(stable_row_ids(count, _shifted(action, start), materialized))
+                        except RowIdsUnavailableError:
+                            raise RowIdsUnavailableError(
+                                f"{snapshot.uri}: the log gives no baseRowId for {action.path}"
+                            ) from None
+                    if self.change_type:
+                        arrays.append(batch.column(CHANGE_TYPE).cast(pa.string()))
+                    out = pa.RecordBatch.from_arrays(arrays, schema=self.schema)
+                    if deleted is not None:
+                        kept = np.ones(count, dtype=bool)
+                        inside = deleted[(deleted >= start) & (deleted < start + count)]
+                        kept[inside - start] = False
+                        out = out.filter(pa.array(kept))
+                    start += count
+                    yield out
+            finally:
+                batches.close()
 
 
 def snapshot_rows(snapshot: Snapshot, columns: Sequence[str] | None = None) -> pa.Table:
@@ -171,7 +201,9 @@ def snapshot_batches(snapshot: Snapshot, batch_rows: int = BATCH_ROWS) -> Iterat
     yield from Scan(snapshot).batches(batch_rows)
 
 
-def _file_batches(parquet: pq.ParquetFile, columns: list[str], batch_rows: int) -> Iterator[pa.RecordBatch]:
+def _file_batches(
+    parquet: pq.ParquetFile, columns: list[str], batch_rows: int
+) -> Generator[pa.RecordBatch, None, None]:
     """A file's ``columns`` in batches; a file none of whose columns are asked for gives batches of its row count."""
     if columns:
         yield from parquet.iter_batches(batch_size=batch_rows, columns=columns, use_threads=False)
@@ -184,10 +216,10 @@ def _file_batches(parquet: pq.ParquetFile, columns: list[str], batch_rows: int) 
             left -= count
 
 
-def _logical(column: pa.Array, stored_type: pa.DataType, logical_type: pa.DataType) -> pa.Array:
-    """A file's column as the logical type: cast to the stored layout, then viewed under the logical names."""
-    if column.type != stored_type:
-        column = column.cast(stored_type)
+def _logical(column: pa.Array, stored_type: pa.DataType, logical_type: pa.DataType, where: str) -> pa.Array:
+    """A file's column as the logical type: widened to the table's type in the stored layout (an older file's
+    narrower type, a timestamp of another unit: `streaming.delta.widening`), then viewed under the logical names."""
+    column = widened(column, stored_type, where)
     return column if stored_type == logical_type else column.view(logical_type)
 
 

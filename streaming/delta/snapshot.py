@@ -27,13 +27,27 @@ from streaming.delta.errors import (
 from streaming.delta.history import CDF_PROPERTY, FileAction, normal_schema
 from streaming.delta.opening import open_delta_table
 from streaming.delta.row_ids import RowTracking, live_files, row_tracking
+from streaming.delta.variant import text_schema
 from streaming.storage.table_files import check_table_files, inside_path, table_filesystem
 from streaming.storage.url import is_remote
 
 #: The reader features of the Delta protocol this package's reader implements (column mapping's physical names,
-#: deletion vectors, plain timestamps; the other two change nothing a reader does). Any other one
-#: (``typeWidening``, ``variantType``…) is refused, as the protocol asks of a reader that lacks it.
-READER_FEATURES = frozenset({"columnMapping", "deletionVectors", "timestampNtz", "v2Checkpoint", "vacuumProtocolCheck"})
+#: deletion vectors, plain timestamps, type widening and variants in `streaming.delta.scan`; the other two change
+#: nothing a reader does). Any other one is refused, as the protocol asks of a reader that lacks it.
+READER_FEATURES = frozenset(
+    {
+        "columnMapping",
+        "deletionVectors",
+        "timestampNtz",
+        "typeWidening",
+        "typeWidening-preview",
+        "v2Checkpoint",
+        "vacuumProtocolCheck",
+        "variantShredding-preview",
+        "variantType",
+        "variantType-preview",
+    }
+)
 
 
 class Snapshot:
@@ -50,7 +64,8 @@ class Snapshot:
         self.reader_features: list[str] = sorted(protocol.reader_features or ())
         self.writer_features: list[str] = sorted(protocol.writer_features or ())
         self.delta_schema: str = table.schema().to_json()
-        self.schema: pa.Schema = pa.schema([plain_field(field) for field in pa.schema(table.schema().to_arrow())])
+        arrow = pa.schema([plain_field(field) for field in pa.schema(table.schema().to_arrow())])
+        self.schema: pa.Schema = text_schema(arrow, self.delta_schema)  # a VARIANT as its JSON text
         self.mapping = ColumnMapping(mapping_mode(self.configuration), self.schema, self.delta_schema)
         self._filesystem: Any = None
         self._files: list[FileAction] | None = None

@@ -100,7 +100,8 @@ def held_columns(
 
 def widened_columns(held: Mapping[str, str], now: Mapping[str, str]) -> list[str]:
     """``column (old -> new)`` for each column whose numeric encoding in ``now`` is a wider one of the same kind
-    than in ``held`` (int32 -> int64, float32 -> float64: what Delta's type widening does to a column)."""
+    than in ``held``, or a float where it held an integer (int32 -> int64, float32 -> float64, int32 -> float64,
+    a date's int32 -> a timestamp's int64: what Delta's type widening does to a column)."""
     found = []
     for name, old in held.items():
         new = now.get(name, old)
@@ -108,4 +109,6 @@ def widened_columns(held: Mapping[str, str], now: Mapping[str, str]) -> list[str
         if old_kind in ("int", "uint", "float") and old_kind == new_kind and new != old:
             if int(new[len(new_kind) :]) > int(old[len(old_kind) :]):
                 found.append(f"{name} ({old} -> {new})")
+        elif old_kind in ("int", "uint") and new_kind == "float":
+            found.append(f"{name} ({old} -> {new})")
     return found

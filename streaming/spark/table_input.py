@@ -173,7 +173,35 @@ def _read_with_deltalake(session: Any, path: str, version: int | None) -> tuple[
     from streaming.delta.snapshot import Snapshot
 
     snapshot = Snapshot.open(path, version)
-    return frame_from_arrow(session, snapshot_rows(snapshot)), Source("delta", path, snapshot.version, "deltalake")
+    frame = _variants_parsed(session, snapshot_rows(snapshot))
+    return frame, Source("delta", path, snapshot.version, "deltalake")
+
+
+def _variants_parsed(session: Any, rows: Any) -> Any:
+    """A DataFrame of delta-rs's ``rows``, whose VARIANT columns are JSON text (``arrow.json``, which Spark's
+    Arrow conversion does not take): the text crosses as a string and becomes a VARIANT again with
+    ``parse_json`` where Spark has it (4.0 on), so `dataframe_to_mds` stores it as it stores any VARIANT (its
+    ``to_json``, the same text); on Spark 3.5 it stays a string."""
+    import pyarrow as pa
+
+    texts = [field.name for field in rows.schema if getattr(field.type, "extension_name", None) == "arrow.json"]
+    if not texts:
+        return frame_from_arrow(session, rows)
+    plain = pa.schema([field.with_type(pa.string()) if field.name in texts else field for field in rows.schema])
+    frame = frame_from_arrow(session, rows.cast(plain))
+    import pyspark
+
+    if int(pyspark.__version__.split(".")[0]) < 4:
+        return frame
+    from streaming.spark.schema import quote_name
+
+    quoted = [quote_name(name) for name in rows.schema.names]
+    return frame.selectExpr(
+        *[
+            f"parse_json({column}) AS {column}" if name in texts else column
+            for name, column in zip(rows.schema.names, quoted)
+        ]
+    )
 
 
 def frame_from_arrow(session: Any, table: Any) -> Any:
