@@ -40,3 +40,11 @@ class UnsupportedTableFeatureError(ValueError):
 
 class DeletionVectorError(ValueError):
     """A deletion vector that cannot be read or does not hold what its descriptor says (a damaged table)."""
+
+
+class DeltaLogError(ValueError):
+    """A folder whose ``_delta_log`` is not a Delta table's, or a log that is damaged (the message says where)."""
+
+
+class NoColumnsError(ValueError):
+    """A Delta table whose schema has no columns: there is nothing to convert."""

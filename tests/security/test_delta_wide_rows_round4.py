@@ -156,7 +156,7 @@ def _healthy_history(path: str, job: Callable[[], object], first_run: int = 7) -
 def test_a_healthy_history_is_never_refused_at_any_version(tmp_path):
     from pyarrow.fs import LocalFileSystem, SubTreeFileSystem
 
-    from streaming.delta.row_ids import live_files
+    from streaming.delta.log_replay import replay
     from streaming.incremental.job import incremental_to_mds
 
     table, out = str(tmp_path / "history"), str(tmp_path / "mirror")
@@ -176,5 +176,5 @@ def test_a_healthy_history_is_never_refused_at_any_version(tmp_path):
 
     for version in range(newest + 1):
         check_checkpoints(table, version)
-        live_files(filesystem, read_text, version, table)  # compared a vacuumed version's checkpoint with today's files
+        replay(filesystem, read_text, table, version)  # compared a vacuumed version's checkpoint with today's files
     assert len(runs) >= 7 and runs[-1].version == newest
