@@ -82,6 +82,7 @@ class FileAction:
         deletion_vector: an identifier of the action's deletion vector, or None without one.
         base_row_id: the row id of the file's first row where the table tracks rows (``baseRowId``), else None.
         vector: the action's deletion vector descriptor as the log gives it, or None without one.
+        stats: the action's statistics as the log writes them (JSON text), or None without.
     """
 
     path: str
@@ -90,6 +91,7 @@ class FileAction:
     deletion_vector: str | None = None
     base_row_id: int | None = None
     vector: Mapping[str, Any] | None = field(default=None, compare=False)
+    stats: str | None = field(default=None, compare=False, repr=False)
 
     @property
     def key(self) -> tuple[str, str | None]:
@@ -374,6 +376,7 @@ def file_action(raw: Mapping[str, Any]) -> FileAction:
         deletion_vector=vector_id,
         base_row_id=_row_id_field(raw.get("baseRowId")),
         vector=dict(vector) if isinstance(vector, dict) else None,
+        stats=raw.get("stats") if isinstance(raw.get("stats"), str) else None,
     )
 
 

@@ -11,6 +11,7 @@ remote one delta-rs's own object store (its credentials, its paths).
 
 from __future__ import annotations
 
+import json
 import os
 from typing import Any, NoReturn
 from urllib.parse import unquote
@@ -104,6 +105,24 @@ class Snapshot:
         """The schema at ``version`` (`normal_schema`) when this snapshot's read of the log passed it, else None."""
         metadata = self.log.metadata_at(version)
         return None if metadata is None else normal_schema(metadata_schema(metadata))
+
+    def null_counts(self, names: list[str]) -> dict[str, int]:
+        """Top-level NULL counts of ``names`` from the files' statistics (``nullCount``, by physical name), for the
+        columns every file has one for. A count covers a file's rows before its deletion vector: at most too high."""
+        counts = dict.fromkeys(names, 0)
+        for action in self.log.files.values():
+            try:
+                stats = json.loads(action.stats) if action.stats else None
+            except (ValueError, RecursionError):
+                stats = None
+            nulls = stats.get("nullCount") if isinstance(stats, dict) else None
+            for name in list(counts):
+                value = nulls.get(self.mapping.physical_name(name)) if isinstance(nulls, dict) else None
+                if isinstance(value, int) and not isinstance(value, bool) and value >= 0:
+                    counts[name] += value
+                else:
+                    del counts[name]  # a file without its count: the engine counts this column
+        return counts
 
     def row_tracking(self) -> RowTracking | None:
         """The table's row tracking (`streaming.delta.row_ids`), None without."""
