@@ -463,3 +463,10 @@ def keyed_histories(draw: Any, max_steps: int = 12) -> list[Op]:
     steps = draw(histories(max_steps))
     crashes = draw(st.lists(st.integers(0, 3).map(lambda n: n == 0), min_size=len(steps), max_size=len(steps)))
     return _unique_ids(steps, crashes)
+
+
+@st.composite
+def keyed_long_histories(draw: Any) -> list[Op]:
+    """`long_histories` whose tables keep ``id`` unique (a mirror's key), with no killed runs."""
+    steps = draw(long_histories())
+    return _unique_ids(steps, [False] * len(steps))
