@@ -413,7 +413,8 @@ long_changes = st.one_of(
     st.builds(Delete, st.lists(ids, min_size=1, max_size=4)),
     new_rows(ids=st.integers(0, 40)).map(lambda rows: Merge(list({r["id"]: r for r in rows}.values()))),
     st.builds(Optimize, st.booleans()),
-    st.builds(Restore, st.integers(0, 4), st.booleans()),
+    # delta-rs's RESTORE only: the hand-written Databricks one reads the target's metadata from commit files
+    st.builds(Restore, st.integers(0, 4), st.just(False)),
     st.builds(SwitchFeed, st.booleans()),
     st.just(Vacuum()),
     st.just(CleanupLog()),
