@@ -1,10 +1,11 @@
 """Issue 45, item 1 and 5: a Delta table without rows, or without columns, read without Spark.
 
 A table with no rows (created empty, or every file removed by a later commit) converts to an empty dataset with
-the log's schema, as ``dataframe_to_mds`` of an empty DataFrame writes one (and as the reference's writer does:
-``{"shards": [], "version": 2}``); the scheduled job over it writes the same empty dataset in both modes, and a
-later run appends or mirrors into it. A table whose schema has no columns is named in one sentence. The tables are
-delta-rs's; the Delta Lake on Spark lane (`tests/delta_lake/test_empty_tables.py`) runs the same on Spark's own.
+the log's schema, in ``mds-streaming convert`` and ``dataframe_to_mds`` of its path alike, as ``dataframe_to_mds``
+of an empty DataFrame writes one (and the reference's writer: ``{"shards": [], "version": 2}``); the scheduled job
+over it writes the same empty dataset in both modes, and a later run appends or mirrors into it. A table whose
+schema has no columns is named in one sentence. The tables are delta-rs's; the Delta Lake on Spark lane
+(`tests/delta_lake/test_empty_tables.py`) runs the same on Spark's own.
 """
 
 from __future__ import annotations
@@ -55,6 +56,18 @@ def test_convert_writes_an_empty_dataset_with_the_logs_schema(tmp_path, how):
     assert json.loads((out / "index.json").read_text()) == EMPTY_INDEX
     assert _columns(out) == {"id": "int64", "name": "str", "score": "float64"}
     assert len(LocalDataset(str(out))) == 0
+
+
+@pytest.mark.parametrize("how", ["created", "deleted"])
+def test_dataframe_to_mds_of_the_path_in_spark_without_delta_writes_the_same_empty_dataset(spark, tmp_path, how):
+    """Spark here has no Delta reader, so the path is read with this package's reader and handed to Spark."""
+    from streaming.spark import dataframe_to_mds
+
+    table, out = _empty_table(tmp_path, how), tmp_path / "spark"
+    result = dataframe_to_mds(table, str(out), spark=spark, progress=False)
+    assert (result.samples, result.shards) == (0, 0)
+    assert json.loads((out / "index.json").read_text()) == EMPTY_INDEX
+    assert _columns(out) == {"id": "int64", "name": "str", "score": "float64"}
 
 
 @pytest.mark.parametrize("how", ["created", "deleted"])
