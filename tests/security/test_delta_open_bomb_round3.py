@@ -9,6 +9,7 @@ process barely growing (measured in a fresh interpreter).
 
 from __future__ import annotations
 
+import json
 import os
 
 import pyarrow as pa
@@ -71,12 +72,15 @@ def test_a_sidecar_bomb_of_a_v2_checkpoint_is_refused_before_it_is_decoded(tmp_p
     adds = actions.filter(actions.column("add").is_valid()).select(["add"])
     pq.write_table(adds.take(pa.array([0] * 2_000_000)), sidecar, compression="zstd")
     assert os.path.getsize(sidecar) < 1 << 20
-    named = pa.table({"sidecar": [{"path": "bomb.parquet", "sizeInBytes": os.path.getsize(sidecar)}]})
-    rest = actions.filter(actions.column("add").is_null()).select(["metaData", "protocol"])
+    first = os.path.join(log, f"{0:020d}.json")
+    with open(first) as file:  # the table's metaData and protocol, as its first commit wrote them
+        kept = [line for line in file.read().splitlines() if '"metaData"' in line or '"protocol"' in line]
     v2 = os.path.basename(checkpoint).replace(
-        ".checkpoint.", f".checkpoint.{'0' * 8}-{'1' * 4}-{'2' * 4}-{'3' * 4}-{'4' * 12}."
+        ".checkpoint.parquet", f".checkpoint.{'0' * 8}-{'1' * 4}-{'2' * 4}-{'3' * 4}-{'4' * 12}.json"
     )
-    pq.write_table(pa.concat_tables([rest, named], promote_options="default"), os.path.join(log, v2))
+    with open(os.path.join(log, v2), "w") as file:
+        sidecar_action = {"sidecar": {"path": "bomb.parquet", "sizeInBytes": os.path.getsize(sidecar)}}
+        file.write("\n".join([*kept, json.dumps(sidecar_action)]) + "\n")
     os.remove(checkpoint)
     with pytest.raises(ParquetBoundsError, match="bomb.parquet") as info:
         Snapshot.open(table)
