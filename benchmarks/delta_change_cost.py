@@ -5,8 +5,10 @@ Builds a delta-rs table of ``--rows`` rows in ``--files`` data files with ``delt
 one row (delta-rs rewrites the one file holding it), then runs the job again, in append mode and in mirror mode
 (``key=["id"]``), counting every file the package opens of the table and the bytes it reads from them. The count
 is taken in the filesystem layer the package reads a local table through (`streaming.storage.table_files`'s
-`NoLinkFiles`, by descriptor); delta-rs's own reads of the log (its Rust object store, to pin a version) are not in
-it. Run it on another checkout with ``PYTHONPATH=<checkout>`` to compare.
+`NoLinkFiles`, by descriptor), which every read of the table goes through since the snapshot is built from the
+package's own replay of the log (before, delta-rs read the log itself to pin each version, outside this count: run
+this script under ``strace -f -e trace=openat`` to count those). Run it on another checkout with
+``PYTHONPATH=<checkout>`` to compare.
 
     python benchmarks/delta_change_cost.py [--rows 1000000] [--files 20] [--out DIR]
 """

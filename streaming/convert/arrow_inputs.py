@@ -18,6 +18,7 @@ import os
 import posixpath
 from collections.abc import Iterator
 from dataclasses import dataclass
+from typing import Any
 
 import pyarrow as pa
 
@@ -58,6 +59,8 @@ class Task:
     rows: int | None = None
     #: The local folder the file was listed in (its path below it is opened without following a link).
     root: str | None = None
+    #: The version a Delta table's task reads (pinned when the input was resolved).
+    version: int | None = None
 
 
 @dataclass(frozen=True)
@@ -184,13 +187,33 @@ def _delta_source(root: str) -> ArrowInput:
             f"Reading a Delta table without Spark needs the `deltalake` package. {install_hint('delta')} "
             "(or pass --spark to read it with Spark)."
         )
+    snapshot = delta_snapshot(root, None)
+    return ArrowInput("delta", root, (Task("delta", root, version=snapshot.version),), version=snapshot.version)
+
+
+#: The Delta snapshot last resolved, by (root, version): the input's resolution, its schema and its batches share
+#: one read of the table's log. One is kept (a table's file list), replaced by the next table's.
+_PINNED: dict[tuple[str, int], Any] = {}
+
+
+def delta_snapshot(root: str, version: int | None) -> Any:
+    """The Delta table ``root`` at ``version`` (the newest when None; see `_PINNED`)."""
     from streaming.delta.snapshot import Snapshot
 
-    return ArrowInput("delta", root, (Task("delta", root, rows=None),), version=Snapshot.open(root).version)
+    if version is not None and (root, version) in _PINNED:
+        return _PINNED[(root, version)]
+    snapshot = Snapshot.open(root, version)
+    _PINNED.clear()
+    _PINNED[(root, snapshot.version)] = snapshot
+    return snapshot
 
 
 def read_schema(task: Task) -> pa.Schema:
     """The Arrow schema of a task's input (the first batch's, for JSON Lines and CSV)."""
+    if task.kind == "delta":  # the log's schema: a table may hold no rows
+        from streaming.delta.scan import Scan
+
+        return Scan(delta_snapshot(task.url, task.version)).schema
     with _opened(task) as path:
         if task.kind == "parquet":
             import pyarrow.parquet as pq
@@ -255,9 +278,8 @@ def _batches(task: Task, path: str) -> Iterator[pa.RecordBatch]:
             yield from pa.ipc.open_stream(source)
     elif task.kind == "delta":
         from streaming.delta.scan import snapshot_batches
-        from streaming.delta.snapshot import Snapshot
 
-        yield from snapshot_batches(Snapshot.open(path), BATCH_ROWS)
+        yield from snapshot_batches(delta_snapshot(path, task.version), BATCH_ROWS)
     else:
         raise ValueError(f"Unknown input kind {task.kind!r}; valid: {', '.join(KINDS)}.")
 

@@ -36,9 +36,6 @@ from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-import pyarrow as pa
-import pyarrow.compute as pc
-
 from streaming.convert.source import Source
 from streaming.format.mds.nulls import MASK_ENCODING, mask_name, masked_columns
 
@@ -299,25 +296,13 @@ def _warn(
 
 
 def _delta_null_counts(source: Source, names: list[str]) -> dict[str, int]:
-    """Top-level NULL counts from the Delta log's per-file statistics, for the columns every file has them for."""
+    """Top-level NULL counts from the Delta log's per-file statistics, for the columns every file has them for
+    (from the snapshot the conversion reads, `streaming.delta.snapshot.Snapshot.null_counts`)."""
     if source.kind != "delta" or not source.name or not names:
         return {}
     try:
-        from streaming.delta.opening import open_delta_table
+        from streaming.convert.arrow_inputs import delta_snapshot
 
-        actions = pa.table(open_delta_table(source.name, source.version).get_add_actions(flatten=False))
-        if actions.num_rows == 0:
-            return dict.fromkeys(names, 0)
-        stats = actions.column("null_count").combine_chunks()
-    except Exception:  # noqa: BLE001 - no deltalake, a path it cannot open, no statistics: the engine counts
+        return delta_snapshot(source.name, source.version).null_counts(names)
+    except Exception:  # noqa: BLE001 - no deltalake, a table name or a path it cannot open: the engine counts
         return {}
-    counts = {}
-    for name in names:
-        try:
-            column = stats.field(name)
-        except KeyError:
-            continue
-        # A struct's count is per field in Delta's statistics, and a file without statistics has none.
-        if pa.types.is_integer(column.type) and column.null_count == 0:
-            counts[name] = int(pc.sum(column).as_py() or 0)
-    return counts

@@ -2,7 +2,8 @@
 of the data files it added and removed.
 
 The third of the package's three seams (`streaming.delta.snapshot`, `streaming.delta.scan`, `changes_between`), after
-delta-kernel's ``TableChanges``. The window's commit files are read once (`read_window`); the feed and the changed
+delta-kernel's ``TableChanges``. The window's commit files are read once (`read_window`), those the end
+snapshot's own read of the log passed not at all; the feed and the changed
 files are then read from that window, each file through the one per-file reader (`streaming.delta.scan.Scan`) with
 the end version's schema and column mapping, so a column-mapped table's change reads only the files it touched.
 """
@@ -10,6 +11,7 @@ the end version's schema and column mapping, so a column-mapped table's change r
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import replace
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -26,16 +28,30 @@ FEED_MINUS = ("delete", "update_preimage")
 
 
 def read_window(end: Snapshot, start: int) -> TableWindow:
-    """The commits of versions ``start + 1 ..`` ``end``'s version, from the table's commit files; the feed's
-    setting and the schema at ``start`` when that version is still in the log (else unknown)."""
-    feed, schema = None, None
-    try:
-        held = Snapshot.open(end.uri, start)
-    except HistoryUnavailableError:
-        pass  # the version is gone from the log: its settings are unknown, which the window allows for
-    else:
-        feed, schema = held.feed_enabled, held.schema_string
-    return read_log_window(end.read_text, start, end.version, feed_at_start=feed, schema_at_start=schema, table=end.uri)
+    """The commits of versions ``start + 1 ..`` ``end``'s version: those ``end``'s read of the log passed are
+    reused, the older ones read from their commit files. The feed's setting and the schema at ``start`` come from
+    that read too where it passed ``start``, or where no commit of the window set new metadata (they are then
+    ``end``'s); else from the log at ``start`` while it is still there (else unknown, which the window allows for)."""
+    window = read_log_window(
+        end.read_text,
+        start,
+        end.version,
+        feed_at_start=None,
+        schema_at_start=None,
+        table=end.uri,
+        known=end.log.commits,
+    )
+    feed, schema = end.feed_enabled_at(start), end.schema_string_at(start)
+    if feed is None and all(commit.metadata is None for commit in window.commits):
+        feed, schema = end.feed_enabled, end.schema_string
+    elif feed is None:
+        try:
+            held = Snapshot.open(end.uri, start)
+        except HistoryUnavailableError:
+            pass  # the version is gone from the log: its settings are unknown
+        else:
+            feed, schema = held.feed_enabled, held.schema_string
+    return replace(window, feed_at_start=feed, schema_at_start=schema)
 
 
 def changed_rows(

@@ -42,6 +42,14 @@ class DeletionVectorError(ValueError):
     """A deletion vector that cannot be read or does not hold what its descriptor says (a damaged table)."""
 
 
+class DeltaLogError(ValueError):
+    """A folder whose ``_delta_log`` is not a Delta table's, or a log that is damaged (the message says where)."""
+
+
+class NoColumnsError(ValueError):
+    """A Delta table whose schema has no columns: there is nothing to convert."""
+
+
 class UnreadableValueError(ValueError):
     """A data file's column holds values this reader cannot give as Spark's reader does (the message names the
     file, the column and why)."""

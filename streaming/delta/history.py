@@ -82,6 +82,7 @@ class FileAction:
         deletion_vector: an identifier of the action's deletion vector, or None without one.
         base_row_id: the row id of the file's first row where the table tracks rows (``baseRowId``), else None.
         vector: the action's deletion vector descriptor as the log gives it, or None without one.
+        stats: the action's statistics as the log writes them (JSON text), or None without.
     """
 
     path: str
@@ -90,6 +91,7 @@ class FileAction:
     deletion_vector: str | None = None
     base_row_id: int | None = None
     vector: Mapping[str, Any] | None = field(default=None, compare=False)
+    stats: str | None = field(default=None, compare=False, repr=False)
 
     @property
     def key(self) -> tuple[str, str | None]:
@@ -110,6 +112,7 @@ class TableCommit:
         schema: the ``schemaString`` of that ``metaData`` action (`normal_schema`).
         files_known: whether the file actions are known (False for a ``DESCRIBE HISTORY`` row).
         changes: the change data files the commit wrote (``cdc`` actions: its Change Data Feed, when written).
+        metadata, protocol: the commit's ``metaData`` and ``protocol`` actions as the log writes them (None without).
     """
 
     version: int
@@ -121,6 +124,8 @@ class TableCommit:
     schema: str | None = None
     files_known: bool = True
     changes: tuple[FileAction, ...] = ()
+    metadata: Mapping[str, Any] | None = field(default=None, compare=False)
+    protocol: Mapping[str, Any] | None = field(default=None, compare=False)
 
     @property
     def changes_data(self) -> bool:
@@ -272,7 +277,7 @@ def parse_commit(version: int, lines: Iterable[str], where: str) -> TableCommit:
     """A commit from the lines of its ``_delta_log/<version>.json`` file (``where`` names it in errors)."""
     operation, parameters = "", {}
     adds, removes, changes = [], [], []
-    configuration, schema = None, None
+    configuration, schema, metadata, protocol = None, None, None, None
     for number, line in enumerate(lines, 1):
         if not line.strip():
             continue
@@ -296,8 +301,19 @@ def parse_commit(version: int, lines: Iterable[str], where: str) -> TableCommit:
             metadata = action["metaData"] or {}
             configuration = dict(metadata.get("configuration") or {})
             schema = normal_schema(metadata.get("schemaString"))
+        elif "protocol" in action:
+            protocol = action["protocol"] or {}
     return TableCommit(
-        version, operation, parameters, tuple(adds), tuple(removes), configuration, schema, changes=tuple(changes)
+        version,
+        operation,
+        parameters,
+        tuple(adds),
+        tuple(removes),
+        configuration,
+        schema,
+        changes=tuple(changes),
+        metadata=metadata,
+        protocol=protocol,
     )
 
 
@@ -309,11 +325,16 @@ def read_log_window(
     feed_at_start: bool | None,
     schema_at_start: str | None,
     table: str,
+    known: Mapping[int, TableCommit] | None = None,
 ) -> TableWindow:
     """The window ``start + 1 .. end`` from the commit files, read with ``read_text(log-relative path)`` (None
-    for a missing file); raises `HistoryUnavailableError` naming the first version whose commit file is gone."""
+    for a missing file) where ``known`` (commits already read, by version) lacks them; raises
+    `HistoryUnavailableError` naming the first version whose commit file is gone."""
     commits = []
     for version in range(start + 1, end + 1):
+        if known and version in known:
+            commits.append(known[version])
+            continue
         name = f"_delta_log/{version:020d}.json"
         text = read_text(name)
         if text is None:
@@ -355,6 +376,7 @@ def file_action(raw: Mapping[str, Any]) -> FileAction:
         deletion_vector=vector_id,
         base_row_id=_row_id_field(raw.get("baseRowId")),
         vector=dict(vector) if isinstance(vector, dict) else None,
+        stats=raw.get("stats") if isinstance(raw.get("stats"), str) else None,
     )
 
 

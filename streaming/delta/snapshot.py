@@ -1,16 +1,18 @@
 """A Delta table pinned to one version: its metadata, protocol, schema and list of data files.
 
 The first of the package's three seams (`snapshot`, `streaming.delta.scan`, `streaming.delta.changes_between`), after
-delta-kernel's ``Snapshot``. delta-rs pins the version (`streaming.delta.opening`: only once the checkpoint it
-decodes is bounded) and gives the metadata, protocol and schema; the data files, with what delta-rs does not give
-(deletion vectors, ``baseRowId``), come from this package's own replay of the log (`streaming.delta.row_ids`),
-read once, when first asked for. Every file of the table is read through `filesystem`: for a local table one that
-opens each file by descriptor without following a link (`streaming.storage.table_files`), for a remote one
-delta-rs's own object store (its credentials, its paths).
+delta-kernel's ``Snapshot``. It is built from one read of the log (`streaming.delta.log_replay`: the newest
+checkpoint at or before the version, classic or V2 with sidecars, and the commits after it), which also pins the
+version; the changes between it and an older version reuse the commits that read passed (`log`). delta-rs is used
+only to turn the log's schema into Arrow types. Every file of the table is read through `filesystem`: for a local
+table one that opens each file by descriptor without following a link (`streaming.storage.table_files`), for a
+remote one delta-rs's own object store (its credentials, its paths).
 """
 
 from __future__ import annotations
 
+import json
+import os
 from typing import Any, NoReturn
 from urllib.parse import unquote
 
@@ -18,22 +20,19 @@ import pyarrow as pa
 
 from streaming._extras import require
 from streaming.delta.column_mapping import ColumnMapping, mapping_mode
-from streaming.delta.errors import (
-    FilesNotReadableError,
-    HistoryUnavailableError,
-    RowIdsUnavailableError,
-    UnsupportedTableFeatureError,
-)
+from streaming.delta.errors import DeltaLogError, FilesNotReadableError, NoColumnsError, UnsupportedTableFeatureError
 from streaming.delta.history import CDF_PROPERTY, FileAction, normal_schema
-from streaming.delta.opening import open_delta_table
-from streaming.delta.row_ids import RowTracking, live_files, row_tracking
+from streaming.delta.log_replay import LogState, metadata_schema, replay
+from streaming.delta.row_ids import RowTracking, row_tracking
 from streaming.delta.variant import text_schema
 from streaming.storage.table_files import check_table_files, inside_path, table_filesystem
+from streaming.storage.untrusted_text import shown
 from streaming.storage.url import is_remote
 
 #: The reader features of the Delta protocol this package's reader implements (column mapping's physical names,
-#: deletion vectors, plain timestamps, type widening and variants in `streaming.delta.scan`; the other two change
-#: nothing a reader does). Any other one is refused, as the protocol asks of a reader that lacks it.
+#: deletion vectors, plain timestamps, type widening and variants in `streaming.delta.scan`, V2 checkpoints in
+#: `streaming.delta.log_replay`; the other one changes nothing a reader does). Any other one is refused, as the
+#: protocol asks of a reader that lacks it.
 READER_FEATURES = frozenset(
     {
         "columnMapping",
@@ -51,48 +50,41 @@ READER_FEATURES = frozenset(
 
 
 class Snapshot:
-    """The Delta table at ``uri`` pinned to ``version`` (see `open`)."""
+    """The Delta table at ``uri`` pinned to the version of ``log`` (see `open`)."""
 
-    def __init__(self, uri: str, table: Any) -> None:
+    def __init__(self, uri: str, log: LogState, filesystem: Any) -> None:
         self.uri = uri
-        self.table = table  # delta-rs's DeltaTable at the pinned version
-        self.version: int = table.version()
-        metadata = table.metadata()
-        self.configuration: dict[str, str] = dict(metadata.configuration or {})
-        self.partition_columns: list[str] = list(metadata.partition_columns)
-        protocol = table.protocol()
-        self.reader_features: list[str] = sorted(protocol.reader_features or ())
-        self.writer_features: list[str] = sorted(protocol.writer_features or ())
-        self.delta_schema: str = table.schema().to_json()
-        arrow = pa.schema([plain_field(field) for field in pa.schema(table.schema().to_arrow())])
-        self.schema: pa.Schema = text_schema(arrow, self.delta_schema)  # a VARIANT as its JSON text
+        self.log = log
+        self.version: int = log.version
+        self._filesystem = filesystem
+        metadata, protocol = log.metadata, log.protocol
+        self.configuration: dict[str, str] = {
+            str(key): str(value) for key, value in dict(metadata.get("configuration") or {}).items()
+        }
+        self.partition_columns: list[str] = [str(name) for name in metadata.get("partitionColumns") or ()]
+        self.reader_features: list[str] = sorted(protocol.get("readerFeatures") or ())
+        self.writer_features: list[str] = sorted(protocol.get("writerFeatures") or ())
+        self.delta_schema: str = metadata_schema(metadata)
+        try:
+            arrow = arrow_schema(self.delta_schema, uri, self.version)
+            self.schema: pa.Schema = text_schema(arrow, self.delta_schema)  # a VARIANT as its JSON text
+        except DeltaLogError:
+            self.check_readable()  # a feature this reader lacks is the clearer reason
+            raise
         self.mapping = ColumnMapping(mapping_mode(self.configuration), self.schema, self.delta_schema)
-        self._filesystem: Any = None
-        self._files: list[FileAction] | None = None
 
     @classmethod
     def open(cls, uri: str, version: int | None = None) -> Snapshot:
         """The table at ``version`` (the latest when None), its data files checked (no link is followed).
 
-        Raises `HistoryUnavailableError` when the log no longer reaches ``version`` (delta-rs's
-        ``TableNotFoundError``: log cleanup removed its commit files)."""
-        # Through `require`, the first deltalake import of a run: without it, the error names the delta extra.
-        TableNotFoundError = require(
-            "deltalake.exceptions", "delta", "Reading a Delta table without Spark"
-        ).TableNotFoundError
-
-        try:
-            table = open_delta_table(uri, version)
-        except TableNotFoundError as err:
-            if version is None:
-                raise
-            raise HistoryUnavailableError(
-                f"version {version} of {uri} is no longer in the table's log ({first_line(err)}; Delta removes "
-                f"commit files older than the table's delta.logRetentionDuration when it writes a checkpoint)",
-                version,
-            ) from None
-        check_table_files(uri, table.file_uris())
-        return cls(uri, table)
+        Raises `HistoryUnavailableError` when the log no longer reaches ``version`` (log cleanup removed the
+        commit files its replay needs), `DeltaLogError` for a folder that is not a Delta table or a version past
+        the newest, `NoColumnsError` for a version whose schema has no columns."""
+        require("deltalake", "delta", "Reading a Delta table without Spark")
+        filesystem = table_filesystem(uri) or _object_store(uri)
+        log = replay(filesystem, lambda relative: _read_text(filesystem, relative), uri, version)
+        check_table_files(uri, [action.path for action in log.files.values()])
+        return cls(uri, log, filesystem)
 
     @property
     def feed_enabled(self) -> bool:
@@ -107,29 +99,46 @@ class Snapshot:
     @property
     def filesystem(self) -> Any:
         """A pyarrow filesystem rooted at the table (see the module docstring)."""
-        if self._filesystem is None:
-            self._filesystem = table_filesystem(self.uri) or _object_store(self.uri)
         return self._filesystem
 
     def read_text(self, relative: str) -> str | None:
         """The text of the file ``relative`` to the table (None when missing)."""
-        try:
-            with self.filesystem.open_input_stream(relative) as stream:
-                return stream.read().decode("utf-8")
-        except FileNotFoundError:
-            return None
+        return _read_text(self._filesystem, relative)
 
     def files(self) -> list[FileAction]:
-        """The version's data files (each as its latest ``add`` action), replayed from the log once.
+        """The version's data files, each as its latest ``add`` action (from the one read of the log)."""
+        return list(self.log.files.values())
 
-        Raises `FilesNotReadableError` for a log kept in V2 checkpoints with sidecar files, which is not replayed
-        here, and `HistoryUnavailableError` when a commit file the replay needs is gone."""
-        if self._files is None:
+    def feed_enabled_at(self, version: int) -> bool | None:
+        """Whether the Change Data Feed was on at ``version`` when this snapshot's read of the log passed it
+        (None: not known from that read)."""
+        metadata = self.log.metadata_at(version)
+        if metadata is None:
+            return None
+        return str(dict(metadata.get("configuration") or {}).get(CDF_PROPERTY, "")).lower() == "true"
+
+    def schema_string_at(self, version: int) -> str | None:
+        """The schema at ``version`` (`normal_schema`) when this snapshot's read of the log passed it, else None."""
+        metadata = self.log.metadata_at(version)
+        return None if metadata is None else normal_schema(metadata_schema(metadata))
+
+    def null_counts(self, names: list[str]) -> dict[str, int]:
+        """Top-level NULL counts of ``names`` from the files' statistics (``nullCount``, by physical name), for the
+        columns every file has one for. A count covers a file's rows before its deletion vector: at most too high."""
+        counts = dict.fromkeys(names, 0)
+        for action in self.log.files.values():
             try:
-                self._files = live_files(self.filesystem, self.read_text, self.version, self.uri)
-            except RowIdsUnavailableError as err:
-                raise FilesNotReadableError(f"the files of {self.uri} cannot be listed here: {err}") from None
-        return self._files
+                stats = json.loads(action.stats) if action.stats else None
+            except (ValueError, RecursionError):
+                stats = None
+            nulls = stats.get("nullCount") if isinstance(stats, dict) else None
+            for name in list(counts):
+                value = nulls.get(self.mapping.physical_name(name)) if isinstance(nulls, dict) else None
+                if isinstance(value, int) and not isinstance(value, bool) and value >= 0:
+                    counts[name] += value
+                else:
+                    del counts[name]  # a file without its count: the engine counts this column
+        return counts
 
     def row_tracking(self) -> RowTracking | None:
         """The table's row tracking (`streaming.delta.row_ids`), None without."""
@@ -160,12 +169,54 @@ class Snapshot:
         ) from None
 
 
+def _read_text(filesystem: Any, relative: str) -> str | None:
+    try:
+        with filesystem.open_input_stream(relative) as stream:
+            return stream.read().decode("utf-8")
+    except FileNotFoundError:
+        return None
+
+
 def _object_store(uri: str) -> Any:
     """A pyarrow filesystem over delta-rs's own object store for a remote table."""
     from deltalake.fs import DeltaStorageHandler
     from pyarrow.fs import PyFileSystem
 
-    return PyFileSystem(DeltaStorageHandler(uri))
+    return PyFileSystem(DeltaStorageHandler(uri, store_options(uri)))
+
+
+def store_options(uri: str) -> dict[str, str]:
+    """delta-rs's options for ``uri`` from what this package's own S3 storage reads: an S3 endpoint named by
+    ``S3_ENDPOINT_URL`` or ``AWS_ENDPOINT_URL_S3`` (delta-rs itself reads only ``AWS_ENDPOINT_URL``), over plain HTTP
+    when the endpoint says so. Credentials stay where delta-rs finds them itself."""
+    if not uri.startswith(("s3://", "s3a://")) or os.environ.get("AWS_ENDPOINT_URL"):
+        return {}
+    endpoint = os.environ.get("S3_ENDPOINT_URL") or os.environ.get("AWS_ENDPOINT_URL_S3")
+    if not endpoint:
+        return {}
+    options = {"AWS_ENDPOINT_URL": endpoint}
+    if endpoint.startswith("http://"):
+        options["AWS_ALLOW_HTTP"] = "true"
+    return options
+
+
+def arrow_schema(delta_schema: str, uri: str, version: int) -> pa.Schema:
+    """The Arrow schema of a ``schemaString`` (delta-rs's mapping of Delta's types), view types made plain;
+    `NoColumnsError` for a schema without columns (delta-rs's reader would end in a native backtrace)."""
+    from deltalake import Schema
+
+    try:
+        schema = pa.schema(Schema.from_json(delta_schema).to_arrow())
+    except Exception as err:  # noqa: BLE001 - delta-rs's own errors for an unreadable schema have no common type
+        raise DeltaLogError(
+            f"The schema of version {version} of the Delta table {shown(uri)} cannot be read "
+            f"({type(err).__name__}); the table's log is damaged."
+        ) from None
+    if not len(schema):
+        raise NoColumnsError(
+            f"Version {version} of the Delta table {shown(uri)} has no columns, so it has nothing to convert."
+        )
+    return pa.schema([plain_field(field) for field in schema])
 
 
 def plain_field(field: pa.Field) -> pa.Field:

@@ -159,8 +159,8 @@ def _decoded_chunk_bytes(source: Any, chunk: Any, where: str) -> int:
     """What the column chunk decodes to: its declared uncompressed size, or for a dictionary-encoded byte-array
     column its values times its longest dictionary entry when that is more (each row becomes a copy)."""
     size = int(chunk.total_uncompressed_size)
-    if not chunk.has_dictionary_page or chunk.physical_type != "BYTE_ARRAY":
-        return size
+    if not chunk.has_dictionary_page or chunk.physical_type != "BYTE_ARRAY" or int(chunk.num_values) == 0:
+        return size  # no dictionary to multiply (a chunk of no values, as pyarrow writes an empty table, has none)
     longest = _longest_dictionary_entry(source, chunk, where)
     return max(size, int(chunk.num_values) * (longest + 4))
 

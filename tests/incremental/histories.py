@@ -132,12 +132,14 @@ def _record(
 class Create(Op):
     rows: list[dict[str, Any]]
     feed: bool
+    configuration: dict[str, str] | None = None  # more table properties (`long_histories`)
 
     def apply(self, path: Path, model: TableModel) -> None:
         from deltalake import write_deltalake
 
         rows = _project(self.rows, BASE_COLUMNS)
-        write_deltalake(str(path), arrow_rows(rows, BASE_COLUMNS), configuration={CDF: str(self.feed).lower()})
+        configuration = {**(self.configuration or {}), CDF: str(self.feed).lower()}
+        write_deltalake(str(path), arrow_rows(rows, BASE_COLUMNS), configuration=configuration)
         model.add(rows, DATA, "CREATE", columns=BASE_COLUMNS, feed=self.feed)
 
 
@@ -288,6 +290,21 @@ class Vacuum(Op):
 
 
 @dataclass(repr=False)
+class CleanupLog(Op):
+    """Delta's log cleanup (delta-rs's ``cleanup_metadata``): with ``delta.logRetentionDuration`` 0, every log file
+    before the newest checkpoint goes; a run holding a version before it then needs ``resync``, as after VACUUM."""
+
+    def apply(self, path: Path, model: TableModel) -> None:
+        from deltalake import DeltaTable
+
+        log = path / "_delta_log"
+        before = {item.name for item in log.iterdir()}
+        DeltaTable(str(path)).cleanup_metadata()
+        if {item.name for item in log.iterdir()} != before:
+            model.vacuumed_after = max(model.vacuumed_after or 0, model.version)
+
+
+@dataclass(repr=False)
 class ReplaceAsSelect(Op):
     rows: list[dict[str, Any]]
     feed: bool | None
@@ -383,6 +400,41 @@ def histories(draw: Any, max_steps: int = 12) -> list[Op]:
     return steps
 
 
+#: The table properties of `long_histories`: a checkpoint every 10 versions (delta-rs writes it at its commit), and
+#: log cleanup only where the history asks for it (`CleanupLog`), then of every file before the newest checkpoint.
+LONG_HISTORY_TABLE = {
+    "delta.checkpointInterval": "10",
+    "delta.logRetentionDuration": "interval 0 seconds",
+    "delta.enableExpiredLogCleanup": "false",
+}
+long_changes = st.one_of(
+    new_rows().map(Append),
+    st.builds(Update, st.lists(ids, min_size=1, max_size=4), st.sampled_from(["u", "v", ""])),
+    st.builds(Delete, st.lists(ids, min_size=1, max_size=4)),
+    new_rows(ids=st.integers(0, 40)).map(lambda rows: Merge(list({r["id"]: r for r in rows}.values()))),
+    st.builds(Optimize, st.booleans()),
+    # delta-rs's RESTORE only: the hand-written Databricks one reads the target's metadata from commit files
+    st.builds(Restore, st.integers(0, 4), st.just(False)),
+    st.builds(SwitchFeed, st.booleans()),
+    st.just(Vacuum()),
+    st.just(CleanupLog()),
+)
+
+
+@st.composite
+def long_histories(draw: Any, min_steps: int = 30, max_steps: int = 70) -> list[Op]:
+    """Long histories as a scheduled job meets them (issue 45): appends, updates, deletes, MERGE, OPTIMIZE,
+    RESTORE, feed switches, VACUUM and log cleanup, with a checkpoint every 10 versions (`LONG_HISTORY_TABLE`),
+    and runs of the job between random steps, so that windows start before, at and after checkpoints."""
+    steps: list[Op] = [Create(draw(new_rows(size=6)), draw(st.booleans()), dict(LONG_HISTORY_TABLE))]
+    for _ in range(draw(st.integers(min_steps, max_steps))):
+        steps.append(draw(long_changes))
+        if draw(st.integers(0, 4)) == 0:
+            steps.append(Run())
+    steps.append(Run())
+    return steps
+
+
 #: The first id `keyed_histories` gives inserted rows (above every id the other operations draw).
 FRESH_IDS = 1000
 
@@ -412,3 +464,10 @@ def keyed_histories(draw: Any, max_steps: int = 12) -> list[Op]:
     steps = draw(histories(max_steps))
     crashes = draw(st.lists(st.integers(0, 3).map(lambda n: n == 0), min_size=len(steps), max_size=len(steps)))
     return _unique_ids(steps, crashes)
+
+
+@st.composite
+def keyed_long_histories(draw: Any) -> list[Op]:
+    """`long_histories` whose tables keep ``id`` unique (a mirror's key), with no killed runs."""
+    steps = draw(long_histories())
+    return _unique_ids(steps, [False] * len(steps))

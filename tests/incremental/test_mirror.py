@@ -10,7 +10,9 @@ changed files; after every run each must hold exactly the rows of the version it
 without duplicates or loss. Beside it: what a run reads and writes (only the touched shards), the refusals, the
 audit, vacuum's retention of replaced shards, and streaming-community 0.14.2 reading a mirrored dataset.
 
-``MDS_MIRROR_EXAMPLES`` sets the number of histories (default 20).
+``MDS_MIRROR_EXAMPLES`` sets the number of histories (default 20); ``MDS_MIRROR_LONG_EXAMPLES`` the number of long
+ones (`tests.incremental.histories.keyed_long_histories`: a checkpoint every 10 versions, OPTIMIZE, VACUUM and log
+cleanup; default 2), where no bound on what the log declares may refuse the healthy table.
 """
 
 from __future__ import annotations
@@ -43,6 +45,7 @@ from tests.incremental.model import mirror as mirrored
 from tests.incremental.test_oracle import Subject, _commit_run
 
 EXAMPLES = int(os.environ.get("MDS_MIRROR_EXAMPLES", "20"))
+LONG_EXAMPLES = int(os.environ.get("MDS_MIRROR_LONG_EXAMPLES", "2"))
 KEY = ["id"]
 
 
@@ -172,6 +175,22 @@ def _play(steps: list[h.Op], work: Path) -> list[Subject]:
 @given(h.keyed_histories())
 def test_a_mirror_holds_the_table_after_every_generated_history_and_crash(steps):
     work = Path(tempfile.mkdtemp(prefix="mds-mirror-"))
+    try:
+        _play(steps, work)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+@settings(
+    max_examples=LONG_EXAMPLES,
+    deadline=None,
+    database=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+)
+@given(h.keyed_long_histories())
+def test_a_mirror_holds_the_table_after_long_histories_with_checkpoints(steps):
+    """Issue 45, item 6: a mirror from an early version through checkpoints, OPTIMIZE, VACUUM and log cleanup."""
+    work = Path(tempfile.mkdtemp(prefix="mds-mirror-long-"))
     try:
         _play(steps, work)
     finally:

@@ -10,7 +10,9 @@ must have been read wherever the semantics allow it, and a window of maintenance
 A run may stop only after a VACUUM removed what its window needs, with `IncrementalHistoryError`; the oracle then
 takes the documented way out (``resync=True``) and checks its semantics too.
 
-``MDS_ORACLE_EXAMPLES`` sets the number of histories (default 40; CI runs the default).
+``MDS_ORACLE_EXAMPLES`` sets the number of histories (default 40; CI runs the default). Long histories with a
+checkpoint every 10 versions, OPTIMIZE, VACUUM and log cleanup (`tests.incremental.histories.long_histories`) run
+``MDS_ORACLE_LONG_EXAMPLES`` times (default 3): every bound on what the log declares must let them through.
 """
 
 from __future__ import annotations
@@ -32,11 +34,12 @@ from streaming.incremental import append
 from streaming.incremental.change import IncrementalHistoryError
 from streaming.incremental.result import IncrementResult
 from streaming.spark import incremental_to_mds
-from tests.incremental.histories import Race, Run, check_table, histories
+from tests.incremental.histories import Race, Run, check_table, histories, long_histories
 from tests.incremental.model import Run as Committed
 from tests.incremental.model import TableModel, dataset_rows, replay
 
 EXAMPLES = int(os.environ.get("MDS_ORACLE_EXAMPLES", "40"))
+LONG_EXAMPLES = int(os.environ.get("MDS_ORACLE_LONG_EXAMPLES", "3"))
 
 
 @dataclass
@@ -184,6 +187,20 @@ def _replay(steps: list, work: Path) -> list[Subject]:
 )
 @given(histories())
 def test_the_job_holds_what_the_semantics_say_after_every_generated_history(steps):
+    with _workdir() as work:
+        _replay(steps, work)
+
+
+@settings(
+    max_examples=LONG_EXAMPLES,
+    deadline=None,
+    database=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+)
+@given(long_histories())
+def test_the_job_holds_what_the_semantics_say_after_long_histories_with_checkpoints(steps):
+    """Issue 45, item 6: no bound refuses a healthy table however long its history; windows start before, at and
+    after its checkpoints, and runs held before a log cleanup resync as after VACUUM."""
     with _workdir() as work:
         _replay(steps, work)
 

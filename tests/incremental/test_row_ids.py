@@ -20,8 +20,9 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from streaming import LocalDataset
-from streaming.delta.errors import RowIdsUnavailableError
-from streaming.delta.row_ids import ROW_ID, live_files
+from streaming.delta.errors import DeltaLogError
+from streaming.delta.log_replay import replay
+from streaming.delta.row_ids import ROW_ID
 from streaming.incremental.change import IncrementalHistoryError
 from streaming.spark import incremental_to_mds
 from tests.cli.conftest import run_cli
@@ -190,7 +191,9 @@ def test_a_damaged_deletion_vector_is_refused_naming_the_file(tmp_path):
     assert (out / "index.json").read_bytes() == published
 
 
-def test_a_log_that_starts_at_a_v2_checkpoint_is_refused_not_misread(tmp_path):
+def test_a_log_that_starts_at_a_damaged_v2_checkpoint_is_refused_not_misread(tmp_path):
+    """A V2 checkpoint is where the replay starts (no commit before it is read); one that holds no ``metaData`` or
+    ``protocol`` action is named as a damaged log, not read as a table without columns or files."""
     from pyarrow.fs import LocalFileSystem, SubTreeFileSystem
 
     log = tmp_path / "_delta_log"
@@ -202,5 +205,5 @@ def test_a_log_that_starts_at_a_v2_checkpoint_is_refused_not_misread(tmp_path):
     def read_text(name: str) -> str | None:
         return (tmp_path / name).read_text() if (tmp_path / name).exists() else None
 
-    with pytest.raises(RowIdsUnavailableError, match="V2 checkpoints"):
-        live_files(filesystem, read_text, 8, "t")
+    with pytest.raises(DeltaLogError, match=r"^Version 8 of the Delta table t has no metaData action"):
+        replay(filesystem, read_text, "t", 8)

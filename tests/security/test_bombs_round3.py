@@ -176,7 +176,7 @@ def test_a_delta_checkpoint_bomb_is_refused_from_its_footer_before_the_row_id_li
     """A row-id mirror lists the table's files from its newest checkpoint; one of 2M identical ``add`` actions
     (a few KiB of Parquet) declares more actions than it has bytes, and is refused unread.
 
-    Measured on the listing itself (`live_files`); delta-rs's own opening of such a table:
+    Measured on the listing itself (`streaming.delta.log_replay.replay`); delta-rs's own opening of such a table:
     `test_delta_open_bomb_round3.py`."""
     import pyarrow as pa
     import pyarrow.parquet as pq
@@ -195,9 +195,9 @@ def test_a_delta_checkpoint_bomb_is_refused_from_its_footer_before_the_row_id_li
     assert path.stat().st_size < 1 << 20
     listing = (
         "from pyarrow.fs import LocalFileSystem, SubTreeFileSystem\n"
-        "    from streaming.delta.row_ids import live_files\n"
+        "    from streaming.delta.log_replay import replay\n"
         f"    fs = SubTreeFileSystem({str(table.path)!r}, LocalFileSystem())\n"
-        f"    live_files(fs, lambda name: None, {table.version}, 'events')"
+        f"    replay(fs, lambda name: None, 'events', {table.version})"
     )
     growth, outcome = _growth_in_fresh_process(listing)
     assert growth < GROWTH_LIMIT, f"the row-id listing grew by {growth >> 20} MiB reading a planted checkpoint"

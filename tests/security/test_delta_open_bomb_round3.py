@@ -1,11 +1,10 @@
-"""Issue 34, attack 4 in full: a Delta checkpoint bomb is refused before delta-rs opens the table.
+"""Issue 34, attack 4 in full: a Delta checkpoint bomb is refused before it is decoded.
 
-delta-rs decodes a table's newest checkpoint whole as it opens the table. A checkpoint of 2M identical ``add``
-actions is a few KiB of Parquet; on the code before, `convert`, the incremental job and `dataframe_to_mds` of the
-path grew by hundreds of MiB inside delta-rs before anything of this package looked at it. Now the checkpoint's
-footer is read first, and a file declaring more actions than bytes (or than ``_last_checkpoint`` says it holds)
-is refused naming the table and the file, the process barely growing (measured in a fresh interpreter, as
-delta-rs's threads do not survive a fork).
+A checkpoint of 2M identical ``add`` actions is a few KiB of Parquet; on the code before issue 34, `convert`, the
+incremental job and `dataframe_to_mds` of the path grew by hundreds of MiB inside delta-rs, which decoded it whole
+to open the table. The package now replays the log itself (`streaming.delta.log_replay`), reading each checkpoint
+file's footer first: a file declaring more actions than bytes is refused naming the table and the file, the
+process barely growing (measured in a fresh interpreter).
 """
 
 from __future__ import annotations
@@ -17,7 +16,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from streaming.delta.opening import check_checkpoints
+from streaming.delta.snapshot import Snapshot
 from streaming.storage.parquet_bounds import ROW_ALLOWANCE, ParquetBoundsError
 from tests.security.test_bombs_round3 import GROWTH_LIMIT, _growth_in_fresh_process
 
@@ -51,7 +50,7 @@ def _bomb(path: str, copies: int = 2_000_000) -> None:
     ],
     ids=["convert", "append", "mirror"],
 )
-def test_a_delta_checkpoint_bomb_is_refused_before_delta_rs_opens_the_table(tmp_path, call):
+def test_a_delta_checkpoint_bomb_is_refused_before_it_is_decoded(tmp_path, call):
     table, checkpoint = _table_with_checkpoint(tmp_path)
     _bomb(checkpoint)
     assert os.path.getsize(checkpoint) < 1 << 20
@@ -62,38 +61,30 @@ def test_a_delta_checkpoint_bomb_is_refused_before_delta_rs_opens_the_table(tmp_
     assert not os.path.exists(os.path.join(out, "index.json"))
 
 
-def test_a_sidecar_bomb_of_a_v2_checkpoint_is_refused_before_delta_rs_opens_the_table(tmp_path):
-    """A V2 checkpoint's actions may sit in sidecar files, which delta-rs decodes with it: a sidecar of 2M
-    identical ``add`` actions is refused by its footer, naming the table and the sidecar."""
+def test_a_sidecar_bomb_of_a_v2_checkpoint_is_refused_before_it_is_decoded(tmp_path):
+    """A V2 checkpoint's actions may sit in the sidecar files it names: a sidecar of 2M identical ``add`` actions
+    is refused by its footer, naming the table and the sidecar."""
     table, checkpoint = _table_with_checkpoint(tmp_path)
     log = os.path.dirname(checkpoint)
     actions = pq.read_table(checkpoint)
-    v2 = os.path.join(
-        log,
-        os.path.basename(checkpoint).replace(
-            ".checkpoint.", f".checkpoint.{'0' * 8}-{'1' * 4}-{'2' * 4}-{'3' * 4}-{'4' * 12}."
-        ),
-    )
-    os.rename(checkpoint, v2)
     os.makedirs(os.path.join(log, "_sidecars"))
     sidecar = os.path.join(log, "_sidecars", "bomb.parquet")
     adds = actions.filter(actions.column("add").is_valid()).select(["add"])
     pq.write_table(adds.take(pa.array([0] * 2_000_000)), sidecar, compression="zstd")
     assert os.path.getsize(sidecar) < 1 << 20
+    first = os.path.join(log, f"{0:020d}.json")
+    with open(first) as file:  # the table's metaData and protocol, as its first commit wrote them
+        kept = [line for line in file.read().splitlines() if '"metaData"' in line or '"protocol"' in line]
+    v2 = os.path.basename(checkpoint).replace(
+        ".checkpoint.parquet", f".checkpoint.{'0' * 8}-{'1' * 4}-{'2' * 4}-{'3' * 4}-{'4' * 12}.json"
+    )
+    with open(os.path.join(log, v2), "w") as file:
+        sidecar_action = {"sidecar": {"path": "bomb.parquet", "sizeInBytes": os.path.getsize(sidecar)}}
+        file.write("\n".join([*kept, json.dumps(sidecar_action)]) + "\n")
+    os.remove(checkpoint)
     with pytest.raises(ParquetBoundsError, match="bomb.parquet") as info:
-        check_checkpoints(table, None)
+        Snapshot.open(table)
     assert table in str(info.value) and "more than one a byte" in str(info.value)
-
-
-def test_a_checkpoint_holding_more_actions_than_last_checkpoint_says_is_refused(tmp_path):
-    table, checkpoint = _table_with_checkpoint(tmp_path)
-    _bomb(checkpoint, copies=3)  # within one row a byte: only the hint gives it away
-    hint = os.path.join(table, "_delta_log", "_last_checkpoint")
-    with open(hint) as file:
-        declared = json.load(file)["size"]
-    with pytest.raises(ParquetBoundsError, match=f"_last_checkpoint says {declared}") as info:
-        check_checkpoints(table, None)
-    assert os.path.basename(checkpoint) in str(info.value)
 
 
 def test_honest_checkpoints_hold_fewer_actions_than_bytes(tmp_path):
@@ -104,7 +95,7 @@ def test_honest_checkpoints_hold_fewer_actions_than_bytes(tmp_path):
     for start in range(0, 600, 3):
         write_deltalake(table, pa.table({"id": [start, start + 1, start + 2]}), mode="append")
     DeltaTable(table).create_checkpoint()
-    check_checkpoints(table, None)
+    assert Snapshot.open(table).log.checkpoint == 199
     log = os.path.join(table, "_delta_log")
     checkpoints = [os.path.join(log, n) for n in os.listdir(log) if n.endswith(".checkpoint.parquet")]
     assert len(checkpoints) >= 2

@@ -3,7 +3,7 @@
 A checkpoint whose 100 extra ``add`` rows carry 4 MiB paths is ~32 KB of zstd Parquet and passes a bound on rows;
 on the code before issue 47, ``mds-streaming convert`` then grew by ~2 GiB inside delta-rs and died of a pyo3
 panic. Now the decoded bytes its footer declares (and a dictionary page's longest entry times its rows) are
-checked against what such actions take before delta-rs opens the table, and the file is refused by name. Every
+checked against what such actions take before the log's replay decodes it, and the file is refused by name. Every
 bound compares a checkpoint with itself: a healthy history (appends, MERGE, OPTIMIZE, VACUUM, a checkpoint every
 10 versions) is never refused at any version, where before the row-id listing compared an old checkpoint with the
 files the table holds after VACUUM.
@@ -19,7 +19,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from streaming.delta.opening import check_checkpoints
+from streaming.delta.snapshot import Snapshot
 from streaming.storage.parquet_bounds import ParquetBoundsError, check_checkpoint
 from tests.security.test_bombs_round3 import GROWTH_LIMIT, _growth_in_fresh_process
 
@@ -86,7 +86,7 @@ def test_one_wide_dictionary_entry_repeated_by_every_row_is_refused(tmp_path):
     )
     assert declared < 3 * WIDE  # what the footer alone says
     with pytest.raises(ParquetBoundsError, match="add.path") as info:
-        check_checkpoints(table, None)
+        Snapshot.open(table)
     assert os.path.basename(checkpoint) in str(info.value) and table in str(info.value)
 
 
@@ -105,7 +105,7 @@ def test_honest_checkpoints_with_dictionaries_and_long_statistics_pass(tmp_path)
             partition_by=["day"],
         )
     DeltaTable(table).create_checkpoint()
-    check_checkpoints(table, None)
+    Snapshot.open(table)
     [name] = [n for n in os.listdir(os.path.join(table, "_delta_log")) if n.endswith(".checkpoint.parquet")]
     path = os.path.join(table, "_delta_log", name)
     pq.write_table(pq.read_table(path), path, use_dictionary=True, compression="snappy")
@@ -156,7 +156,7 @@ def _healthy_history(path: str, job: Callable[[], object], first_run: int = 7) -
 def test_a_healthy_history_is_never_refused_at_any_version(tmp_path):
     from pyarrow.fs import LocalFileSystem, SubTreeFileSystem
 
-    from streaming.delta.row_ids import live_files
+    from streaming.delta.log_replay import replay
     from streaming.incremental.job import incremental_to_mds
 
     table, out = str(tmp_path / "history"), str(tmp_path / "mirror")
@@ -175,6 +175,5 @@ def test_a_healthy_history_is_never_refused_at_any_version(tmp_path):
         return open(full).read() if os.path.exists(full) else None
 
     for version in range(newest + 1):
-        check_checkpoints(table, version)
-        live_files(filesystem, read_text, version, table)  # compared a vacuumed version's checkpoint with today's files
+        replay(filesystem, read_text, table, version)  # compared a vacuumed version's checkpoint with today's files
     assert len(runs) >= 7 and runs[-1].version == newest
