@@ -393,7 +393,8 @@ PYTHONS_TESTS := tests/format tests/storage tests/dataset tests/spark tests/comp
 # The conversions of Delta paths need deltalake (and so pyarrow 21), which neither runtime's pins allow.
 PYTHONS_DELTALAKE_TESTS := tests/cli/test_convert.py::test_convert_a_delta_path \
 	tests/cli/test_convert.py::test_convert_reads_a_delta_table_with_deletion_vectors \
-	tests/cli/test_convert_nulls.py::test_nulls_in_every_type_convert_with_default_columns[delta]
+	tests/cli/test_convert_nulls.py::test_nulls_in_every_type_convert_with_default_columns[delta] \
+	tests/dataset/test_delta_stream.py
 # Neither holds the text extra (transformers).
 PYTHONS_NOT_RUN := $(PYTHONS_DELTALAKE_TESTS) tests/compat_api/test_zoo.py::test_text_datasets_tokenize_truncate_and_pad
 PY310_NOT_RUN := $(FLOOR_NOT_RUN) $(PYTHONS_NOT_RUN)

@@ -98,36 +98,48 @@ class Scan:
 
     def file_batches(self, action: FileAction, batch_rows: int = BATCH_ROWS) -> Iterator[pa.RecordBatch]:
         """One file's rows in file order, as batches of `schema` (see the module docstring)."""
-        snapshot, mapping = self.snapshot, self.snapshot.mapping
+        snapshot = self.snapshot
         with snapshot.filesystem.open_input_file(snapshot.data_path(action.path)) as handle:
-            parquet = pq.ParquetFile(handle)
-            stored = parquet.schema_arrow
-            constants: dict[str, Any] = {}
-            read: dict[str, str] = {}  # logical -> the file's column
-            for name in self.columns:
-                physical = mapping.physical_name(name)
-                values = action.partition_values
-                if values is not None and (physical in values or name in values):
-                    constants[name] = values.get(physical, values.get(name))
-                elif values is None and name in snapshot.partition_columns:
-                    raise FilesNotReadableError(f"the log gives no partition values for {action.path}")
-                else:
-                    found = mapping.in_file(name, stored)
-                    if found is not None:
-                        read[name] = found
-            hidden = None
-            if self.tracking is not None and self.tracking.materialized in stored.names:
-                hidden = self.tracking.materialized
-            wanted = sorted(
-                {*read.values(), *([hidden] if hidden else []), *([CHANGE_TYPE] if self.change_type else [])}
-            )
-            total = parquet.metadata.num_rows
-            deleted = None
-            if action.vector is not None:
-                where = f"{snapshot.uri}/{action.path}"
-                deleted = deleted_positions(action.vector, total, snapshot.filesystem, where)
-            start = 0
-            for batch in _file_batches(parquet, wanted, batch_rows):
+            yield from self.parquet_batches(action, pq.ParquetFile(handle), batch_rows)
+
+    def parquet_batches(
+        self,
+        action: FileAction,
+        parquet: pq.ParquetFile,
+        batch_rows: int = BATCH_ROWS,
+        row_groups: Sequence[int] | None = None,
+    ) -> Iterator[pa.RecordBatch]:
+        """`file_batches` of the file ``action`` names, opened by the caller (a copy of it, say) as ``parquet``;
+        with ``row_groups``, only those row groups' rows (a stream over the table decodes one at a time)."""
+        snapshot, mapping = self.snapshot, self.snapshot.mapping
+        stored = parquet.schema_arrow
+        constants: dict[str, Any] = {}
+        read: dict[str, str] = {}  # logical -> the file's column
+        for name in self.columns:
+            physical = mapping.physical_name(name)
+            values = action.partition_values
+            if values is not None and (physical in values or name in values):
+                constants[name] = values.get(physical, values.get(name))
+            elif values is None and name in snapshot.partition_columns:
+                raise FilesNotReadableError(f"the log gives no partition values for {action.path}")
+            else:
+                found = mapping.in_file(name, stored)
+                if found is not None:
+                    read[name] = found
+        hidden = None
+        if self.tracking is not None and self.tracking.materialized in stored.names:
+            hidden = self.tracking.materialized
+        wanted = sorted({*read.values(), *([hidden] if hidden else []), *([CHANGE_TYPE] if self.change_type else [])})
+        footer = parquet.metadata
+        deleted = None
+        if action.vector is not None:
+            where = f"{snapshot.uri}/{action.path}"
+            deleted = deleted_positions(action.vector, footer.num_rows, snapshot.filesystem, where)
+        firsts = np.cumsum([0] + [footer.row_group(group).num_rows for group in range(footer.num_row_groups)])
+        groups = range(footer.num_row_groups) if row_groups is None else row_groups
+        for group in groups:
+            start = int(firsts[group])
+            for batch in _file_batches(parquet, wanted, batch_rows, group):
                 count = batch.num_rows
                 arrays = []
                 for name in self.columns:
@@ -171,17 +183,16 @@ def snapshot_batches(snapshot: Snapshot, batch_rows: int = BATCH_ROWS) -> Iterat
     yield from Scan(snapshot).batches(batch_rows)
 
 
-def _file_batches(parquet: pq.ParquetFile, columns: list[str], batch_rows: int) -> Iterator[pa.RecordBatch]:
-    """A file's ``columns`` in batches; a file none of whose columns are asked for gives batches of its row count."""
+def _file_batches(parquet: pq.ParquetFile, columns: list[str], batch_rows: int, group: int) -> Iterator[pa.RecordBatch]:
+    """A row group's ``columns`` in batches; where none of its columns are asked for, batches of its row count."""
     if columns:
-        yield from parquet.iter_batches(batch_size=batch_rows, columns=columns, use_threads=False)
+        yield from parquet.iter_batches(batch_size=batch_rows, row_groups=[group], columns=columns, use_threads=False)
         return
-    for group in range(parquet.metadata.num_row_groups):
-        left = parquet.metadata.row_group(group).num_rows
-        while left > 0:
-            count = min(left, batch_rows)
-            yield pa.RecordBatch.from_arrays([pa.nulls(count, pa.null())], names=["_rows"])
-            left -= count
+    left = parquet.metadata.row_group(group).num_rows
+    while left > 0:
+        count = min(left, batch_rows)
+        yield pa.RecordBatch.from_arrays([pa.nulls(count, pa.null())], names=["_rows"])
+        left -= count
 
 
 def _logical(column: pa.Array, stored_type: pa.DataType, logical_type: pa.DataType) -> pa.Array:
