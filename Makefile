@@ -108,8 +108,11 @@ DELTA_VENV ?= .venv-delta
 DELTA_PY := $(DELTA_VENV)/bin/python
 DELTA_TEST_DEPS := 'pyspark[connect]==4.0.1' 'pandas<3' pytest pytest-timeout hypothesis psutil
 
-$(DELTA_VENV)/.installed: pyproject.toml
+# torch (linked from .venv) for tests/delta_lake/test_stream_delta_table.py: a StreamingDataset over a table Delta
+# Lake wrote.
+$(DELTA_VENV)/.installed: pyproject.toml $(VENV)/.installed
 	python3 -m venv $(DELTA_VENV)
+	$(call SHARE_TORCH,$(DELTA_VENV))
 	$(DELTA_PY) -m pip install -q --upgrade pip
 	$(DELTA_PY) -m pip install -q -e '.[spark,delta,cli]' $(DELTA_TEST_DEPS)
 	touch $@

@@ -37,6 +37,7 @@ from streaming.dataset.checkpoint_values import CheckpointBounds, checked_checkp
 from streaming.dataset.checkpoint_version import checked_resume, version_entry
 from streaming.dataset.coordination import InstanceState
 from streaming.dataset.coordination.local_claims import LocalDirClaims
+from streaming.dataset.delta_remote import holds_delta_table
 from streaming.dataset.errors import InvalidCheckpointError
 from streaming.dataset.partition import default_num_canonical_nodes
 from streaming.dataset.plan_memory import plan_is_small
@@ -44,7 +45,7 @@ from streaming.dataset.reader_pool import ReaderPool
 from streaming.dataset.shard_cache import ShardCache
 from streaming.dataset.share import PlanRun, WorkerShare, first_needs
 from streaming.dataset.shuffle import default_shuffle_block_size
-from streaming.dataset.stream import Stream, StreamDefaults, adopt_delta_tables
+from streaming.dataset.stream import Stream, StreamDefaults
 from streaming.dataset.streamed_share import computes_layout, streamed_share
 from streaming.dataset.weighting import SAMPLING_METHODS, resolve_weights
 from streaming.dataset.world import World
@@ -236,8 +237,12 @@ class StreamingDataset(Array, IterableDataset):
             config = {**(stream_config or {}), **defaults.as_dict()}
             self.streams = [streams_registry.get(stream_name)(**config)]
         self.num_streams = len(self.streams)
-        # A remote naming a Delta table's folder is read as the table (streaming.dataset.delta_stream).
-        adopt_delta_tables(self.streams)
+        # A plain Stream whose remote is a Delta table's folder reads the table (streaming.dataset.delta_stream).
+        for stream in self.streams:
+            if type(stream) is Stream and holds_delta_table(stream):
+                from streaming.dataset.delta_stream import DeltaStream
+
+                DeltaStream.adopt(stream)
         self._reads_delta = any(hasattr(stream, "pin") for stream in self.streams)
         for stream_id, stream in enumerate(self.streams):
             if not (stream.remote or stream._local):

@@ -24,9 +24,10 @@ from __future__ import annotations
 import io
 import os
 import threading
+from bisect import bisect_right
 from collections import OrderedDict
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 import numpy as np
 import pyarrow as pa
@@ -40,9 +41,6 @@ from streaming.format.reader import JointReader, UnmappedFile, open_shard_file, 
 from streaming.storage.parquet_bounds import ParquetBoundsError, row_group_bytes
 from streaming.storage.untrusted_text import shown
 
-if TYPE_CHECKING:
-    from streaming.dataset.delta_stream import PinnedTable
-
 #: The most one row group of a data file may declare it decodes to; a larger one is refused before it is read.
 MAX_ROW_GROUP_BYTES = 2 << 30
 #: Decoded row groups a process keeps, in bytes of their MDS samples (least recently used dropped first).
@@ -51,13 +49,31 @@ ROW_GROUP_CACHE_BYTES = 1 << 30
 _MAX_GROUP_LAYOUT = (1 << 32) - 1
 
 
+class PinnedFiles(Protocol):
+    """What a reader needs of its table (`streaming.dataset.delta_stream.PinnedTable`, named here by what it does
+    so that the two modules do not import each other)."""
+
+    uri: str
+    version: int
+    token: str
+    files: list[Any]  # `DeltaFile`s
+
+    def scan(self) -> Any: ...
+
+    def deleted_rows(self, file: Any, rows: int) -> np.ndarray | None: ...
+
+    def encoding(self, table: pa.Table, where: str) -> tuple[dict[str, str], dict[str, str], Any]: ...
+
+    def normalized(self, table: pa.Table) -> pa.RecordBatch: ...
+
+
 @dataclass(frozen=True)
 class DecodedGroup:
     """One row group's samples (deletion vector applied) in MDS layout, with their decoder and batch view."""
 
     count: int
     buffer: memoryview
-    offsets: np.ndarray  # count + 1 absolute sample offsets in ``buffer`` (int64)
+    offsets: memoryview  # count + 1 absolute sample offsets in ``buffer`` (int64, indexed as Python ints)
     decode: Decoder
     gather: ShardGather
     view: ShardView
@@ -72,25 +88,30 @@ class _GroupCache:
 
     def __init__(self, limit: int) -> None:
         self.limit = limit
-        self._groups: OrderedDict[tuple[str, int, int], DecodedGroup] = OrderedDict()
+        # key -> the group and the reader's own table of its decoded groups, which holds it too (a reader finds
+        # its groups there without a lock; the cache drops a group from it when it drops the group).
+        self._groups: OrderedDict[tuple[str, int, int], tuple[DecodedGroup, dict[int, DecodedGroup]]] = OrderedDict()
         self._bytes = 0
         self._lock = threading.Lock()
 
     def get(self, key: tuple[str, int, int]) -> DecodedGroup | None:
         with self._lock:
-            group = self._groups.get(key)
-            if group is not None:
-                self._groups.move_to_end(key)
-            return group
+            found = self._groups.get(key)
+            if found is None:
+                return None
+            self._groups.move_to_end(key)
+            return found[0]
 
-    def put(self, key: tuple[str, int, int], group: DecodedGroup) -> None:
+    def put(self, key: tuple[str, int, int], group: DecodedGroup, owner: dict[int, DecodedGroup]) -> None:
         with self._lock:
+            owner[key[2]] = group
             if key in self._groups:
                 return
-            self._groups[key] = group
+            self._groups[key] = (group, owner)
             self._bytes += group.nbytes
             while self._bytes > self.limit and len(self._groups) > 1:
-                _, dropped = self._groups.popitem(last=False)
+                (_, _, number), (dropped, holder) = self._groups.popitem(last=False)
+                holder.pop(number, None)
                 self._bytes -= dropped.nbytes
 
 
@@ -118,7 +139,7 @@ class _Opened:
 class DeltaFileReader(JointReader):
     """The data file ``number`` of ``pinned`` (a `PinnedTable`) as a shard in the local folder ``dirname``."""
 
-    def __init__(self, dirname: str, split: str | None, pinned: PinnedTable, number: int) -> None:
+    def __init__(self, dirname: str, split: str | None, pinned: PinnedFiles, number: int) -> None:
         file = pinned.files[number]
         raw = {"basename": file.name, "bytes": file.size, "hashes": {}}
         super().__init__(dirname, split, None, [], raw, file.samples, None, None)
@@ -126,10 +147,12 @@ class DeltaFileReader(JointReader):
         self.number = number
         self._opened: _Opened | None = None
         self._lock = threading.Lock()
+        self._firsts: list[int] = []  # `_Opened.live_firsts` as Python ints, once opened
+        self._decoded: dict[int, DecodedGroup] = {}  # this reader's groups the process cache holds
 
     def __getstate__(self) -> dict[str, Any]:
         state = self.__dict__.copy()
-        state.update(_opened=None, _lock=None)
+        state.update(_opened=None, _lock=None, _firsts=[], _decoded={})
         return state
 
     def __setstate__(self, state: dict[str, Any]) -> None:
@@ -186,6 +209,7 @@ class DeltaFileReader(JointReader):
                     f"log says {self.samples}."
                 )
             self._opened = _Opened(parquet, mapping, deleted, live_firsts)
+            self._firsts = live_firsts.tolist()
             return self._opened
 
     def release_pages(self) -> None:
@@ -196,13 +220,14 @@ class DeltaFileReader(JointReader):
 
     def group(self, number: int) -> DecodedGroup:
         """Row group ``number``'s samples, decoded once per process while the cache keeps them."""
-        key = (self.pinned.token, self.number, number)
-        decoded = DECODED.get(key)
+        decoded = self._decoded.get(number)
         if decoded is not None:
             return decoded
-        opened = self._opened or self.open()
-        decoded = self._decode(opened, number)
-        DECODED.put(key, decoded)
+        key = (self.pinned.token, self.number, number)
+        decoded = DECODED.get(key)
+        if decoded is None:
+            decoded = self._decode(self._opened or self.open(), number)
+        DECODED.put(key, decoded, self._decoded)
         return decoded
 
     def _decode(self, opened: _Opened, number: int) -> DecodedGroup:
@@ -241,7 +266,12 @@ class DeltaFileReader(JointReader):
         sizes_fixed = tuple(get_mds_encoded_size(encoding) for encoding in encodings)
         gather = shard_gather(names, encodings, sizes_fixed)
         return DecodedGroup(
-            count, buffer, offsets, build_decoder(names, encodings, sizes_fixed), gather, gather.view(buffer, count)
+            count,
+            buffer,
+            memoryview(offsets.data).cast("B").cast("q"),
+            build_decoder(names, encodings, sizes_fixed),
+            gather,
+            gather.view(buffer, count),
         )
 
     @staticmethod
@@ -252,21 +282,24 @@ class DeltaFileReader(JointReader):
     def _locate(self, idx: int) -> tuple[int, int]:
         if not 0 <= idx < self.samples:
             raise IndexError(f"Sample {idx} is out of range for {self._where()} of {self.samples} samples.")
-        firsts = (self._opened or self.open()).live_firsts
-        number = int(np.searchsorted(firsts, idx, "right")) - 1
-        return number, idx - int(firsts[number])
+        if self._opened is None:
+            self.open()
+        firsts = self._firsts
+        number = bisect_right(firsts, idx) - 1
+        return number, idx - firsts[number]
 
     # ------------------------------------------------------------------ samples
 
     def get_item(self, idx: int) -> dict[str, Any]:
         number, index = self._locate(idx)
-        group = self.group(number)
-        return group.decode(group.buffer, int(group.offsets[index]), int(group.offsets[index + 1]))
+        group = self._decoded.get(number) or self.group(number)
+        offsets = group.offsets
+        return group.decode(group.buffer, offsets[index], offsets[index + 1])
 
     def get_sample_data(self, idx: int) -> bytes:
         number, index = self._locate(idx)
         group = self.group(number)
-        return bytes(group.buffer[int(group.offsets[index]) : int(group.offsets[index + 1])])
+        return bytes(group.buffer[group.offsets[index] : group.offsets[index + 1]])
 
     def decode_sample(self, data: bytes) -> dict[str, Any]:
         """Decode sample bytes of this file's first row group (groups may type a column apart: see the docs)."""

@@ -14,9 +14,9 @@ is laid out (a checkpoint written since, or log cleanup). A checkpoint names the
 long as their files exist: a file VACUUM removed fails with `HistoryUnavailableError` naming it and the version.
 
 A `Stream` (or a single-stream dataset's ``remote``) naming a folder that holds ``_delta_log`` is read as that
-table with no other argument (`streaming.dataset.stream.adopt_delta_tables`); ``streams_registry`` also names this
-class ``"delta"``, so ``StreamingDataset(remote=..., stream_name="delta", stream_config={"version": 12})`` pins a
-version.
+table with no other argument (`streaming.dataset.delta_remote.holds_delta_table`, `DeltaStream.adopt`);
+``streams_registry`` also names this class ``"delta"``, so
+``StreamingDataset(remote=..., stream_name="delta", stream_config={"version": 12})`` pins a version.
 """
 
 from __future__ import annotations
@@ -36,8 +36,9 @@ from streaming.convert.null_plan import WIDENING_POLICY, null_columns
 from streaming.convert.source import Source
 from streaming.convert.type_rules import json_text_columns, normalize_batch, resolve_columns
 from streaming.dataset.delta_reader import DeltaFileReader
+from streaming.dataset.delta_remote import DELTA_LOG
 from streaming.dataset.shard_fetcher import ShardFetcher
-from streaming.dataset.stream import DELTA_LOG, Stream, check_cache_dir
+from streaming.dataset.stream import Stream, check_cache_dir
 from streaming.delta.deletion_vectors import deleted_positions
 from streaming.delta.errors import HistoryUnavailableError
 from streaming.delta.history import FileAction
@@ -138,7 +139,11 @@ class PinnedTable:
         def count(
             values: list[str], elements: list[str], nested: list[str]
         ) -> tuple[dict[str, int], dict[str, int], dict[str, int]]:
-            return self._schema_questions.count_batches(table.to_batches(), values, elements, nested)
+            # Arrays without a NULL element at any depth (the common case) need no count row by row.
+            clean = [name for name in elements if name not in nested and _no_null_elements(table.column(name))]
+            left = [name for name in elements if name not in clean]
+            counts, rows, ragged = self._schema_questions.count_batches(table.to_batches(), values, left, nested)
+            return counts, {**rows, **dict.fromkeys(clean, 0)}, ragged
 
         plan = null_columns(
             self.columns,
@@ -174,6 +179,18 @@ class PinnedTable:
             files={RAW_DATA: raw, ZIP_DATA: None, RAW_META: None, ZIP_META: None},
             pinned=self,
         )
+
+
+def _no_null_elements(column: pa.ChunkedArray) -> bool:
+    """Whether no list of ``column``, at any depth, holds a NULL element (a NULL list itself is the row's NULL)."""
+    import pyarrow.compute as pc
+
+    values: Any = column
+    while pa.types.is_list(values.type) or pa.types.is_large_list(values.type):
+        values = pc.list_flatten(values)
+        if values.null_count:
+            return False
+    return True
 
 
 class _Columns(ArrowColumns):

@@ -136,47 +136,6 @@ def _check_split(split: str) -> str:
     return split
 
 
-#: The folder whose presence makes a stream's remote a Delta table (`streaming.dataset.delta_stream`).
-DELTA_LOG = "_delta_log"
-
-
-def holds_delta_table(stream: Stream) -> bool:
-    """Whether a stream's remote (with its split) is a folder holding ``_delta_log``, which makes it a Delta table.
-
-    A local remote is looked at with ``lstat`` (a ``_delta_log`` that is a link does not count); a remote one is
-    listed, only when no MDS index of it is cached in the stream's local folder. A remote that cannot be listed is
-    not a table here: reading its index then says what is wrong.
-    """
-    if stream.remote is None:
-        return False
-    from streaming.storage.local import LocalStorage, local_path
-    from streaming.storage.registry import storage_for
-    from streaming.storage.url import join_url
-
-    try:
-        if not _is_remote_path(stream.remote) and isinstance(storage_for(stream.remote), LocalStorage):
-            root = os.path.join(local_path(stream.remote), stream.split)
-            return stat.S_ISDIR(os.lstat(os.path.join(root, DELTA_LOG)).st_mode)
-        if stream._local is not None and os.path.exists(stream.local_path(get_index_basename())):
-            return False
-        root_url = join_url(stream.remote, stream.split) if stream.split else stream.remote
-        return bool(storage_for(root_url).list(join_url(root_url, DELTA_LOG) + "/"))
-    except (OSError, ValueError):
-        return False
-
-
-def adopt_delta_tables(streams: Sequence[Stream]) -> None:
-    """Make every plain `Stream` whose remote holds a Delta table a Delta stream of it (`DeltaStream.adopt`).
-
-    Subclasses of `Stream` are left as they are: they read their shards their own way.
-    """
-    for stream in streams:
-        if type(stream) is Stream and holds_delta_table(stream):
-            from streaming.dataset.delta_stream import DeltaStream
-
-            DeltaStream.adopt(stream)
-
-
 def _is_remote_path(path: str | None) -> bool:
     from streaming.storage.url import is_remote
 

@@ -97,8 +97,9 @@ def test_a_remote_holding_a_delta_table_streams_its_rows_typed_as_the_conversion
     stream = dataset.streams[0]
     assert isinstance(stream, DeltaStream) and stream.version == 6
     assert dataset.shards_per_stream.tolist() == [len(deltalake.DeltaTable(table).file_uris())]
-    streamed = _by_id(dataset)
     expected = [i for i in range((ROWS // 6) * 6) if i % 10 != 3]
+    assert sorted(int(dataset[i]["id"]) for i in range(dataset.num_samples)) == expected
+    streamed = _by_id(dataset)
     assert sorted(streamed) == expected
 
     converted = tmp_path / "mds"
@@ -122,10 +123,11 @@ def test_deletion_vectors_inline_and_in_files_are_applied(tmp_path):
     table.mark_deleted({3, 4, 50}, in_file=False)
     table.mark_deleted({7, 61, 62}, in_file=True)
     dataset = StreamingDataset(remote=str(table.path), local=str(tmp_path / "c"), batch_size=4, shuffle=True)
-    samples = list(dataset)
+    samples = [dataset[i] for i in range(dataset.num_samples)]
     assert sorted((int(s["id"]), s["name"]) for s in samples) == sorted(
         (row["id"], row["name"]) for row in table.rows.values()
     )
+    assert {int(s["id"]) for s in dataset} == {row["id"] for row in table.rows.values()}
     assert dataset.num_samples == len(table.rows) == 84
 
 
