@@ -6,8 +6,9 @@ conversion of the table read by this package, LitData streaming the table's Parq
         [--litdata-python .bench/litdata/bin/python] [--petastorm-python .bench/petastorm/bin/python]
 
 A table of ``--rows`` rows (an id, 64 int32 tokens, a label and a ~60-byte text) is written by delta-rs in
-``--files`` appends, then a DELETE of 1 row in 50 (so deletion is applied). The sides, each in a child process of
-its own, the sides alternating round after round (the machine is shared: only figures of one run compare):
+``--files`` appends (a file and a row group each), then a DELETE of 1 row in 50 of the first append. The sides,
+each in a child process of its own, alternate round after round (the machine is shared: only figures of one run
+compare):
 
 * ``delta``: ``StreamingDataset(remote=<table folder>, shuffle=True)``: the table's files are the shards;
 * ``mds``: the same over the table converted by ``convert_files`` (zstd shards of 64 MB);
@@ -148,7 +149,9 @@ def build(scratch: str, rows: int, files: int) -> tuple[str, str, str, str, int]
             }
         )
         write_deltalake(table, batch, mode="append")
-    DeltaTable(table).delete("id % 50 = 7")
+    # In the first append's rows only: delta-rs rewrites every file a DELETE touches (it writes no deletion
+    # vectors), and in one file, so a DELETE everywhere would leave one file of every row.
+    DeltaTable(table).delete(f"id < {per} AND id % 50 = 7")
     mds = os.path.join(scratch, "mds")
     convert_files(table, mds, kind="delta")
     folders = [os.path.join(scratch, "parquet-litdata"), os.path.join(scratch, "parquet-petastorm")]
@@ -174,7 +177,10 @@ def main() -> None:
         default=os.environ.get("BENCH_PETASTORM_PYTHON", os.path.join(ROOT, ".bench", "petastorm", "bin", "python")),
     )
     args = parser.parse_args()
-    scratch = tempfile.mkdtemp(prefix="delta-stream-bench-", dir=os.environ.get("BENCH_SCRATCH"))
+    parent = os.environ.get("BENCH_SCRATCH")
+    if parent:
+        os.makedirs(parent, exist_ok=True)
+    scratch = tempfile.mkdtemp(prefix="delta-stream-bench-", dir=parent)
     try:
         table, mds, parquet, petastorm_parquet, live = build(scratch, args.rows, args.files)
         sides: list[tuple[str, str, str]] = [("delta", sys.executable, table), ("mds", sys.executable, mds)]

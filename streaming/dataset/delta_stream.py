@@ -127,10 +127,8 @@ class PinnedTable:
         where = f"{self.uri}/{file.name}"
         return deleted_positions(vector, rows, self.snapshot.filesystem, where)
 
-    def normalized(self, table: pa.Table) -> pa.RecordBatch:
-        """A row group's rows as the conversion's encoder takes them (`normalize_batch`)."""
-        batches = table.combine_chunks().to_batches()
-        batch = batches[0] if batches else pa.RecordBatch.from_pylist([], schema=table.schema)
+    def normalized(self, batch: pa.RecordBatch) -> pa.RecordBatch:
+        """Rows of a row group as the conversion's encoder takes them (`normalize_batch`)."""
         return normalize_batch(batch, dict.fromkeys(self.columns, ""))
 
     def encoding(self, table: pa.Table, where: str) -> tuple[dict[str, str], dict[str, str], BatchEncoder]:
