@@ -93,7 +93,7 @@ class PinnedTable:
     row groups where that happens (a conversion decides it once for the whole table).
     """
 
-    def __init__(self, snapshot: Snapshot, files: list[DeltaFile]) -> None:
+    def __init__(self, snapshot: Snapshot, files: list[DeltaFile], null_free: frozenset[str] = frozenset()) -> None:
         detached = _DetachedSnapshot.__new__(_DetachedSnapshot)
         detached.__dict__.update(snapshot.__dict__)
         self.snapshot: Snapshot = detached
@@ -104,7 +104,9 @@ class PinnedTable:
         schema = Scan(snapshot).schema
         self.columns = resolve_columns(list(zip(schema.names, schema.types)), None)
         self._schema_questions = _Columns(schema)
-        self.nullable, self.elements = self._schema_questions.nullable_columns(self.columns)
+        nullable, self.elements = self._schema_questions.nullable_columns(self.columns)
+        # Columns the log's statistics show without a NULL in any file get no mask, as in a conversion.
+        self.nullable = [name for name in nullable if name not in null_free]
         self.nested = self._schema_questions.nested_columns(self.columns)
         self.json_text = json_text_columns([(name, schema.field(name).type) for name in self.columns])
         self._scan: Scan | None = None
@@ -242,7 +244,20 @@ def pin_table(uri: str, version: int | None) -> PinnedTable:
         if rows - deleted > 0:
             files.append(DeltaFile(action, name, size, rows, rows - deleted))
     files.sort(key=lambda file: file.name)
-    return PinnedTable(snapshot, files)
+    return PinnedTable(snapshot, files, _null_free(adds, snapshot))
+
+
+def _null_free(adds: pa.Table, snapshot: Snapshot) -> frozenset[str]:
+    """The top-level columns whose NULL count every live file's statistics give, all 0 (delta-rs's
+    ``null_count.<column>``; a column mapped to another physical name, or without statistics, is not among them)."""
+    free = set()
+    for name in snapshot.schema.names:
+        key = f"null_count.{name}"
+        if adds.num_rows and key in adds.column_names:
+            counts = adds.column(key)
+            if counts.null_count == 0 and not any(counts.to_pylist()):
+                free.add(name)
+    return frozenset(free)
 
 
 def _footer_rows(snapshot: Snapshot, action: FileAction) -> int:
