@@ -12,9 +12,13 @@ compare):
 
 * ``delta``: ``StreamingDataset(remote=<table folder>, shuffle=True)``: the table's files are the shards;
 * ``mds``: the same over the table converted by ``convert_files`` (zstd shards of 64 MB);
-* ``litdata``: ``litdata.StreamingDataset`` over the same Parquet files (hard links of the table's files in a folder
-  of their own, indexed by ``litdata.index_parquet_dataset``), ``shuffle=True``, with its ``ParquetLoader``;
-* ``petastorm``: ``make_batch_reader`` over that folder (``shuffle_row_groups=True``, one worker thread).
+* ``litdata``: ``litdata.StreamingDataset`` over the table's Parquet files (indexed by
+  ``litdata.index_parquet_dataset``), ``shuffle=True``, with its ``ParquetLoader``;
+* ``petastorm``: ``make_batch_reader`` over them (``shuffle_row_groups=True``, one worker thread).
+
+Both read copies of the table's files with the same rows and row groups, rewritten by pyarrow with one string type
+and no stored Arrow schema: delta-rs's appends write ``string_view`` and its DELETE ``string`` (LitData's index
+refuses files whose types differ), and petastorm needs pyarrow < 16, which cannot parse the schema delta-rs stores.
 
 Per side, each in one process without DataLoader workers: ``first`` is the seconds from constructing the dataset
 to its first sample (a cold cache: the first file or shard fetched into it; modules imported before, the Delta
@@ -154,11 +158,24 @@ def build(scratch: str, rows: int, files: int) -> tuple[str, str, str, str, int]
     DeltaTable(table).delete(f"id < {per} AND id % 50 = 7")
     mds = os.path.join(scratch, "mds")
     convert_files(table, mds, kind="delta")
+    import pyarrow.parquet as pq
+
     folders = [os.path.join(scratch, "parquet-litdata"), os.path.join(scratch, "parquet-petastorm")]
     for folder in folders:
         os.makedirs(folder)
-        for uri in DeltaTable(table).file_uris():
-            os.link(uri, os.path.join(folder, os.path.basename(uri)))
+    for uri in DeltaTable(table).file_uris():
+        # The same rows and row groups, rewritten by pyarrow: delta-rs stores an Arrow schema in its files' footers
+        # that petastorm's pyarrow (< 16: it imports pyarrow.filesystem) cannot parse ("Unrecognized type: 24"),
+        # and its appends and its DELETE type strings apart (string_view, string), which LitData's index refuses.
+        source = pq.ParquetFile(uri)
+        name = os.path.basename(uri)
+        schema = pa.schema(
+            [pa.field(f.name, pa.string() if str(f.type) == "string_view" else f.type) for f in source.schema_arrow]
+        )
+        with pq.ParquetWriter(os.path.join(folders[1], name), schema, store_schema=False) as out:
+            for group in range(source.num_row_groups):
+                out.write_table(source.read_row_group(group).cast(schema))
+        os.link(os.path.join(folders[1], name), os.path.join(folders[0], name))
     live = DeltaTable(table).to_pyarrow_table(columns=["id"]).num_rows
     return table, mds, folders[0], folders[1], live
 
@@ -260,6 +277,9 @@ def main() -> None:
 
 if __name__ == "__main__":
     if len(sys.argv) == 6 and sys.argv[1] == "--child":
-        print(json.dumps(child(*sys.argv[2:6])))
+        print(json.dumps(child(*sys.argv[2:6])), flush=True)
+        # Without the interpreter's teardown: petastorm's reader threads on pyarrow 14 may abort it ("terminate
+        # called without an active exception") once the figures are out.
+        os._exit(0)
     else:
         main()

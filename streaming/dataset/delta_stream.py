@@ -88,9 +88,10 @@ class PinnedTable:
     """A Delta table pinned to one version, as its stream reads it: the files, and how rows become samples.
 
     The sample types are the conversion's: each column's default encoding (`resolve_columns`); NULL masks for the
-    nullable columns, from the schema (what a conversion masks only where a NULL occurs: a sample reads the same
-    either way); an ``ndarray`` column whose arrays hold NULL elements, or are not rectangular, is ``json`` in the
-    row groups where that happens (a conversion decides it once for the whole table).
+    nullable columns but those the log's statistics show without a NULL in every file (a conversion masks only
+    where a NULL occurs: a sample reads the same either way); an ``ndarray`` column whose arrays hold NULL
+    elements, or are not rectangular, is ``json`` in the row groups where that happens (a conversion decides it
+    once for the whole table).
     """
 
     def __init__(self, snapshot: Snapshot, files: list[DeltaFile], null_free: frozenset[str] = frozenset()) -> None:
