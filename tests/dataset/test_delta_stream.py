@@ -227,3 +227,42 @@ def test_a_version_is_pinned_by_name(tmp_path):
     )
     assert dataset.streams[0].version == 1  # two appends: versions 0 and 1
     assert sorted(_ids(dataset)) == list(range(2 * (ROWS // 6)))
+
+
+def _rewrite_log(table: str, version: int, change) -> None:
+    path = os.path.join(table, "_delta_log", f"{version:020d}.json")
+    with open(path) as f:
+        actions = [json.loads(line) for line in f if line.strip()]
+    with open(path, "w") as f:
+        f.write("\n".join(json.dumps(change(action)) for action in actions) + "\n")
+
+
+def test_a_footer_declaring_other_rows_than_the_log_is_refused_before_decoding(tmp_path):
+    table = str(tmp_path / "table")
+    deltalake.write_deltalake(table, _rows(0, 50).select(["id", "x"]), mode="append")
+
+    def fewer(action: dict) -> dict:
+        if "add" in action:
+            stats = json.loads(action["add"]["stats"])
+            action["add"]["stats"] = json.dumps({**stats, "numRecords": 40})
+        return action
+
+    _rewrite_log(table, 0, fewer)
+    dataset = StreamingDataset(remote=table, local=str(tmp_path / "c"), batch_size=4)
+    assert dataset.num_samples == 40
+    with pytest.raises(ValueError, match="declares 50 rows where the table's log says 40"):
+        dataset[0]
+
+
+def test_a_data_file_outside_the_table_is_refused(tmp_path):
+    table = str(tmp_path / "table")
+    deltalake.write_deltalake(table, _rows(0, 50).select(["id", "x"]), mode="append")
+
+    def outside(action: dict) -> dict:
+        if "add" in action:
+            action["add"]["path"] = "../elsewhere/" + action["add"]["path"]
+        return action
+
+    _rewrite_log(table, 0, outside)
+    with pytest.raises(ValueError, match="elsewhere"):
+        StreamingDataset(remote=table, local=str(tmp_path / "c"), batch_size=4)
