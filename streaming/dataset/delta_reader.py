@@ -322,6 +322,9 @@ class DeltaFileReader(JointReader):
         firsts = (self._opened or self.open()).live_firsts
         if len(indices) and (int(indices.min()) < 0 or int(indices.max()) >= self.samples):
             raise IndexError(f"A sample is out of range for {self._where()} of {self.samples} samples.")
+        if len(firsts) == 2:  # one row group (a file of up to ~128 MB as Spark writes them): one segment
+            group = self.group(0)
+            return group.gather, [Segment(group.view, indices, positions)]
         numbers = np.searchsorted(firsts, indices, "right") - 1
         every = np.arange(len(indices)) if positions is None else positions
         gather: ShardGather | None = None
