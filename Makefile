@@ -108,8 +108,11 @@ DELTA_VENV ?= .venv-delta
 DELTA_PY := $(DELTA_VENV)/bin/python
 DELTA_TEST_DEPS := 'pyspark[connect]==4.0.1' 'pandas<3' pytest pytest-timeout hypothesis psutil
 
-$(DELTA_VENV)/.installed: pyproject.toml
+# torch (linked from .venv) for tests/delta_lake/test_stream_delta_table.py: a StreamingDataset over a table Delta
+# Lake wrote.
+$(DELTA_VENV)/.installed: pyproject.toml $(VENV)/.installed
 	python3 -m venv $(DELTA_VENV)
+	$(call SHARE_TORCH,$(DELTA_VENV))
 	$(DELTA_PY) -m pip install -q --upgrade pip
 	$(DELTA_PY) -m pip install -q -e '.[spark,delta,cli]' $(DELTA_TEST_DEPS)
 	touch $@
@@ -394,7 +397,8 @@ PYTHONS_TESTS := tests/format tests/storage tests/dataset tests/spark tests/comp
 PYTHONS_DELTALAKE_TESTS := tests/cli/test_convert.py::test_convert_a_delta_path \
 	tests/cli/test_convert.py::test_convert_reads_a_delta_table_with_deletion_vectors \
 	tests/cli/test_convert_nulls.py::test_nulls_in_every_type_convert_with_default_columns[delta] \
-	tests/spark/test_delta_path_variant.py
+	tests/spark/test_delta_path_variant.py \
+	tests/dataset/test_delta_stream.py
 # Neither holds the text extra (transformers).
 PYTHONS_NOT_RUN := $(PYTHONS_DELTALAKE_TESTS) tests/compat_api/test_zoo.py::test_text_datasets_tokenize_truncate_and_pad
 PY310_NOT_RUN := $(FLOOR_NOT_RUN) $(PYTHONS_NOT_RUN)

@@ -37,6 +37,7 @@ from streaming.dataset.checkpoint_values import CheckpointBounds, checked_checkp
 from streaming.dataset.checkpoint_version import checked_resume, version_entry
 from streaming.dataset.coordination import InstanceState
 from streaming.dataset.coordination.local_claims import LocalDirClaims
+from streaming.dataset.delta_remote import holds_delta_table
 from streaming.dataset.errors import InvalidCheckpointError
 from streaming.dataset.partition import default_num_canonical_nodes
 from streaming.dataset.plan_memory import plan_is_small
@@ -240,6 +241,13 @@ class StreamingDataset(Array, IterableDataset):
             config = {**(stream_config or {}), **defaults.as_dict()}
             self.streams = [streams_registry.get(stream_name)(**config)]
         self.num_streams = len(self.streams)
+        # A plain Stream whose remote is a Delta table's folder reads the table (streaming.dataset.delta_stream).
+        for stream in self.streams:
+            if type(stream) is Stream and holds_delta_table(stream):
+                from streaming.dataset.delta_stream import DeltaStream
+
+                DeltaStream.adopt(stream)
+        self._reads_delta = any(hasattr(stream, "pin") for stream in self.streams)
         for stream_id, stream in enumerate(self.streams):
             if not (stream.remote or stream._local):
                 raise ValueError(f"`remote` and/or `local` path must be provided (stream {stream_id} has neither).")
@@ -255,7 +263,13 @@ class StreamingDataset(Array, IterableDataset):
             [(local_dir, s.remote_index_location()) for local_dir, s in zip(locals_seen, self.streams)]
         )
 
-        tables = [_shard_table(stream, world, allow_unsafe_types) for stream in self.streams]
+        self.cache_limit = None if cache_limit is None else bytes_to_int(cache_limit)
+        self._set_up_shards([_shard_table(stream, world, allow_unsafe_types) for stream in self.streams])
+        self._state = InstanceState()
+
+    def _set_up_shards(self, tables: list[ShardTable]) -> None:
+        """Everything the dataset derives from its streams' shard tables: sizes, offsets, readers, weights, the
+        epoch size and the shard cache (again when a Delta stream is pinned to another version on resume)."""
         self.shards_per_stream = np.array([len(t) for t in tables], np.int64)
         self.shard_offset_per_stream = np.concatenate([[0], np.cumsum(self.shards_per_stream)[:-1]]).astype(np.int64)
         self.samples_per_shard = np.concatenate([t.samples for t in tables]) if tables else np.zeros(0, np.int64)
@@ -268,15 +282,17 @@ class StreamingDataset(Array, IterableDataset):
         for stream, stream_samples in zip(self.streams, self.samples_per_stream):
             if not stream_samples:
                 index = os.path.join(stream.local, stream.split, "index.json")
+                if hasattr(stream, "pin"):  # a Delta table: no index
+                    index = f"the Delta table {stream.remote}, version {getattr(stream, 'version', None)}"
                 raise RuntimeError(f"Stream contains no samples: {index}.")
         self._shard_starts = array("q", self.sample_offset_per_shard.tolist())
         self.readers = ReaderPool([(s.local, s.split) for s in self.streams], tables)
         self._shard_tables = tables
         self._version_seen: str | None | bool = False  # the dataset's version, False until first asked
-        self.readers.validate(allow_unsafe_types)
+        self.readers.validate(self.allow_unsafe_types)
 
         weights = resolve_weights(
-            [s.weight for s in self.streams], self.samples_per_stream, self.epoch_size_arg, shuffle_seed
+            [s.weight for s in self.streams], self.samples_per_stream, self.epoch_size_arg, self.shuffle_seed
         )
         for stream, proportion, repeat, choose in zip(self.streams, weights.proportion, weights.repeat, weights.choose):
             stream.proportion, stream.repeat, stream.choose = float(proportion), float(repeat), int(choose)
@@ -285,9 +301,7 @@ class StreamingDataset(Array, IterableDataset):
         self.epoch_size = weights.epoch_size
         self.length = math.ceil(self.epoch_size / self._parallel_world.num_ranks)
 
-        self.cache_limit = None if cache_limit is None else bytes_to_int(cache_limit)
         self._shard_cache = ShardCache(self.streams, tables, self.readers, self.cache_limit)
-        self._state = InstanceState()
 
     # ------------------------------------------------------------------ sizes and settings
 
@@ -389,7 +403,16 @@ class StreamingDataset(Array, IterableDataset):
             "shuffle_seed": self.shuffle_seed,
             "initial_physical_nodes": self.initial_physical_nodes or self._parallel_world.num_nodes,
             **version_entry(self._dataset_version(), self.epoch_size),
+            **self._delta_versions(),
         }
+
+    def _delta_versions(self) -> dict[str, Any]:
+        """The checkpoint key naming the pinned version of each Delta stream (none without Delta streams)."""
+        if not self._reads_delta:
+            return {}
+        from streaming.dataset.delta_stream import versions_entry
+
+        return versions_entry(self.streams)
 
     def load_state_dict(self, obj: dict[str, Any]) -> None:
         """Resume from a checkpoint at the next ``__iter__`` (this process and its DataLoader workers).
@@ -403,6 +426,13 @@ class StreamingDataset(Array, IterableDataset):
         """
         if not isinstance(obj, Mapping):
             raise InvalidCheckpointError(f"load_state_dict: a checkpoint is a dict, got {type(obj).__name__}.")
+        if self._reads_delta:
+            from streaming.dataset.delta_stream import repin
+
+            # The checkpoint's table versions, pinned again: its position counts samples of their order.
+            if repin(self.streams, dict(obj)):
+                world = self._unique_world
+                self._set_up_shards([_shard_table(stream, world, self.allow_unsafe_types) for stream in self.streams])
         obj = checked_resume(dict(obj), self._dataset_version(), self.epoch_size)
         world = self._parallel_world
         batch_size = self.batch_size if isinstance(self.batch_size, int) and self.batch_size > 0 else None
@@ -746,15 +776,23 @@ class StreamingDataset(Array, IterableDataset):
         gather = None
         for shard_id, positions in groups:
             reader = self.readers[shard_id]
-            if not isinstance(reader, MDSReader):
+            chosen = indices if positions is None else indices[positions]
+            if isinstance(reader, MDSReader):
+                shard_gather, view = reader.batch_view()
+                parts = [Segment(view, chosen, positions)]
+            elif hasattr(reader, "batch_segments"):  # a Delta table's file: a segment per row group
+                shard_gather, parts = reader.batch_segments(chosen, positions)
+                if shard_gather is None:  # its row groups type a column apart: read sample by sample
+                    gather = None
+                    break
+            else:
                 gather = None
                 break
-            shard_gather, view = reader.batch_view()
             if gather is not None and shard_gather is not gather:
                 gather = None  # shards of different columns: a per-sample batch collates (or fails) as torch's
                 break
             gather = shard_gather
-            segments.append(Segment(view, indices if positions is None else indices[positions], positions))
+            segments.extend(parts)
         if gather is None:
             samples = [self._read(shard_id, index) for shard_id, index in zip(shard_ids.tolist(), indices.tolist())]
             return BatchRead.of_columns(columns_of(samples))

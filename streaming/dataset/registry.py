@@ -170,3 +170,14 @@ streams_registry: TypedRegistry[type] = create_registry(
     description="The Stream classes that StreamingDataset(stream_name=...) builds.",
 )
 streams_registry.register("stream", func=_stream_class())
+
+
+def _delta_stream(**kwargs: Any) -> Any:
+    """A `streaming.dataset.delta_stream.DeltaStream` (imported when first built: it needs pyarrow)."""
+    from streaming.dataset.delta_stream import DeltaStream
+
+    return DeltaStream(**kwargs)
+
+
+# ``StreamingDataset(remote=<table>, stream_name="delta", stream_config={"version": n})`` pins a table version.
+streams_registry.register("delta", func=cast(type, _delta_stream))

@@ -83,6 +83,7 @@ class FileAction:
         base_row_id: the row id of the file's first row where the table tracks rows (``baseRowId``), else None.
         vector: the action's deletion vector descriptor as the log gives it, or None without one.
         stats: the action's statistics as the log writes them (JSON text), or None without.
+        size: the file's size in bytes as the action declares it, or None where it does not (or not as a count).
     """
 
     path: str
@@ -92,6 +93,7 @@ class FileAction:
     base_row_id: int | None = None
     vector: Mapping[str, Any] | None = field(default=None, compare=False)
     stats: str | None = field(default=None, compare=False, repr=False)
+    size: int | None = field(default=None, compare=False)
 
     @property
     def key(self) -> tuple[str, str | None]:
@@ -377,7 +379,13 @@ def file_action(raw: Mapping[str, Any]) -> FileAction:
         base_row_id=_row_id_field(raw.get("baseRowId")),
         vector=dict(vector) if isinstance(vector, dict) else None,
         stats=raw.get("stats") if isinstance(raw.get("stats"), str) else None,
+        size=_count(raw.get("size")),
     )
+
+
+def _count(value: Any) -> int | None:
+    """A non-negative integer the log declares (a file's ``size``, say), None for anything else."""
+    return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else None
 
 
 def _row_id_field(value: Any) -> int | None:

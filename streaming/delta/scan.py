@@ -116,39 +116,53 @@ class Scan:
 
     def file_batches(self, action: FileAction, batch_rows: int = BATCH_ROWS) -> Iterator[pa.RecordBatch]:
         """One file's rows in file order, as batches of `schema` (see the module docstring)."""
-        snapshot, mapping = self.snapshot, self.snapshot.mapping
+        snapshot = self.snapshot
         path = snapshot.data_path(action.path)
-        # The reader and its batches are closed here, also on an error: a traceback that kept them alive until the
-        # interpreter's exit would have Arrow's native objects torn down after its thread pools.
+        # The reader is closed here, also on an error: a traceback that kept it alive until the interpreter's exit
+        # would have Arrow's native objects torn down after its thread pools.
         with snapshot.filesystem.open_input_file(path) as handle, pq.ParquetFile(handle, **PARQUET_OPTIONS) as parquet:
-            stored = parquet.schema_arrow
-            legacy = legacy_calendar(parquet.metadata.metadata)
-            constants: dict[str, Any] = {}
-            read: dict[str, str] = {}  # logical -> the file's column
-            for name in self.columns:
-                physical = mapping.physical_name(name)
-                values = action.partition_values
-                if values is not None and (physical in values or name in values):
-                    constants[name] = values.get(physical, values.get(name))
-                elif values is None and name in snapshot.partition_columns:
-                    raise FilesNotReadableError(f"the log gives no partition values for {action.path}")
-                else:
-                    found = mapping.in_file(name, stored)
-                    if found is not None:
-                        read[name] = found
-            hidden = None
-            if self.tracking is not None and self.tracking.materialized in stored.names:
-                hidden = self.tracking.materialized
-            wanted = sorted(
-                {*read.values(), *([hidden] if hidden else []), *([CHANGE_TYPE] if self.change_type else [])}
-            )
-            total = parquet.metadata.num_rows
-            deleted = None
-            if action.vector is not None:
-                where = f"{snapshot.uri}/{action.path}"
-                deleted = deleted_positions(action.vector, total, snapshot.filesystem, where)
-            start = 0
-            batches = _file_batches(parquet, wanted, batch_rows)
+            yield from self.parquet_batches(action, parquet, batch_rows)
+
+    def parquet_batches(
+        self,
+        action: FileAction,
+        parquet: pq.ParquetFile,
+        batch_rows: int = BATCH_ROWS,
+        row_groups: Sequence[int] | None = None,
+    ) -> Iterator[pa.RecordBatch]:
+        """`file_batches` of the file ``action`` names, opened by the caller (a copy of it, say) as ``parquet`` with
+        `PARQUET_OPTIONS`; with ``row_groups``, only those row groups' rows (a stream over the table decodes one at a
+        time)."""
+        snapshot, mapping = self.snapshot, self.snapshot.mapping
+        stored = parquet.schema_arrow
+        legacy = legacy_calendar(parquet.metadata.metadata)
+        constants: dict[str, Any] = {}
+        read: dict[str, str] = {}  # logical -> the file's column
+        for name in self.columns:
+            physical = mapping.physical_name(name)
+            values = action.partition_values
+            if values is not None and (physical in values or name in values):
+                constants[name] = values.get(physical, values.get(name))
+            elif values is None and name in snapshot.partition_columns:
+                raise FilesNotReadableError(f"the log gives no partition values for {action.path}")
+            else:
+                found = mapping.in_file(name, stored)
+                if found is not None:
+                    read[name] = found
+        hidden = None
+        if self.tracking is not None and self.tracking.materialized in stored.names:
+            hidden = self.tracking.materialized
+        wanted = sorted({*read.values(), *([hidden] if hidden else []), *([CHANGE_TYPE] if self.change_type else [])})
+        footer = parquet.metadata
+        deleted = None
+        if action.vector is not None:
+            where = f"{snapshot.uri}/{action.path}"
+            deleted = deleted_positions(action.vector, footer.num_rows, snapshot.filesystem, where)
+        firsts = np.cumsum([0] + [footer.row_group(group).num_rows for group in range(footer.num_row_groups)])
+        groups = range(footer.num_row_groups) if row_groups is None else row_groups
+        for group in groups:
+            start = int(firsts[group])
+            batches = _file_batches(parquet, wanted, batch_rows, group)
             try:
                 for batch in batches:
                     count = batch.num_rows
@@ -202,18 +216,17 @@ def snapshot_batches(snapshot: Snapshot, batch_rows: int = BATCH_ROWS) -> Iterat
 
 
 def _file_batches(
-    parquet: pq.ParquetFile, columns: list[str], batch_rows: int
+    parquet: pq.ParquetFile, columns: list[str], batch_rows: int, group: int
 ) -> Generator[pa.RecordBatch, None, None]:
-    """A file's ``columns`` in batches; a file none of whose columns are asked for gives batches of its row count."""
+    """A row group's ``columns`` in batches; where none of its columns are asked for, batches of its row count."""
     if columns:
-        yield from parquet.iter_batches(batch_size=batch_rows, columns=columns, use_threads=False)
+        yield from parquet.iter_batches(batch_size=batch_rows, row_groups=[group], columns=columns, use_threads=False)
         return
-    for group in range(parquet.metadata.num_row_groups):
-        left = parquet.metadata.row_group(group).num_rows
-        while left > 0:
-            count = min(left, batch_rows)
-            yield pa.RecordBatch.from_arrays([pa.nulls(count, pa.null())], names=["_rows"])
-            left -= count
+    left = parquet.metadata.row_group(group).num_rows
+    while left > 0:
+        count = min(left, batch_rows)
+        yield pa.RecordBatch.from_arrays([pa.nulls(count, pa.null())], names=["_rows"])
+        left -= count
 
 
 def _logical(column: pa.Array, stored_type: pa.DataType, logical_type: pa.DataType, where: str) -> pa.Array:

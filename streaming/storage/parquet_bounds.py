@@ -47,22 +47,29 @@ def bounded_row_groups(
         raise ParquetBoundsError(
             f"{where} declares {footer.num_rows} rows, more than the {max_rows} it may hold; it was not read."
         )
-    wanted = None if columns is None else set(columns)
     for number in range(footer.num_row_groups):
         group = footer.row_group(number)
-        size = sum(
-            _decoded_chunk_bytes(source, group.column(index), where)
-            for index in range(group.num_columns)
-            if wanted is None or group.column(index).path_in_schema.split(".")[0] in wanted
-        )
-        if wanted is None:
-            size = max(size, int(group.total_byte_size))
+        size = row_group_bytes(source, group, where, columns)
         if size > max_bytes:
             raise ParquetBoundsError(
                 f"{where}: row group {number} declares {size} bytes decompressed, more than the {max_bytes} its "
                 f"{group.num_rows} rows may take; it was not read."
             )
         yield parquet.read_row_group(number, columns=list(columns) if columns is not None else None)
+
+
+def row_group_bytes(source: Any, group: Any, where: str, columns: Sequence[str] | None = None) -> int:
+    """The bytes the row group ``group`` (its footer's metadata) of the Parquet file ``source`` declares it decodes
+    to: its column chunks' uncompressed sizes (a dictionary-encoded text column counted as its rows times its
+    longest entry) and, when every column is read, at least the group's own declared size; with ``columns``, only
+    the chunks of those top-level columns. Read from the footer and dictionary page headers only."""
+    wanted = None if columns is None else set(columns)
+    size = sum(
+        _decoded_chunk_bytes(source, group.column(index), where)
+        for index in range(group.num_columns)
+        if wanted is None or group.column(index).path_in_schema.split(".")[0] in wanted
+    )
+    return size if wanted is not None else max(size, int(group.total_byte_size))
 
 
 def declared_values(source: Any, column: str) -> int:

@@ -48,6 +48,7 @@ SMOKE_RUNS: dict[str, tuple[list[str], str]] = {
     "incremental_cost.py": (["--rows", "20000", "--files", "4"], "rows_read"),
     "mirror_cost.py": (["--shards", "40", "--rows-per-shard", "20", "--files", "3"], "shard_bytes_written"),
     "delta_change_cost.py": (["--rows", "4000", "--files", "4"], "data_bytes_read"),
+    "delta_stream.py": (["--rows", "4000", "--files", "4", "--rounds", "1"], "delta/mds"),
     "table_walk.py": (["--mode", "mirror"], "climbs_back_up"),
     "mds_log_growth.py": (["--shards", "200", "--runs", "20"], "log_files_after_vacuum_7d"),
     "remote_bench.py": ([], "cold"),
@@ -92,6 +93,15 @@ def test_the_script_runs_and_reports(script, tmp_path):
         # Petastorm's and Ray's sides need side venvs of several GB (benchmarks/setup_side.sh); the smoke run
         # measures ours and the reference, and the script says the others are skipped.
         arguments = [*arguments, "--petastorm-python", str(tmp_path / "none"), "--ray-python", str(tmp_path / "none")]
+    if script == "delta_stream.py":
+        # LitData's and petastorm's sides need side venvs (benchmarks/README.md); the smoke run measures ours.
+        arguments = [
+            *arguments,
+            "--litdata-python",
+            str(tmp_path / "none"),
+            "--petastorm-python",
+            str(tmp_path / "none"),
+        ]
     if script == "epoch_start.py":
         arguments = [*arguments, "--scratch", str(tmp_path / "epoch-start")]
     environment = _environment(tmp_path)

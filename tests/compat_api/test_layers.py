@@ -21,7 +21,7 @@ CORE = ("storage", "format", "dataset", "delta", "convert", "incremental", "spar
 ALLOWED = {
     "storage": set(),
     "format": {"storage"},
-    "dataset": {"format", "storage"},
+    "dataset": {"format", "storage", "delta", "convert"},
     "delta": {"format", "storage"},
     "convert": {"delta", "format", "storage"},
     "incremental": {"delta", "convert", "format", "storage"},
