@@ -30,8 +30,9 @@ FEED_MINUS = ("delete", "update_preimage")
 def read_window(end: Snapshot, start: int) -> TableWindow:
     """The commits of versions ``start + 1 ..`` ``end``'s version: those ``end``'s read of the log passed are
     reused, the older ones read from their commit files. The feed's setting and the schema at ``start`` come from
-    that read too where it passed ``start``, or where no commit of the window set new metadata (they are then
-    ``end``'s); else from the log at ``start`` while it is still there (else unknown, which the window allows for)."""
+    that read too where it passed ``start`` or the version before the window's first metadata change (the settings
+    are the same until then); else from the log at ``start`` while it is still there (else unknown, which the window
+    allows for)."""
     window = read_log_window(
         end.read_text,
         start,
@@ -41,10 +42,15 @@ def read_window(end: Snapshot, start: int) -> TableWindow:
         table=end.uri,
         known=end.log.commits,
     )
+    # The settings at ``start`` are those in effect until the window's first metadata change: where the snapshot's
+    # read of the log began after ``start`` (a checkpoint newer than it), the version before that change may still
+    # be one the read passed.
+    changes = [commit.version for commit in window.commits if commit.metadata is not None]
+    settled = min(changes) - 1 if changes else end.version
     feed, schema = end.feed_enabled_at(start), end.schema_string_at(start)
-    if feed is None and all(commit.metadata is None for commit in window.commits):
-        feed, schema = end.feed_enabled, end.schema_string
-    elif feed is None:
+    if feed is None:
+        feed, schema = end.feed_enabled_at(settled), end.schema_string_at(settled)
+    if feed is None:
         try:
             held = Snapshot.open(end.uri, start)
         except HistoryUnavailableError:

@@ -79,6 +79,26 @@ def test_a_window_from_before_the_checkpoint_reads_each_older_commit_once(tmp_pa
     assert {f"_delta_log/{number:020d}.json" for number in range(16, 25)} <= set(read)
 
 
+def test_the_feed_at_a_start_log_cleanup_made_unreadable_is_known_until_the_windows_first_metadata_change(tmp_path):
+    """Found by the long generated histories: log cleanup removed every commit and checkpoint up to ``start``, and a
+    commit of the window sets new metadata. The settings at ``start`` are still those of the version before that
+    commit, which the snapshot's read passed; the run reads the feed instead of diffing two snapshots."""
+    from deltalake import DeltaTable
+
+    settings = {"delta.checkpointInterval": "10", "delta.enableChangeDataFeed": "true"}
+    table = _table(tmp_path, 25, settings)  # checkpoints at 9 and 19
+    DeltaTable(table).alter.set_table_properties({"delta.appendOnly": "false"})  # version 25: new metadata
+    log = Path(table) / "_delta_log"
+    for name in [*(f"{number:020d}.json" for number in range(0, 19)), f"{9:020d}.checkpoint.parquet"]:
+        (log / name).unlink()  # what log cleanup leaves: the commits from the newest checkpoint's own on
+    snapshot = Snapshot.open(table)
+    with pytest.raises(HistoryUnavailableError):
+        Snapshot.open(table, 18)  # the start itself can no longer be rebuilt
+    window = read_window(snapshot, 18)
+    assert [commit.version for commit in window.commits] == list(range(19, 26))
+    assert window.feed_at_start is True and window.schema_at_start == snapshot.schema_string
+
+
 def test_a_commit_gone_before_the_window_is_named(tmp_path):
     table = _table(tmp_path, 25, {"delta.checkpointInterval": "10"})
     (Path(table) / "_delta_log" / f"{17:020d}.json").unlink()
