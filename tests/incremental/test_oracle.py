@@ -57,6 +57,17 @@ class Subject:
         return self.runs[-1].version if self.runs else None
 
 
+def _log_rebuilds(table: str, version: int) -> bool:
+    """Whether the table's log still rebuilds ``version`` (a checkpoint at or before it and every commit after that
+    checkpoint up to it, or every commit from 0). Where log cleanup took that away, the feed's setting and the
+    schema at ``version`` can be unknown, and a run may diff the two versions' files instead of reading the feed."""
+    names = os.listdir(os.path.join(table, "_delta_log"))
+    commits = {int(name[:20]) for name in names if name[:20].isdigit() and name.endswith(".json")}
+    checkpoints = {int(name[:20]) for name in names if name[:20].isdigit() and ".checkpoint." in name}
+    starts = [0] + [checkpoint + 1 for checkpoint in checkpoints if checkpoint <= version]
+    return any(all(number in commits for number in range(first, version + 1)) for first in starts)
+
+
 def _commit_run(subject: Subject, result: IncrementResult, model: TableModel, *, resync: bool = False) -> None:
     """Record a run that returned, checking how it read the change against what the semantics allow."""
     if result.method == "up_to_date":
@@ -69,7 +80,7 @@ def _commit_run(subject: Subject, result: IncrementResult, model: TableModel, *,
     elif not resync:
         if model.only_maintenance(held, target):
             assert result.method == "no_data_change", f"maintenance only ({held}..{target}) read {result.method}"
-        elif subject.change_data_feed is None and model.feed_gives(held, target):
+        elif subject.change_data_feed is None and model.feed_gives(held, target) and _log_rebuilds(result.table, held):
             assert result.method == "change_data_feed", f"the feed was on throughout {held}..{target}"
             subject.feed_runs += 1
         elif subject.change_data_feed is False:
