@@ -7,6 +7,8 @@ import json
 import os
 import pickle
 import shutil
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -137,3 +139,20 @@ def linked_dataset(root: Path, shards: int, column: str = "n", first: int = 0) -
         entries.append({**entry, "raw_data": {**entry["raw_data"], "basename": name}})
     (root / "index.json").write_text(json.dumps({"version": 2, "shards": entries}))
     return root
+
+
+@contextmanager
+def as_rank(rank: int, world: int) -> Iterator[None]:
+    """Inside the block, this process is ``rank`` of ``world`` ranks on one node (the launcher's variables), as
+    a training job's rank reads them; the previous values come back afterwards."""
+    names = ("RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE")
+    saved = {name: os.environ.get(name) for name in names}
+    os.environ.update(RANK=str(rank), WORLD_SIZE=str(world), LOCAL_WORLD_SIZE=str(world))
+    try:
+        yield
+    finally:
+        for name, value in saved.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value

@@ -14,7 +14,6 @@ import datetime
 import decimal
 import json
 import os
-from contextlib import contextmanager
 from typing import Any
 
 import deltalake
@@ -27,6 +26,7 @@ from streaming.convert.arrow_engine import convert_files
 from streaming.dataset.dataloader import StreamingDataLoader
 from streaming.dataset.delta_stream import VERSIONS_KEY, DeltaStream
 from streaming.delta.errors import HistoryUnavailableError
+from tests.helpers import as_rank
 from tests.incremental.row_tracked_table import TrackedTable
 
 ROWS = 600
@@ -75,20 +75,6 @@ def _equal(left: Any, right: Any) -> bool:
 
 def _by_id(samples) -> dict[int, dict[str, Any]]:
     return {int(sample["id"]): sample for sample in samples}
-
-
-@contextmanager
-def _rank(rank: int, world: int):
-    saved = {name: os.environ.get(name) for name in ("RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE")}
-    os.environ.update(RANK=str(rank), WORLD_SIZE=str(world), LOCAL_WORLD_SIZE=str(world))
-    try:
-        yield
-    finally:
-        for name, value in saved.items():
-            if value is None:
-                os.environ.pop(name, None)
-            else:
-                os.environ[name] = value
 
 
 def test_a_remote_holding_a_delta_table_streams_its_rows_typed_as_the_conversion(tmp_path):
@@ -154,7 +140,7 @@ def test_same_order_on_a_rerun_and_resumption_on_another_world_size(tmp_path):
     assert state[VERSIONS_KEY] == [6]
     rest = []
     for rank in range(2):
-        with _rank(rank, 2):
+        with as_rank(rank, 2):
             resumed = make(f"e{rank}")
             resumed.load_state_dict(state)
             rest.extend(_ids(resumed))

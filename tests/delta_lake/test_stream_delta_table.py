@@ -11,30 +11,15 @@ pinned version after the table moved on, and mix with an MDS stream.
 from __future__ import annotations
 
 import json
-import os
-from contextlib import contextmanager
 from typing import Any
 
 import numpy as np
 import pytest
 
 from tests.delta_lake.followed import latest_version, table_location
+from tests.helpers import as_rank
 
 pytestmark = pytest.mark.timeout(1800)
-
-
-@contextmanager
-def _rank(rank: int, world: int):
-    saved = {name: os.environ.get(name) for name in ("RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE")}
-    os.environ.update(RANK=str(rank), WORLD_SIZE=str(world), LOCAL_WORLD_SIZE=str(world))
-    try:
-        yield
-    finally:
-        for name, value in saved.items():
-            if value is None:
-                os.environ.pop(name, None)
-            else:
-                os.environ[name] = value
 
 
 def _same(left: Any, right: Any) -> bool:
@@ -94,7 +79,7 @@ def test_a_dataset_streams_a_delta_lake_table_without_a_copy(delta_spark, table_
     spark.sql(f"INSERT INTO {table_name} VALUES (5000, 'late', 1.0, array(1))")  # the table moves on
     rest = []
     for rank in range(2):
-        with _rank(rank, 2):
+        with as_rank(rank, 2):
             resumed = make(f"r{rank}")
             assert resumed.streams[0].version == pinned + 1
             resumed.load_state_dict(state)
