@@ -7,8 +7,6 @@ import json
 import os
 import pickle
 import shutil
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -141,18 +139,9 @@ def linked_dataset(root: Path, shards: int, column: str = "n", first: int = 0) -
     return root
 
 
-@contextmanager
-def as_rank(rank: int, world: int) -> Iterator[None]:
-    """Inside the block, this process is ``rank`` of ``world`` ranks on one node (the launcher's variables), as
-    a training job's rank reads them; the previous values come back afterwards."""
-    names = ("RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE")
-    saved = {name: os.environ.get(name) for name in names}
-    os.environ.update(RANK=str(rank), WORLD_SIZE=str(world), LOCAL_WORLD_SIZE=str(world))
-    try:
-        yield
-    finally:
-        for name, value in saved.items():
-            if value is None:
-                os.environ.pop(name, None)
-            else:
-                os.environ[name] = value
+def as_rank(rank: int, world: int) -> Any:
+    """Inside the block (``with as_rank(...)``), this process is ``rank`` of ``world`` ranks on one node (the
+    launcher's variables), as a training job's rank reads them; the previous values come back afterwards."""
+    from unittest import mock
+
+    return mock.patch.dict(os.environ, RANK=str(rank), WORLD_SIZE=str(world), LOCAL_WORLD_SIZE=str(world))
