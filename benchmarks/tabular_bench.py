@@ -132,7 +132,7 @@ class _Bar:
         from streaming.dataset.share import WorkerShare
 
         dataset = StreamingDataset(local=data, batch_size=BATCH, shuffle=True)
-        sample_ids, _ = dataset._epoch_work()
+        sample_ids, _, _ = dataset._epoch_work()
         shard_ids, indices = WorkerShare(sample_ids, dataset.sample_offset_per_shard).take(len(sample_ids))
         self.plan = [(shard_ids[s : s + BATCH], indices[s : s + BATCH]) for s in range(0, len(indices), BATCH)]
         self.records = []
