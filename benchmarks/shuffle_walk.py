@@ -11,6 +11,10 @@ round after round:
 * ``numpy``: the walk as `ShiftedOrder` does it, ``rng.shuffle`` of a scratch array per piece;
 * ``raw words``: ``bit_generator.random_raw`` alone, in cache-sized chunks, for as many 64-bit words as the walk
   consumes: the least any method that looks at every drawn word pays;
+* ``compiled``: `shuffle_walk.c`, compiled with the machine's C compiler (``cc -O3``): numpy's PCG64 steps and
+  bounded draws inlined, without the swaps: what native code shipped with the package could at best do. Its
+  final state is checked against numpy's, else the script fails; without a C compiler the row is left out, and
+  the script says so.
 * ``vectorised count``: an exact count of the draws without the swaps, in whole-array numpy passes. Each draw
   is kept when it is at most the index, which falls by one at every kept draw, so a draw's fate depends on the
   draws before it; per run of indices sharing a mask it iterates ``kept = word <= index - kept before`` to its
@@ -24,8 +28,12 @@ from __future__ import annotations
 
 import argparse
 import json
+import shutil
 import statistics
+import subprocess
+import tempfile
 import time
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -98,6 +106,28 @@ def counted_walk(seed: int, sizes: list[int]) -> tuple[float, tuple[Any, int], i
     return seconds, (check.state["state"], draws % 2), draws, passes
 
 
+def compile_walk(folder: str) -> str | None:
+    """`shuffle_walk.c` built in ``folder`` with the machine's C compiler, or None when it has none."""
+    compiler = shutil.which("cc") or shutil.which("gcc")
+    if compiler is None:
+        return None
+    binary = str(Path(folder) / "shuffle_walk")
+    source = str(Path(__file__).with_name("shuffle_walk.c"))
+    subprocess.run([compiler, "-O3", "-o", binary, source], check=True)
+    return binary
+
+
+def compiled_walk(binary: str, seed: int, piece: int, pieces: int) -> tuple[float, tuple[Any, int]]:
+    """Seconds for the compiled walk over ``pieces`` shuffles of ``piece`` elements, and the state it reaches."""
+    state = np.random.default_rng(seed).bit_generator.state
+    word, increment = state["state"]["state"], state["state"]["inc"]
+    halves = [word >> 64, word & (2**64 - 1), increment >> 64, increment & (2**64 - 1)]
+    arguments = [*halves, state["has_uint32"], state["uinteger"], piece, pieces]
+    done = subprocess.run([binary, *map(str, arguments)], check=True, capture_output=True, text=True)
+    seconds, high, low, has_uint32, _ = done.stdout.split()
+    return float(seconds), ({"state": (int(high) << 64) | int(low), "inc": increment}, int(has_uint32))
+
+
 def raw_words(seed: int, count: int) -> float:
     """Seconds to draw ``count`` 64-bit words with ``random_raw``, a cache-sized chunk at a time."""
     generator = np.random.default_rng(seed).bit_generator
@@ -116,7 +146,12 @@ def main() -> None:
     args = parser.parse_args()
     sizes = [args.piece] * args.pieces
     samples = sum(sizes)
-    times: dict[str, list[float]] = {"numpy": [], "raw words": [], "vectorised count": []}
+    times: dict[str, list[float]] = {"numpy": [], "raw words": [], "vectorised count": [], "compiled": []}
+    scratch = tempfile.mkdtemp(prefix="shuffle-walk-")
+    binary = compile_walk(scratch)
+    if binary is None:
+        print("no C compiler (cc or gcc): the compiled row is left out")
+        del times["compiled"]
     words = passes = 0
     for round_ in range(args.rounds):
         seed = 9176 + round_
@@ -128,6 +163,12 @@ def main() -> None:
             raise SystemExit("WRONG COUNT: the vectorised count does not reach numpy's state after the shuffles")
         words = (draws + 1) // 2  # the walk's 64-bit words: two 32-bit draws each
         times["raw words"].append(raw_words(seed, words))
+        if binary is not None:
+            seconds, compiled_state = compiled_walk(binary, seed, args.piece, args.pieces)
+            times["compiled"].append(seconds)
+            if compiled_state != numpy_state:
+                raise SystemExit("WRONG STATE: the compiled walk does not reach numpy's state after the shuffles")
+    shutil.rmtree(scratch)
     summary = {side: statistics.median(values) / samples * 1e9 for side, values in times.items()}
     print(f"{args.pieces} pieces of {args.piece:,} samples, {args.rounds} rounds (medians)")
     print(f"{'walk':18} {'ns/sample':>10} {'at 10^10 samples (s)':>22}")
