@@ -146,6 +146,9 @@ class Writer(ABC):
         self._next_shard = 0
         self._finished = False
         self._failure: BaseException | None = None
+        # The sink's first refusal (an upload failed): the writer stops taking samples, but the shards already
+        # stored locally stay indexed there, so that nothing written is lost.
+        self._sink_failure: BaseException | None = None
         self._pending: deque[Future] = deque()
         self._threads = max(1, min(_available_cpus(), 8))
         self._pool = ThreadPoolExecutor(self._threads, thread_name_prefix="mds-shard")
@@ -254,6 +257,9 @@ class Writer(ABC):
     def flush_shard(self) -> None:
         """Close the current shard (even an empty one, as upstream does) and store it in the background."""
         self._raise_background_failure()
+        self._store_current_shard()
+
+    def _store_current_shard(self) -> None:
         chunks, sizes = self._chunks, self._sample_sizes
         self._chunks, self._sample_sizes = [], []
         self.new_shard_size = self.extra_bytes_per_shard
@@ -297,7 +303,13 @@ class Writer(ABC):
             with contextlib.suppress(FileNotFoundError):
                 os.unlink(tmp, dir_fd=self._folder)
             raise
-        self.sink.upload(basename)
+        try:
+            self.sink.upload(basename)
+        except BaseException as err:  # noqa: BLE001 - raised by finish(), once the stored shards are indexed
+            # The file is complete here whatever the sink says (it may be another file's upload that failed,
+            # reported now): the shard stays in the local index, and the sink's error stops the writer.
+            if self._sink_failure is None:
+                self._sink_failure = err
 
     def _collect(self, future: Future) -> None:
         try:
@@ -307,8 +319,9 @@ class Writer(ABC):
             raise
 
     def _raise_background_failure(self) -> None:
-        if self._failure is not None:
-            raise self._failure
+        failure = self._failure or self._sink_failure
+        if failure is not None:
+            raise failure
         while self._pending and self._pending[0].done():
             self._collect(self._pending.popleft())
 
@@ -339,14 +352,15 @@ class Writer(ABC):
         self._encode = self._refuse_after_finish
         try:
             try:
-                if self._sample_sizes:
-                    self.flush_shard()
+                if self._sample_sizes and self._failure is None:
+                    self._store_current_shard()  # kept locally even after the sink failed
             except BaseException as err:  # noqa: BLE001 - raised below, after the stored shards are indexed
                 self._failure = self._failure or err
             self._settle()
             publish_index(self.local, self.shards, folder=self._folder)
-            if self._failure is not None:
-                raise self._failure
+            failure = self._failure or self._sink_failure
+            if failure is not None:
+                raise failure
             self.sink.finish(INDEX_BASENAME)
         except BaseException as err:
             self.sink.abort(err)

@@ -106,3 +106,29 @@ def test_a_given_sink_must_match_out_and_owns_the_upload_options(tmp_path):
         MDSWriter(out=(sink.local, sink.remote), columns=COLUMNS, sink=sink, retry=3)
     with pytest.raises(TypeError, match="must implement ShardSink"):
         MDSWriter(out=str(tmp_path / "x"), columns=COLUMNS, sink=object())  # type: ignore[arg-type]
+
+
+class _RefusingSink(ShardUploader):
+    """A sink that refuses one stored file when it is handed over, as a sink reports an earlier upload's failure
+    at the next file (which file that is depends on the threads' timing)."""
+
+    def __init__(self, local: str, remote: str, refused: str) -> None:
+        super().__init__((local, remote), index_basename=INDEX_BASENAME, retry=1)
+        self.refused = refused
+
+    def upload(self, basename: str) -> None:
+        if basename == self.refused:
+            raise StorageError(f"{self.remote}/{basename}", "refused")
+        super().upload(basename)
+
+
+def test_a_file_the_sink_refuses_after_it_was_stored_stays_in_the_local_index(tmp_path):
+    local, remote = str(tmp_path / "local"), str(tmp_path / "remote")
+    sink = _RefusingSink(local, remote, "shard.00001.mds")
+    with pytest.raises(StorageError, match="shard.00001.mds: refused"):
+        _write((local, remote), sink)
+    with open(os.path.join(local, INDEX_BASENAME)) as index:
+        kept = [shard["raw_data"]["basename"] for shard in json.load(index)["shards"]]
+    assert kept[:2] == ["shard.00000.mds", "shard.00001.mds"], "a stored shard is indexed whatever the sink said"
+    assert all(os.path.isfile(os.path.join(local, name)) or os.path.isfile(os.path.join(remote, name)) for name in kept)
+    assert not os.path.exists(os.path.join(remote, INDEX_BASENAME))
