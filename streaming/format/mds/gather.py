@@ -256,10 +256,10 @@ class ShardGather:
         and the str and bytes ones (immutable values, so a batch can share them). For a shard held in memory and
         read by many small segments (a Delta table's decoded row group): a batch then takes each column's rows by
         one numpy index per segment instead of locating and checking its samples' bytes every time. A shard of
-        fixed-size records gets none: its batches take whole records."""
-        if view.records is not None:
-            return view._replace(columns={})
+        fixed-size records gets none (its batches take whole records), nor one without samples."""
         count = len(view.offsets) - 1
+        if view.records is not None or not count:
+            return view._replace(columns={})
         segment = Segment(view, np.arange(count), None)
         located = self._locate(segment)
         columns: dict[str, np.ndarray] = {}
