@@ -11,7 +11,10 @@ of the stream is the same row converted to MDS and read back, by construction.
 
 A row group is decoded once per process while it is in use: the decoded groups stay in a least-recently-used
 cache of `ROW_GROUP_CACHE_BYTES`, large enough for the groups of a shuffle block. Batch reads take the decoded
-groups' columns with the MDS batch reader (`streaming.format.mds.gather`), without a dict per sample.
+groups' columns with the MDS batch reader (`streaming.format.mds.gather`), without a dict per sample: a group a
+batch first reads has its columns read out of its samples once (`ShardGather.columnar`), as a shuffled batch takes
+a few samples from each of many groups, and locating them in the samples' bytes again for every batch costs more
+than the copy.
 
 Before anything is decoded, the file is checked against what the table's log declares: its size (when opened),
 its footer's rows (the log's ``numRecords``), each row group's declared decoded bytes at most
@@ -80,10 +83,28 @@ class DecodedGroup:
     decode: Decoder
     gather: ShardGather
     view: ShardView
+    nbytes: int  # what it holds: its samples, and its columns once read out
 
-    @property
-    def nbytes(self) -> int:
-        return len(self.buffer)
+    def columnar(self) -> DecodedGroup:
+        """This group with its columns read out for batch reads (itself when they are)."""
+        if self.view.columns is not None:
+            return self
+        view = self.gather.columnar(self.view)
+        assert view.columns is not None
+        return replace(self, view=view, nbytes=self.nbytes + _held_bytes(view.columns))
+
+
+#: About what CPython takes for a str or bytes object beyond its characters (a read-out value's overhead).
+_OBJECT_BYTES = 49
+
+
+def _held_bytes(columns: dict[str, np.ndarray]) -> int:
+    total = 0
+    for array in columns.values():
+        total += array.nbytes
+        if array.dtype == object:
+            total += len(array) * _OBJECT_BYTES + sum(map(len, array))
+    return total
 
 
 class _GroupCache:
@@ -106,10 +127,12 @@ class _GroupCache:
             return found[0]
 
     def put(self, key: tuple[str, int, int], group: DecodedGroup, owner: dict[int, DecodedGroup]) -> None:
+        """Hold ``group`` (in place of the one held under ``key``: two threads decoded it, or it was read out)."""
         with self._lock:
             owner[key[2]] = group
-            if key in self._groups:
-                return
+            held = self._groups.pop(key, None)
+            if held is not None:
+                self._bytes -= held[0].nbytes
             self._groups[key] = (group, owner)
             self._bytes += group.nbytes
             while self._bytes > self.limit and len(self._groups) > 1:
@@ -221,15 +244,18 @@ class DeltaFileReader(JointReader):
 
     # ------------------------------------------------------------------ row groups
 
-    def group(self, number: int) -> DecodedGroup:
-        """Row group ``number``'s samples, decoded once per process while the cache keeps them."""
+    def group(self, number: int, columnar: bool = False) -> DecodedGroup:
+        """Row group ``number``'s samples, decoded once per process while the cache keeps them; ``columnar``: with
+        its columns read out for batch reads (`DecodedGroup.columnar`)."""
         decoded = self._decoded.get(number)
-        if decoded is not None:
+        if decoded is not None and (not columnar or decoded.view.columns is not None):
             return decoded
         key = (self.pinned.token, self.number, number)
         decoded = DECODED.get(key)
         if decoded is None:
             decoded = self._decode(self._opened or self.open(), number)
+        if columnar:
+            decoded = decoded.columnar()
         DECODED.put(key, decoded, self._decoded)
         return decoded
 
@@ -279,6 +305,7 @@ class DeltaFileReader(JointReader):
             build_decoder(names, encodings, sizes_fixed),
             gather,
             gather.view(buffer, count),
+            len(buffer),
         )
 
     @staticmethod
@@ -324,7 +351,7 @@ class DeltaFileReader(JointReader):
         if len(indices) and (int(indices.min()) < 0 or int(indices.max()) >= self.samples):
             raise IndexError(f"A sample is out of range for {self._where()} of {self.samples} samples.")
         if len(firsts) == 2:  # one row group (a file of up to ~128 MB as Spark writes them): one segment
-            group = self.group(0)
+            group = self.group(0, columnar=True)
             return group.gather, [Segment(group.view, indices, positions)]
         numbers = np.searchsorted(firsts, indices, "right") - 1
         every = np.arange(len(indices)) if positions is None else positions
@@ -332,7 +359,7 @@ class DeltaFileReader(JointReader):
         segments = []
         for number in np.unique(numbers).tolist():
             chosen = np.flatnonzero(numbers == number)
-            group = self.group(number)
+            group = self.group(number, columnar=True)
             if gather is not None and group.gather is not gather:
                 return None, []
             gather = group.gather

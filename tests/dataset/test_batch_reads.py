@@ -23,6 +23,7 @@ from torch.utils.data import default_collate
 
 from streaming import MDSWriter, StreamingDataLoader, StreamingDataset
 from streaming.dataset.handover import collate_columns
+from streaming.format.mds.gather import Segment
 from streaming.format.mds.nulls import mask_name
 from tests.differential.strategies import NDARRAY_DTYPES, mds_values
 from tests.helpers import assert_same_value
@@ -140,6 +141,85 @@ def test_iter_batches_are_the_iteration_in_batches(tmp_path_factory, case, batch
     assert len(batches) == len(expected)
     for columns, chunk in zip(batches, expected):
         assert_same_batch(columns, chunk)
+
+
+def read_out_batch(
+    dataset: StreamingDataset, ids: np.ndarray, read_out: list[bool], start: int, stop: int
+) -> tuple[dict[str, Any], dict[str, Any]]:
+    """Rows ``start..stop`` of the batch ``ids`` from the shards' bytes, and from the shards whose ``read_out`` is
+    True with their columns read out once (`ShardGather.columnar`, as a Delta table's decoded row groups are)."""
+    views = [dataset.readers[shard].batch_view() for shard in range(dataset.num_shards)]
+    gather = views[0][0]
+    assert all(other is gather for other, _ in views)
+    firsts = dataset.sample_offset_per_shard
+    shards = np.searchsorted(firsts, ids, "right") - 1
+
+    def segments(columnar: list[bool]) -> list[Segment]:
+        found = []
+        for shard in np.unique(shards).tolist():
+            positions = np.flatnonzero(shards == shard)
+            view = gather.columnar(views[shard][1]) if columnar[shard] else views[shard][1]
+            whole = len(positions) == len(ids)  # the whole batch, in order: no positions needed
+            found.append(Segment(view, ids[positions] - firsts[shard], None if whole else positions))
+        return found
+
+    expected = gather.prepare(segments([False] * len(views)), len(ids)).columns(start, stop)
+    return gather.prepare(segments(read_out), len(ids)).columns(start, stop), expected
+
+
+@SETTINGS
+@given(case=datasets(), data=st.data())
+def test_columns_read_out_give_the_same_batches(tmp_path_factory, case, data):
+    """From all, some or none of the shards read out, any rows of a batch: the same columns as from the bytes."""
+    dataset = StreamingDataset(local=fresh(tmp_path_factory, case), batch_size=4)
+    ids = np.array(data.draw(st.lists(st.integers(0, len(case["samples"]) - 1), min_size=1, max_size=24)))
+    read_out = data.draw(st.lists(st.booleans(), min_size=dataset.num_shards, max_size=dataset.num_shards))
+    start = data.draw(st.integers(0, len(ids) - 1))
+    stop = data.draw(st.integers(start + 1, len(ids)))
+    got, expected = read_out_batch(dataset, ids, read_out, start, stop)
+    assert_same_value(got, expected, "batch")
+
+
+def test_columns_read_out_across_shards(tmp_path):
+    """Every kind of column over several shards, NULLs in the batch, rows repeated and out of order."""
+    columns = {
+        "s": "str",
+        "s__is_null": "uint8",
+        "b": "bytes",
+        "n": "int",
+        "v": "ndarray:float32",
+        "r": "ndarray",
+        "j": "json",
+        "f": "float64",
+    }
+    samples = [
+        {
+            "s": f"text {k}",
+            "s__is_null": int(k % 7 == 3),
+            "b": bytes([k]) * (k % 4),
+            "n": k * 1000,
+            "v": np.array([k, -k], np.float32),
+            "r": np.arange(k % 3 + 1),
+            "j": {"k": k},
+            "f": k / 3,
+        }
+        for k in range(48)
+    ]
+    dataset = StreamingDataset(
+        local=write(str(tmp_path / "ds"), {"columns": columns, "samples": samples, "size_limit": 800}), batch_size=4
+    )
+    assert dataset.num_shards > 3
+    gather, view = dataset.readers[0].batch_view()
+    # Stacked columns and the str and bytes ones are read out; an ndarray of varying shapes and JSON are not.
+    assert sorted(gather.columnar(view).columns or {}) == ["b", "f", "n", "s", "s__is_null", "v"]
+    ids = np.array([40, 3, 17, 3, 29, 0, 47, 8, 10])
+    for read_out in ([True] * dataset.num_shards, [shard % 2 == 0 for shard in range(dataset.num_shards)]):
+        for start, stop in ((0, len(ids)), (2, 7), (1, 2)):
+            got, expected = read_out_batch(dataset, ids, read_out, start, stop)
+            assert_same_value(got, expected, f"rows {start}..{stop}")
+    full, _ = read_out_batch(dataset, ids, [True] * dataset.num_shards, 0, len(ids))
+    assert full["s"] == [None if k % 7 == 3 else f"text {k}" for k in ids.tolist()]
+    assert full["v"][:, 0].tolist() == ids.tolist()
 
 
 def test_a_batch_across_shards_in_any_order(tmp_path):

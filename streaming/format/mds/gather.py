@@ -14,6 +14,9 @@ allocates (`columns`).
   vector arithmetic: fixed-size columns are copied from those positions, ``ndarray`` columns whose samples share
   dtype and shape are stacked from their values (the headers checked at once), strings and bytes are cut by
   their offsets in one pass, and any other encoding is decoded value by value with the per-sample decoders.
+* A shard held in memory and read in small pieces (a Delta table's decoded row group, of which a shuffled batch
+  takes a few samples) can have those columns read out of all its samples once (`ShardGather.columnar`); a batch
+  then takes their rows by one numpy index per shard and column.
 
 The values are those of a per-sample read (`streaming.format.mds.reader.build_decoder`), NULL masks folded the
 same way; stacked only where ``default_collate`` would make one tensor of the same dtype and values of the
@@ -94,6 +97,9 @@ class ShardView(NamedTuple):
     buffer: memoryview  # the same bytes, for the per-value decoders
     offsets: np.ndarray  # the samples + 1 sample offsets (int64)
     records: np.ndarray | None  # (samples, record size) uint8 when every sample is one record of that size
+    # Columns already read out of every sample (`ShardGather.columnar`): stacked values, or an object array of the
+    # str or bytes values; a column left out is read from the bytes. None: none read out.
+    columns: dict[str, np.ndarray] | None = None
 
 
 class Segment(NamedTuple):
@@ -245,6 +251,30 @@ class ShardGather:
                 records = data[first : first + samples * size].reshape(samples, size)
         return ShardView(data, buffer, offsets, records)
 
+    def columnar(self, view: ShardView) -> ShardView:
+        """``view`` with its columns read out of all its samples once (`ShardView.columns`): the stacked columns,
+        and the str and bytes ones (immutable values, so a batch can share them). For a shard held in memory and
+        read by many small segments (a Delta table's decoded row group): a batch then takes each column's rows by
+        one numpy index per segment instead of locating and checking its samples' bytes every time. A shard of
+        fixed-size records gets none (its batches take whole records), nor one without samples."""
+        count = len(view.offsets) - 1
+        if view.records is not None or not count:
+            return view._replace(columns={})
+        segment = Segment(view, np.arange(count), None)
+        located = self._locate(segment)
+        columns: dict[str, np.ndarray] = {}
+        for name, plan in self.plans.items():
+            parts = [(segment, located[name])]
+            if plan.kind in (FIXED, NDARRAY):
+                stacked = self._stacked(plan, parts)
+                if stacked is not None:
+                    columns[name] = stacked.array(count)
+            elif plan.kind in (STR, BYTES):
+                values = np.empty(count, object)
+                values[:] = self._values(plan, parts, count)
+                columns[name] = values
+        return view._replace(columns=columns)
+
     def gather(self, segments: Sequence[Segment], count: int) -> Columns:
         """The columns of a batch of ``count`` samples taken from ``segments`` (one per shard), in new arrays."""
         return self.prepare(segments, count).columns()
@@ -319,13 +349,50 @@ class ShardGather:
 
     def _from_layout(self, segments: Sequence[Segment], count: int) -> dict[str, _Stacked | list[Any]]:
         """Every column located in each segment by the samples' length headers."""
-        located = [self._locate(segment) for segment in segments]
+        located: list[dict[str, tuple[np.ndarray, np.ndarray]]] | None = None  # only for a column not read out
         copies: dict[str, _Stacked | list[Any]] = {}
         for name, plan in self.plans.items():
+            taken = self._read_out(name, segments, count)
+            if taken is not None:
+                copies[name] = taken
+                continue
+            if located is None:
+                located = [self._locate(segment) for segment in segments]
             parts = [(segment, bounds[name]) for segment, bounds in zip(segments, located)]
             copy = self._stacked(plan, parts) if plan.kind in (FIXED, NDARRAY) else None
             copies[name] = copy if copy is not None else self._values(plan, parts, count)
         return copies
+
+    @staticmethod
+    def _read_out(name: str, segments: Sequence[Segment], count: int) -> _Stacked | list[Any] | None:
+        """Column ``name`` taken from the segments' read-out columns; None unless every segment has it, in one
+        dtype and value shape."""
+        arrays: list[np.ndarray] = []
+        for segment in segments:
+            array = segment.view.columns.get(name) if segment.view.columns is not None else None
+            if array is None or (arrays and (array.dtype, array.shape[1:]) != (arrays[0].dtype, arrays[0].shape[1:])):
+                return None
+            arrays.append(array)
+        if not arrays:
+            return None
+        jobs = [(array, segment.indices, segment.positions) for array, segment in zip(arrays, segments)]
+        if arrays[0].dtype == object:
+            values = np.empty(count, object)
+            for array, indices, positions in jobs:
+                values[slice(None) if positions is None else positions] = array[indices]
+            return values.tolist()
+
+        def copy(out: np.ndarray, start: int, stop: int) -> None:
+            for array, indices, positions in jobs:
+                if positions is None:
+                    np.take(array, indices[start:stop], axis=0, out=out)
+                elif start == 0 and stop == count:
+                    out[positions] = array[indices]
+                else:
+                    inside = (positions >= start) & (positions < stop)
+                    out[positions[inside] - start] = array[indices[inside]]
+
+        return _Stacked(arrays[0].dtype, arrays[0].shape[1:], copy)
 
     def _locate(self, segment: Segment) -> dict[str, tuple[np.ndarray, np.ndarray]]:
         """``{column: (starts, stops)}``: the byte range of each column of each of the segment's samples."""
