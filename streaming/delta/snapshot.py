@@ -81,7 +81,7 @@ class Snapshot:
         commit files its replay needs), `DeltaLogError` for a folder that is not a Delta table or a version past
         the newest, `NoColumnsError` for a version whose schema has no columns."""
         require("deltalake", "delta", "Reading a Delta table without Spark")
-        filesystem = table_filesystem(uri) or _object_store(uri)
+        filesystem = table_filesystem(uri) or object_store(uri)
         log = replay(filesystem, lambda relative: _read_text(filesystem, relative), uri, version)
         check_table_files(uri, [action.path for action in log.files.values()])
         return cls(uri, log, filesystem)
@@ -177,7 +177,7 @@ def _read_text(filesystem: Any, relative: str) -> str | None:
         return None
 
 
-def _object_store(uri: str) -> Any:
+def object_store(uri: str) -> Any:
     """A pyarrow filesystem over delta-rs's own object store for a remote table."""
     from deltalake.fs import DeltaStorageHandler
     from pyarrow.fs import PyFileSystem

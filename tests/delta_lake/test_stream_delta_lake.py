@@ -13,6 +13,7 @@ A view or a table of another format given by name is refused, naming it.
 from __future__ import annotations
 
 import json
+import os
 from typing import Any
 
 import numpy as np
@@ -143,3 +144,32 @@ def test_a_view_or_a_table_of_another_format_is_refused_by_name(delta_session, t
     schema, name = table_name.split(".")
     dataset = StreamingDataset(remote=f"`{schema}`.`{name}`", local=str(tmp_path / "q"), batch_size=4)
     assert sorted(int(s["id"]) for s in dataset) == list(range(10))
+
+
+def test_a_folder_spark_wrote_as_parquet_streams_its_rows(delta_session, tmp_path):
+    from streaming import StreamingDataset
+    from streaming.dataset.parquet_stream import ParquetStream
+
+    spark = delta_session
+    folder = str(tmp_path / "folder")
+    for start in (0, 300):
+        frame = spark.sql(
+            f"SELECT /*+ REPARTITION(2) */ id, IF(id % 5 = 0, NULL, concat('t', CAST(id AS STRING))) AS title, "
+            f"id / 4.0 AS score, concat('p', CAST(id % 2 AS STRING)) AS part, CAST(id % 3 AS INT) AS bucket "
+            f"FROM range({start}, {start + 300})"
+        )
+        frame.write.mode("append").partitionBy("part", "bucket").parquet(folder)
+    assert os.path.exists(os.path.join(folder, "_SUCCESS"))
+    rows = spark.read.parquet(folder).collect()
+    expected = {int(row["id"]): (row["title"], float(row["score"]), row["part"], int(row["bucket"])) for row in rows}
+    dataset = StreamingDataset(remote=folder, local=str(tmp_path / "c"), batch_size=8, shuffle=True)
+    assert type(dataset.streams[0]) is ParquetStream and dataset.shards_per_stream.tolist()[0] >= 12
+    got, order = {}, []
+    for sample in dataset:
+        order.append(int(sample["id"]))
+        assert type(sample["id"]) is np.int64 and type(sample["bucket"]) is np.int64
+        assert sample["title"] is None or type(sample["title"]) is str
+        got[int(sample["id"])] = (sample["title"], float(sample["score"]), sample["part"], int(sample["bucket"]))
+    assert got == expected
+    rerun = StreamingDataset(remote=folder, local=str(tmp_path / "c2"), batch_size=8, shuffle=True)
+    assert [int(s["id"]) for s in rerun] == order
