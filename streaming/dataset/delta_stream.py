@@ -16,7 +16,9 @@ long as their files exist: a file VACUUM removed fails with `HistoryUnavailableE
 A `Stream` (or a single-stream dataset's ``remote``) naming a folder that holds ``_delta_log`` is read as that
 table with no other argument (`streaming.dataset.delta_remote.holds_delta_table`, `DeltaStream.adopt`);
 ``streams_registry`` also names this class ``"delta"``, so
-``StreamingDataset(remote=..., stream_name="delta", stream_config={"version": 12})`` pins a version.
+``StreamingDataset(remote=..., stream_name="delta", stream_config={"version": 12})`` pins a version. A remote given
+as a table name is resolved to the table's folder first (`streaming.dataset.delta_table_name`). What the stream
+shares with a folder of Parquet files (`streaming.dataset.parquet_stream`) is `PinnedRows`.
 """
 
 from __future__ import annotations
@@ -235,7 +237,8 @@ class _Columns(ArrowColumns):
 
 @dataclass
 class DeltaShardTable(ShardTable):
-    """A `ShardTable` whose shards are the data files of a pinned Delta version, read by `DeltaFileReader`."""
+    """A `ShardTable` whose shards are the data files of a pinned Delta version (or of a Parquet folder), read by
+    `DeltaFileReader`."""
 
     pinned: PinnedRows | None = None
 

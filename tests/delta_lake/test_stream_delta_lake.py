@@ -140,9 +140,14 @@ def test_a_view_or_a_table_of_another_format_is_refused_by_name(delta_session, t
         StreamingDataset(remote=plain, local=str(tmp_path / "p"), batch_size=4)
     with pytest.raises(TableNameError, match="no table of that name"):
         StreamingDataset(remote=f"{table_name}_missing", local=str(tmp_path / "m"), batch_size=4)
-    # Backquoted parts name the same table.
+    # Backquoted parts name the same table; a version of it is pinned by name, as of a table's folder.
+    spark.sql(f"INSERT INTO {table_name} VALUES (10)")
     schema, name = table_name.split(".")
     dataset = StreamingDataset(remote=f"`{schema}`.`{name}`", local=str(tmp_path / "q"), batch_size=4)
+    assert dataset.streams[0].version == 1 and sorted(int(s["id"]) for s in dataset) == list(range(11))
+    dataset = StreamingDataset(
+        remote=table_name, local=str(tmp_path / "v0"), batch_size=4, stream_name="delta", stream_config={"version": 0}
+    )
     assert sorted(int(s["id"]) for s in dataset) == list(range(10))
 
 
