@@ -37,7 +37,8 @@ from streaming.dataset.checkpoint_values import CheckpointBounds, checked_checkp
 from streaming.dataset.checkpoint_version import checked_resume, version_entry
 from streaming.dataset.coordination import InstanceState
 from streaming.dataset.coordination.local_claims import LocalDirClaims
-from streaming.dataset.delta_remote import holds_delta_table
+from streaming.dataset.delta_remote import holds_delta_table, holds_parquet_files
+from streaming.dataset.delta_table_name import resolve_table_name
 from streaming.dataset.errors import InvalidCheckpointError
 from streaming.dataset.partition import default_num_canonical_nodes
 from streaming.dataset.plan_memory import plan_is_small
@@ -241,12 +242,19 @@ class StreamingDataset(Array, IterableDataset):
             config = {**(stream_config or {}), **defaults.as_dict()}
             self.streams = [streams_registry.get(stream_name)(**config)]
         self.num_streams = len(self.streams)
-        # A plain Stream whose remote is a Delta table's folder reads the table (streaming.dataset.delta_stream).
+        # A remote that is a table name reads the table's location (streaming.dataset.delta_table_name); a plain
+        # Stream whose remote is a Delta table's folder reads the table (streaming.dataset.delta_stream), one whose
+        # remote is a folder of Parquet files without an index reads the files (streaming.dataset.parquet_stream).
         for stream in self.streams:
+            resolve_table_name(stream)
             if type(stream) is Stream and holds_delta_table(stream):
                 from streaming.dataset.delta_stream import DeltaStream
 
                 DeltaStream.adopt(stream)
+            elif type(stream) is Stream and holds_parquet_files(stream):
+                from streaming.dataset.parquet_stream import ParquetStream
+
+                ParquetStream.adopt(stream)
         self._reads_delta = any(hasattr(stream, "pin") for stream in self.streams)
         for stream_id, stream in enumerate(self.streams):
             if not (stream.remote or stream._local):

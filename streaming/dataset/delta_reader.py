@@ -60,7 +60,7 @@ class PinnedFiles(Protocol):
     so that the two modules do not import each other)."""
 
     uri: str
-    version: int
+    version: int | None  # None: files of no table version (a Parquet folder)
     token: str
     files: list[Any]  # `DeltaFile`s
 

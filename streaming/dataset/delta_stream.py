@@ -16,7 +16,9 @@ long as their files exist: a file VACUUM removed fails with `HistoryUnavailableE
 A `Stream` (or a single-stream dataset's ``remote``) naming a folder that holds ``_delta_log`` is read as that
 table with no other argument (`streaming.dataset.delta_remote.holds_delta_table`, `DeltaStream.adopt`);
 ``streams_registry`` also names this class ``"delta"``, so
-``StreamingDataset(remote=..., stream_name="delta", stream_config={"version": 12})`` pins a version.
+``StreamingDataset(remote=..., stream_name="delta", stream_config={"version": 12})`` pins a version. A remote given
+as a table name is resolved to the table's folder first (`streaming.dataset.delta_table_name`). What the stream
+shares with a folder of Parquet files (`streaming.dataset.parquet_stream`) is `PinnedRows`.
 """
 
 from __future__ import annotations
@@ -85,51 +87,51 @@ class _DetachedSnapshot(Snapshot):
         return {**self.__dict__, "table": None, "_filesystem": None}
 
 
-class PinnedTable:
-    """A Delta table pinned to one version, as its stream reads it: the files, and how rows become samples.
+class PinnedRows:
+    """The rows of a fixed list of Parquet data files, as a stream reads them: the files, and how rows become samples.
 
     The sample types are the conversion's: each column's default encoding (`resolve_columns`); NULL masks for the
-    nullable columns but those the log's statistics show without a NULL in every file (a conversion masks only
-    where a NULL occurs: a sample reads the same either way); an ``ndarray`` column whose arrays hold NULL
-    elements, or are not rectangular, is ``json`` in the row groups where that happens (a conversion decides it
-    once for the whole table).
+    nullable columns but those ``null_free`` names (a conversion masks only where a NULL occurs: a sample reads the
+    same either way); an ``ndarray`` column whose arrays hold NULL elements, or are not rectangular, is ``json`` in
+    the row groups where that happens (a conversion decides it once for the whole table). Subclasses say where the
+    rows come from (`scan`, `deleted_rows`): a Delta table's version (`PinnedTable`), or a folder of Parquet files
+    (`streaming.dataset.parquet_stream.PinnedFolder`).
     """
 
-    def __init__(self, snapshot: Snapshot, files: list[DeltaFile], null_free: frozenset[str] = frozenset()) -> None:
-        detached = _DetachedSnapshot.__new__(_DetachedSnapshot)
-        detached.__dict__.update(snapshot.__dict__)
-        self.snapshot: Snapshot = detached
-        self.uri = snapshot.uri
-        self.version = snapshot.version
-        self.token = f"{snapshot.uri}@{snapshot.version}"
+    def __init__(
+        self,
+        uri: str,
+        version: int | None,
+        schema: pa.Schema,
+        files: list[DeltaFile],
+        source: Source,
+        null_free: frozenset[str] = frozenset(),
+    ) -> None:
+        self.caller = "a Delta stream" if source.kind == "delta" else f"a {source.kind} stream"  # named in warnings
+        self.uri = uri
+        self.version = version
+        self.token = f"{uri}@{version}"
         self.files = files
-        schema = Scan(snapshot).schema
+        self.source = source
         self.columns = resolve_columns(list(zip(schema.names, schema.types)), None)
         self._schema_questions = _Columns(schema)
         nullable, self.elements = self._schema_questions.nullable_columns(self.columns)
-        # Columns the log's statistics show without a NULL in any file get no mask, as in a conversion.
+        # Columns known to hold no NULL get no mask, as in a conversion.
         self.nullable = [name for name in nullable if name not in null_free]
         self.nested = self._schema_questions.nested_columns(self.columns)
         self.json_text = json_text_columns([(name, schema.field(name).type) for name in self.columns])
-        self._scan: Scan | None = None
         self._encoders: dict[tuple[tuple[str, str], ...], tuple[dict[str, str], dict[str, str], BatchEncoder]] = {}
 
     def __getstate__(self) -> dict[str, Any]:
-        return {**self.__dict__, "_scan": None, "_encoders": {}}
+        return {**self.__dict__, "_encoders": {}}
 
-    def scan(self) -> Scan:
-        """The table's reader of data files at this version (made once per process)."""
-        if self._scan is None:
-            self._scan = Scan(self.snapshot)
-        return self._scan
+    def scan(self) -> Any:
+        """The reader of the data files: ``parquet_batches(action, parquet, rows, row_groups)`` and ``schema``."""
+        raise NotImplementedError
 
     def deleted_rows(self, file: DeltaFile, rows: int) -> np.ndarray | None:
-        """The sorted positions the file's deletion vector marks, None without one."""
-        vector = file.action.vector
-        if vector is None:
-            return None
-        where = f"{self.uri}/{file.name}"
-        return deleted_positions(vector, rows, self.snapshot.filesystem, where)
+        """The sorted positions of the file's rows that are not samples, None when all are."""
+        return None
 
     def normalized(self, batch: pa.RecordBatch) -> pa.RecordBatch:
         """Rows of a row group as the conversion's encoder takes them (`normalize_batch`)."""
@@ -153,9 +155,9 @@ class PinnedTable:
             policy=WIDENING_POLICY,
             nullable=self.nullable,
             null_elements=self.elements,
-            source=Source(kind="delta", name=None, version=self.version, reader="stream"),
+            source=self.source,
             count=count,
-            caller="a Delta stream",
+            caller=self.caller,
             nested=self.nested,
         )
         key = tuple(sorted(plan.columns.items()))
@@ -183,6 +185,37 @@ class PinnedTable:
         )
 
 
+class PinnedTable(PinnedRows):
+    """A Delta table pinned to one version, as its stream reads it (see `PinnedRows`): the files' deletion vectors
+    applied, columns the log's statistics show without a NULL in every file given no NULL mask."""
+
+    def __init__(self, snapshot: Snapshot, files: list[DeltaFile], null_free: frozenset[str] = frozenset()) -> None:
+        detached = _DetachedSnapshot.__new__(_DetachedSnapshot)
+        detached.__dict__.update(snapshot.__dict__)
+        self.snapshot: Snapshot = detached
+        source = Source(kind="delta", name=None, version=snapshot.version, reader="stream")
+        super().__init__(snapshot.uri, snapshot.version, Scan(snapshot).schema, files, source, null_free)
+        self.version: int = snapshot.version
+        self._scan: Scan | None = None
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {**super().__getstate__(), "_scan": None}
+
+    def scan(self) -> Scan:
+        """The table's reader of data files at this version (made once per process)."""
+        if self._scan is None:
+            self._scan = Scan(self.snapshot)
+        return self._scan
+
+    def deleted_rows(self, file: DeltaFile, rows: int) -> np.ndarray | None:
+        """The sorted positions the file's deletion vector marks, None without one."""
+        vector = file.action.vector
+        if vector is None:
+            return None
+        where = f"{self.uri}/{file.name}"
+        return deleted_positions(vector, rows, self.snapshot.filesystem, where)
+
+
 def _no_null_elements(column: pa.ChunkedArray) -> bool:
     """Whether no list of ``column``, at any depth, holds a NULL element (a NULL list itself is the row's NULL)."""
     import pyarrow.compute as pc
@@ -204,12 +237,13 @@ class _Columns(ArrowColumns):
 
 @dataclass
 class DeltaShardTable(ShardTable):
-    """A `ShardTable` whose shards are the data files of a pinned Delta version, read by `DeltaFileReader`."""
+    """A `ShardTable` whose shards are the data files of a pinned Delta version (or of a Parquet folder), read by
+    `DeltaFileReader`."""
 
-    pinned: PinnedTable | None = None
+    pinned: PinnedRows | None = None
 
     def reader(self, dirname: str, split: str | None, shard_id: int) -> Reader:
-        assert self.pinned is not None  # always given by `PinnedTable.shard_table`
+        assert self.pinned is not None  # always given by `PinnedRows.shard_table`
         return DeltaFileReader(dirname, split, self.pinned, shard_id)
 
 
@@ -381,9 +415,8 @@ class DeltaStream(Stream):
 
 def versions_entry(streams: Sequence[Stream]) -> dict[str, Any]:
     """The checkpoint key naming each Delta stream's pinned version (nothing when no stream is a Delta table)."""
-    if not any(isinstance(stream, DeltaStream) for stream in streams):
-        return {}
-    return {VERSIONS_KEY: [stream.version if isinstance(stream, DeltaStream) else None for stream in streams]}
+    versions = [stream.version if isinstance(stream, DeltaStream) else None for stream in streams]
+    return {} if all(version is None for version in versions) else {VERSIONS_KEY: versions}
 
 
 def repin(streams: Sequence[Stream], checkpoint: dict[str, Any]) -> bool:
@@ -402,7 +435,7 @@ def repin(streams: Sequence[Stream], checkpoint: dict[str, Any]) -> bool:
         )
     changed = False
     for number, (stream, version) in enumerate(zip(streams, recorded)):
-        if version is None and not isinstance(stream, DeltaStream):
+        if version is None and getattr(stream, "version", None) is None:  # an MDS stream, or a Parquet folder's
             continue
         if not isinstance(stream, DeltaStream) or isinstance(version, bool) or not isinstance(version, int):
             raise ValueError(

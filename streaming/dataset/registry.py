@@ -181,3 +181,14 @@ def _delta_stream(**kwargs: Any) -> Any:
 
 # ``StreamingDataset(remote=<table>, stream_name="delta", stream_config={"version": n})`` pins a table version.
 streams_registry.register("delta", func=cast(type, _delta_stream))
+
+
+def _parquet_stream(**kwargs: Any) -> Any:
+    """A `streaming.dataset.parquet_stream.ParquetStream` (imported when first built: it needs pyarrow)."""
+    from streaming.dataset.parquet_stream import ParquetStream
+
+    return ParquetStream(**kwargs)
+
+
+# ``StreamingDataset(remote=<folder>, stream_name="parquet")`` reads a folder of Parquet files.
+streams_registry.register("parquet", func=cast(type, _parquet_stream))

@@ -27,7 +27,7 @@ from streaming.delta.row_ids import RowTracking, row_tracking
 from streaming.delta.variant import text_schema
 from streaming.storage.table_files import check_table_files, inside_path, table_filesystem
 from streaming.storage.untrusted_text import shown
-from streaming.storage.url import is_remote
+from streaming.storage.url import is_remote, split_url
 
 #: The reader features of the Delta protocol this package's reader implements (column mapping's physical names,
 #: deletion vectors, plain timestamps, type widening and variants in `streaming.delta.scan`, V2 checkpoints in
@@ -81,7 +81,7 @@ class Snapshot:
         commit files its replay needs), `DeltaLogError` for a folder that is not a Delta table or a version past
         the newest, `NoColumnsError` for a version whose schema has no columns."""
         require("deltalake", "delta", "Reading a Delta table without Spark")
-        filesystem = table_filesystem(uri) or _object_store(uri)
+        filesystem = table_filesystem(uri) or object_store(uri)
         log = replay(filesystem, lambda relative: _read_text(filesystem, relative), uri, version)
         check_table_files(uri, [action.path for action in log.files.values()])
         return cls(uri, log, filesystem)
@@ -177,10 +177,17 @@ def _read_text(filesystem: Any, relative: str) -> str | None:
         return None
 
 
-def _object_store(uri: str) -> Any:
-    """A pyarrow filesystem over delta-rs's own object store for a remote table."""
+def object_store(uri: str) -> Any:
+    """A pyarrow filesystem over delta-rs's own object store for a remote table; for one on ``dbfs:/`` or a
+    ``/Volumes/...`` path the Files API serves, which delta-rs does not reach, over the package's own storage
+    (`streaming.storage.storage_files`)."""
     from deltalake.fs import DeltaStorageHandler
     from pyarrow.fs import PyFileSystem
+
+    if split_url(uri).scheme in ("dbfs", "", "file"):
+        from streaming.storage.storage_files import storage_filesystem
+
+        return storage_filesystem(uri)
 
     return PyFileSystem(DeltaStorageHandler(uri, store_options(uri)))
 

@@ -13,7 +13,7 @@ from typing import Any
 
 from streaming._extras import install_hint
 from streaming.convert.source import Source
-from streaming.delta.location import looks_like_path
+from streaming.delta.location import looks_like_path, quote_table_name
 from streaming.storage.table_files import refuse_links_in
 
 # How Spark (and Databricks) say that DESCRIBE HISTORY was asked of something that is not a Delta table.
@@ -60,44 +60,6 @@ def resolve(data: Any, spark: Any = None, version: int | None = None) -> tuple[A
     if looks_like_path(data):
         return _read_delta_path(session, data, version)
     return _read_table(session, data, version)
-
-
-def table_name_parts(name: str) -> list[str]:
-    """The parts of a table name (`t`, `s.t`, `c.s.t`), each bare or in backticks (a doubled backtick is one)."""
-    parts: list[str] = []
-    position = 0
-    while True:
-        if name.startswith("`", position):
-            pieces, start = [], position + 1
-            while True:
-                end = name.find("`", start)
-                if end < 0:
-                    raise ValueError(f"Table name {name!r} has an unclosed backtick.")
-                pieces.append(name[start:end])
-                if not name.startswith("``", end):
-                    break
-                pieces.append("`")
-                start = end + 2
-            part, position = "".join(pieces), end + 1
-        else:
-            end = name.find(".", position)
-            end = len(name) if end < 0 else end
-            part, position = name[position:end], end
-        if not part:
-            raise ValueError(
-                f"Table name {name!r} has an empty part; expected table, schema.table or catalog.schema.table."
-            )
-        parts.append(part)
-        if position == len(name):
-            return parts
-        if name[position] != ".":
-            raise ValueError(f"Table name {name!r}: expected '.' after the backticked part {part!r}.")
-        position += 1
-
-
-def quote_table_name(name: str) -> str:
-    """`name` as a SQL identifier: every part in backticks, backticks inside doubled."""
-    return ".".join("`" + part.replace("`", "``") + "`" for part in table_name_parts(name))
 
 
 def sql_identifier(table: str) -> str:

@@ -66,8 +66,12 @@ def refuse_links_in(table: str) -> None:
 
 def table_filesystem(table: str) -> pafs.FileSystem | None:
     """A pyarrow filesystem rooted at the local table ``table`` that opens only regular files inside it without
-    following a link (see the module's docstring); None for a remote table."""
-    if is_remote(table):
+    following a link (see the module's docstring); None for a remote table (a ``/Volumes/...`` path not mounted
+    here included: the Databricks Files API serves it)."""
+    from streaming.storage.local import LocalStorage
+    from streaming.storage.registry import storage_for
+
+    if is_remote(table) or not isinstance(storage_for(table), LocalStorage):
         return None
     return pafs.PyFileSystem(NoLinkFiles(os.path.realpath(_local(table))))
 

@@ -14,6 +14,8 @@ import datetime
 import decimal
 import json
 import os
+import subprocess
+import sys
 from typing import Any
 
 import deltalake
@@ -252,3 +254,50 @@ def test_a_data_file_outside_the_table_is_refused(tmp_path):
     _rewrite_log(table, 0, outside)
     with pytest.raises(ValueError, match="elsewhere"):
         StreamingDataset(remote=table, local=str(tmp_path / "c"), batch_size=4)
+
+
+@pytest.mark.parametrize(
+    ("remote", "parts"),
+    [
+        ("main.sales.events", ["main", "sales", "events"]),
+        ("sales.events", ["sales", "events"]),
+        ("`my-catalog`.`odd.schema`.`t``1`", ["my-catalog", "odd.schema", "t`1"]),
+        ("events", None),  # one part: a relative folder
+        ("a.b.c.d", None),
+        ("data.v1-2", None),  # not a plain word without backticks: a path
+        ("runs/sales.events", None),
+        ("s3://bucket/sales.events", None),
+        ("dbfs:/tables/sales.events", None),
+        ("/Volumes/main/sales/events", None),
+    ],
+)
+def test_a_remote_is_a_table_name_only_where_it_is_no_path(remote, parts):
+    from streaming.dataset.delta_table_name import table_name
+
+    assert table_name(remote) == parts
+
+
+def test_a_table_name_that_exists_as_a_local_folder_is_that_folder(tmp_path, monkeypatch):
+    from streaming.dataset.delta_table_name import table_name
+
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "sales.events").mkdir()
+    assert table_name("sales.events") is None
+
+
+def test_a_table_name_without_a_spark_session_says_to_give_the_location_or_start_one(tmp_path):
+    # A fresh interpreter: no session of another test can be active there.
+    code = (
+        "import sys\n"
+        "from streaming import StreamingDataset\n"
+        "from streaming.dataset.delta_table_name import TableNameError\n"
+        "try:\n"
+        f"    StreamingDataset(remote='main.sales.events', local={str(tmp_path / 'c')!r}, batch_size=1)\n"
+        "except TableNameError as err:\n"
+        "    print(err, 'pyspark' in sys.modules, sep='\\n')\n"
+    )
+    run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    message, imported = run.stdout.rstrip("\n").rsplit("\n", 1)
+    assert "main.sales.events" in message and "needs an active Spark session" in message
+    assert "give the table's location" in message and "DESCRIBE DETAIL" in message
+    assert imported == "False"  # nothing imported pyspark to find that out
