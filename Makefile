@@ -40,7 +40,8 @@ FLOOR_DELTALAKE_TESTS := tests/notebooks/test_incremental.py \
 	tests/spark/test_nulls.py::test_delta_statistics_give_the_counts_of_the_columns_they_cover \
 	tests/spark/test_nulls.py::test_incremental_runs_of_a_delta_table_with_nulls_in_every_type \
 	tests/spark/test_sources.py::test_delta_path_records_the_version_converted \
-	tests/spark/test_sources.py::test_a_delta_path_with_deletion_vectors_leaves_out_the_rows_they_mark
+	tests/spark/test_sources.py::test_a_delta_path_with_deletion_vectors_leaves_out_the_rows_they_mark \
+	tests/remote/test_delta_stream_remote.py
 # Run on the main lane only: the notebooks' %pip install runs (4.5 min of the lane under load; the floor lane runs the
 # same notebooks in process, test_notebooks.py). VARIANT exists from pyspark 4.0 on.
 FLOOR_NOT_RUN := tests/notebooks/test_install.py tests/spark/test_ml_types.py::test_variant_is_stored_as_json \
@@ -330,7 +331,8 @@ test-floor: $(SPARK35_VENV)/.installed $(NODE_DIR)/.installed $(REF_VENV)/.bench
 	$(SPARK35_PY) tests/floor_versions.py .ci/spark35-constraints.txt
 	$(TEST_ENV) PYSPARK_PYTHON=$(abspath $(SPARK35_PY)) MDS_SPARK_CLASSIC_ONLY=1 $(SPARK35_PY) -m pytest -q \
 		--durations=10 $(FLOOR_TESTS) $(call not_run,$(FLOOR_NOT_RUN))
-	$(TEST_ENV) PYSPARK_PYTHON=$(abspath $(SPARK35_PY)) $(SPARK35_PY) -m pytest -q $(DATABRICKS_TESTS)
+	$(TEST_ENV) PYSPARK_PYTHON=$(abspath $(SPARK35_PY)) $(SPARK35_PY) -m pytest -q $(DATABRICKS_TESTS) \
+		$(call not_run,$(FLOOR_DELTALAKE_TESTS))
 
 # Real Delta Lake on the floor's Spark 3.5.0 (classic only): Delta 3.1.0, the newest Delta 3.x that runs on Spark
 # 3.5.0 (3.2.1 fails reading _metadata columns with a NoSuchMethodError; 3.3 needs Spark 3.5.3). Only the tests that
@@ -363,7 +365,7 @@ test-delta-spark35: $(DELTA35_VENV)/.installed $(REF_VENV)/.bench-ready
 	$(DELTA35_PY) tests/delta_lake/jars.py
 	$(TEST_ENV) PYSPARK_PYTHON=$(abspath $(DELTA35_PY)) MDS_SPARK_CLASSIC_ONLY=1 MDS_DELTA_ORACLE_EXAMPLES=6 \
 		$(DELTA35_PY) -m pytest -q --durations=5 tests/delta_lake/test_reproductions.py \
-		tests/delta_lake/test_features.py tests/delta_lake/test_oracle.py \
+		tests/delta_lake/test_features.py tests/delta_lake/test_oracle.py tests/delta_lake/test_stream_delta_lake.py \
 		$(call not_run,$(DELTA35_NOT_RUN))
 	$(TEST_ENV) PYSPARK_PYTHON=$(abspath $(DELTA35_PY)) MDS_SPARK_CLASSIC_ONLY=1 $(DELTA35_PY) -m pytest -q \
 		--durations=5 $(FLOOR_DELTALAKE_TESTS) tests/incremental/test_oracle.py
@@ -396,12 +398,13 @@ PY312_DEPS := 'pyspark[connect]'
 PYTHONS_EXTRAS := spark,cli,s3,gcs,azure,oci,databricks,hf,sftp
 PYTHONS_TESTS := tests/format tests/storage tests/dataset tests/spark tests/compat_api tests/cli/test_convert.py \
 	tests/cli/test_convert_nulls.py tests/cli/test_convert_spark.py
-# The conversions of Delta paths need deltalake (and so pyarrow 21), which neither runtime's pins allow.
+# The conversions of Delta paths and the streams over Delta tables and Parquet folders need the delta extra
+# (deltalake, and so pyarrow 21), which neither runtime's pins allow.
 PYTHONS_DELTALAKE_TESTS := tests/cli/test_convert.py::test_convert_a_delta_path \
 	tests/cli/test_convert.py::test_convert_reads_a_delta_table_with_deletion_vectors \
 	tests/cli/test_convert_nulls.py::test_nulls_in_every_type_convert_with_default_columns[delta] \
 	tests/spark/test_delta_path_variant.py \
-	tests/dataset/test_delta_stream.py
+	tests/dataset/test_delta_stream.py tests/dataset/test_delta_batches.py tests/dataset/test_parquet_stream.py
 # Neither holds the text extra (transformers).
 PYTHONS_NOT_RUN := $(PYTHONS_DELTALAKE_TESTS) tests/compat_api/test_zoo.py::test_text_datasets_tokenize_truncate_and_pad
 PY310_NOT_RUN := $(FLOOR_NOT_RUN) $(PYTHONS_NOT_RUN)

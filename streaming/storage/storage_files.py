@@ -5,7 +5,8 @@ pyarrow filesystem rooted at the table: for a local one `streaming.storage.table
 cloud one delta-rs's object store. delta-rs's store has no ``dbfs:/`` scheme and cannot reach a ``/Volumes/...``
 path the Databricks Files API serves (no mount here); those go through the backend `storage_for` gives them, the one
 every other read of the package uses (its credentials, retries and errors). A file opened is downloaded whole
-first, into a private scratch folder removed at once (the open file stays readable): what is opened this way is a
+first, into a private scratch folder removed at once (the open file stays readable; a killed process's is swept by
+the next, `streaming.storage.scratch`): what is opened this way is a
 log's commits and checkpoints, deletion vectors and a Parquet folder's footers, while a stream's data files go
 through its shard cache.
 """
@@ -13,8 +14,6 @@ through its shard cache.
 from __future__ import annotations
 
 import os
-import shutil
-import tempfile
 from typing import Any
 
 import pyarrow as pa
@@ -22,6 +21,7 @@ from pyarrow import fs as pafs
 
 from streaming.storage.errors import ObjectNotFoundError
 from streaming.storage.registry import storage_for
+from streaming.storage.scratch import scratch
 from streaming.storage.url import check_relative_path, join_url, relative_to
 
 
@@ -89,13 +89,11 @@ class StorageFiles(pafs.FileSystemHandler):
         return list(found.values())
 
     def open_input_file(self, path: str) -> pa.NativeFile:
-        folder = tempfile.mkdtemp(prefix="mds-table-file-")
-        try:
+        # A scratch folder, so that a download a SIGKILL interrupts is swept by the next process.
+        with scratch("mds-table-file-") as folder:
             local = os.path.join(folder, "file")
             storage_for(self.root).get(self._url(path), local, durable=False)
             return pa.OSFile(local, "r")
-        finally:
-            shutil.rmtree(folder, ignore_errors=True)
 
     def open_input_stream(self, path: str) -> pa.NativeFile:
         return self.open_input_file(path)
