@@ -12,7 +12,6 @@ A view or a table of another format given by name is refused, naming it.
 
 from __future__ import annotations
 
-import json
 import os
 from typing import Any
 
@@ -20,7 +19,7 @@ import numpy as np
 import pytest
 
 from tests.delta_lake.followed import latest_version, table_location
-from tests.helpers import as_rank
+from tests.delta_lake.stream_checks import CHECKPOINT_AT, check_order_resumption_and_mixing
 
 pytestmark = pytest.mark.timeout(1800)
 
@@ -44,7 +43,7 @@ def _same(sample: dict[str, Any], expected: dict[str, Any]) -> bool:
 
 
 def test_a_dataset_streams_a_delta_lake_table_given_by_its_name(delta_session, table_name, tmp_path):
-    from streaming import MDSWriter, Stream, StreamingDataset
+    from streaming import StreamingDataset
 
     spark = delta_session
     spark.sql(
@@ -92,37 +91,17 @@ def test_a_dataset_streams_a_delta_lake_table_given_by_its_name(delta_session, t
     samples = list(dataset)
     assert {int(s["id"]) for s in samples} == set(expected) and len(samples) - len(expected) < 2
 
-    # The same order on a re-run; one rank's checkpoint resumed by two ranks yields exactly the rest.
-    first = [int(s["id"]) for s in samples]
-    assert [int(s["id"]) for s in make("b")] == first
-    state = json.loads(json.dumps({**dataset.state_dict(150, True), "epoch": 0}))
-    spark.sql(f"INSERT INTO {table_name} VALUES (5000, 'late', 1.0, 'p0')")  # the table moves on
-    rest = []
-    for rank in range(2):
-        with as_rank(rank, 2):
-            resumed = make(f"r{rank}")
-            assert resumed.streams[0].version == pinned + 1
-            resumed.load_state_dict(state)
-            assert resumed.streams[0].version == pinned
-            rest.extend(int(s["id"]) for s in resumed)
-    # Every sample of the epoch is read once across the two runs, but for the padding the world size decides.
-    assert set(first[:150]) | set(rest) == set(first) and abs(150 + len(rest) - len(first)) < 2 * 8
-
-    # Mixed with an MDS stream, the table again by its name.
-    with MDSWriter(out=str(tmp_path / "other"), columns={"id": "int64"}) as writer:
-        for i in range(100):
-            writer.write({"id": 10_000 + i})
-    mixed = StreamingDataset(
-        streams=[
-            Stream(remote=table_name, local=str(tmp_path / "m1"), proportion=1),
-            Stream(remote=str(tmp_path / "other"), local=str(tmp_path / "m2"), proportion=1),
-        ],
-        batch_size=8,
-        epoch_size=200,
+    # The same order on a re-run, resumption on another world size after the table moved on, and mixing.
+    check_order_resumption_and_mixing(
+        make,
+        table_name,
+        [int(s["id"]) for s in samples],
+        dataset.state_dict(CHECKPOINT_AT, True),
+        pinned,
+        lambda late: spark.sql(f"INSERT INTO {table_name} VALUES ({late}, 'late', 1.0, 'p0')"),
+        set(expected),
+        tmp_path,
     )
-    ids = [int(s["id"]) for s in mixed]
-    assert len(ids) == 200 and sum(i >= 10_000 for i in ids) == 100
-    assert set(ids) - set(range(10_000, 10_100)) <= set(expected) | {5000}
 
 
 def test_a_view_or_a_table_of_another_format_is_refused_by_name(delta_session, table_name, tmp_path):
