@@ -145,3 +145,15 @@ def as_rank(rank: int, world: int) -> Any:
     from unittest import mock
 
     return mock.patch.dict(os.environ, RANK=str(rank), WORLD_SIZE=str(world), LOCAL_WORLD_SIZE=str(world))
+
+
+def ids_resumed_on_two_ranks(make: Any, state: dict[str, Any]) -> list[int]:
+    """The sample ids two ranks of one node read after each resumes from ``state``, each over its own dataset
+    ``make(cache_folder_name)``: with one rank's checkpoint, exactly the rest of that rank's epoch."""
+    rest: list[int] = []
+    for rank in range(2):
+        with as_rank(rank, 2):
+            resumed = make(f"resumed-{rank}")
+            resumed.load_state_dict(state)
+            rest.extend(int(sample["id"]) for sample in resumed)
+    return rest

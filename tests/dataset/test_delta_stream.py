@@ -28,7 +28,7 @@ from streaming.convert.arrow_engine import convert_files
 from streaming.dataset.dataloader import StreamingDataLoader
 from streaming.dataset.delta_stream import VERSIONS_KEY, DeltaStream
 from streaming.delta.errors import HistoryUnavailableError
-from tests.helpers import as_rank
+from tests.helpers import ids_resumed_on_two_ranks
 from tests.incremental.row_tracked_table import TrackedTable
 
 ROWS = 600
@@ -140,13 +140,7 @@ def test_same_order_on_a_rerun_and_resumption_on_another_world_size(tmp_path):
     state = json.loads(json.dumps(dataset.state_dict(120, True)))
     state["epoch"] = 0
     assert state[VERSIONS_KEY] == [6]
-    rest = []
-    for rank in range(2):
-        with as_rank(rank, 2):
-            resumed = make(f"e{rank}")
-            resumed.load_state_dict(state)
-            rest.extend(_ids(resumed))
-    assert sorted(consumed + rest) == sorted(first)
+    assert sorted(consumed + ids_resumed_on_two_ranks(make, state)) == sorted(first)
 
 
 def test_a_checkpoint_keeps_its_table_version_and_fails_clearly_once_vacuumed(tmp_path):

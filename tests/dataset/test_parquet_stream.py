@@ -21,7 +21,7 @@ import pytest
 from streaming import LocalDataset, MDSWriter, Stream, StreamingDataset
 from streaming.convert.arrow_engine import convert_files
 from streaming.dataset.parquet_stream import ParquetStream
-from tests.helpers import as_rank
+from tests.helpers import ids_resumed_on_two_ranks
 
 ROWS = 600
 
@@ -97,13 +97,7 @@ def test_same_order_on_a_rerun_resumption_on_another_world_size_and_mixing(tmp_p
     dataset = make("d")
     state = json.loads(json.dumps({**dataset.state_dict(120, True), "epoch": 0}))
     assert "delta_versions" not in state  # a folder has no version to record
-    rest = []
-    for rank in range(2):
-        with as_rank(rank, 2):
-            resumed = make(f"e{rank}")
-            resumed.load_state_dict(state)
-            rest.extend(_ids(resumed))
-    assert sorted(first[:120] + rest) == sorted(first)
+    assert sorted(first[:120] + ids_resumed_on_two_ranks(make, state)) == sorted(first)
 
     with MDSWriter(out=str(tmp_path / "other"), columns={"id": "int64"}) as writer:
         for i in range(100):
