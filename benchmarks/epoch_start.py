@@ -8,7 +8,7 @@ Modes:
 
 * ``sample``: ``StreamingDataset(local=..., shuffle=True, batch_size=32)`` in one process; construction time,
   time from construction to the first sample, peak RSS (``ru_maxrss``). ``--shuffle-algo`` picks another shuffle
-  (then on one canonical node).
+  (then on one canonical node), here and in the ``loader`` and ``resume`` modes.
 * ``loader``: the same dataset through ``StreamingDataLoader(batch_size=32, num_workers=2)`` on ``--ranks`` ranks
   of one node (one process per rank, ``RANK``/``WORLD_SIZE``/``LOCAL_RANK``/``LOCAL_WORLD_SIZE`` set as a
   launcher sets them); time to the first batch, and the peak RSS (``VmHWM``) of every rank and DataLoader worker.
@@ -171,7 +171,7 @@ def child_resume(local: str) -> dict:
     from streaming import StreamingDataset
 
     start = time.perf_counter()
-    dataset = StreamingDataset(local=local, shuffle=True, batch_size=BATCH_SIZE)
+    dataset = StreamingDataset(local=local, shuffle=True, batch_size=BATCH_SIZE, **_shuffle_settings())
     at = int(len(dataset) * float(os.environ["EPOCH_START_RESUME_AT"])) // BATCH_SIZE * BATCH_SIZE
     state = {"epoch": 0, "sample_in_epoch": at, "num_canonical_nodes": 1, "shuffle_seed": dataset.shuffle_seed}
     dataset.load_state_dict({**state, "initial_physical_nodes": 1})
@@ -257,7 +257,7 @@ def child_loader(local: str) -> dict:
     from streaming import StreamingDataLoader, StreamingDataset
 
     start = time.perf_counter()
-    dataset = StreamingDataset(local=local, shuffle=True, batch_size=BATCH_SIZE)
+    dataset = StreamingDataset(local=local, shuffle=True, batch_size=BATCH_SIZE, **_shuffle_settings())
     constructed = time.perf_counter()
     loader = StreamingDataLoader(dataset, batch_size=BATCH_SIZE, num_workers=2)
     batches = iter(loader)
@@ -381,7 +381,9 @@ def main() -> None:
     parser.add_argument("--out")
     parser.add_argument("--timeout", type=float, default=1800)
     parser.add_argument(
-        "--shuffle-algo", default="py1e", help="sample mode: another shuffle algorithm, on one canonical node"
+        "--shuffle-algo",
+        default="py1e",
+        help="sample, loader and resume modes: another algorithm, on one canonical node",
     )
     parser.add_argument("--resume-at", type=float, default=0.9, help="resume and order modes: where to resume")
     parser.add_argument("--child", help=argparse.SUPPRESS)
