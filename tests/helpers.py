@@ -157,3 +157,21 @@ def ids_resumed_on_two_ranks(make: Any, state: dict[str, Any]) -> list[int]:
             resumed.load_state_dict(state)
             rest.extend(int(sample["id"]) for sample in resumed)
     return rest
+
+
+def mixed_with_an_mds_stream(remote: str, tmp_path: Any, batch_size: int = 8) -> Any:
+    """A dataset whose epoch of 200 samples mixes ``remote`` half and half with an MDS stream of 100 samples whose
+    ids are 10,000 to 10,099 (written under ``tmp_path``)."""
+    from streaming import MDSWriter, Stream, StreamingDataset
+
+    with MDSWriter(out=str(tmp_path / "other"), columns={"id": "int64"}) as writer:
+        for i in range(100):
+            writer.write({"id": 10_000 + i})
+    return StreamingDataset(
+        streams=[
+            Stream(remote=remote, local=str(tmp_path / "m1"), proportion=1),
+            Stream(remote=str(tmp_path / "other"), local=str(tmp_path / "m2"), proportion=1),
+        ],
+        batch_size=batch_size,
+        epoch_size=200,
+    )

@@ -21,7 +21,7 @@ import pytest
 from streaming import LocalDataset, MDSWriter, Stream, StreamingDataset
 from streaming.convert.arrow_engine import convert_files
 from streaming.dataset.parquet_stream import ParquetStream
-from tests.helpers import ids_resumed_on_two_ranks
+from tests.helpers import ids_resumed_on_two_ranks, mixed_with_an_mds_stream
 
 ROWS = 600
 
@@ -99,17 +99,7 @@ def test_same_order_on_a_rerun_resumption_on_another_world_size_and_mixing(tmp_p
     assert "delta_versions" not in state  # a folder has no version to record
     assert sorted(first[:120] + ids_resumed_on_two_ranks(make, state)) == sorted(first)
 
-    with MDSWriter(out=str(tmp_path / "other"), columns={"id": "int64"}) as writer:
-        for i in range(100):
-            writer.write({"id": 10_000 + i})
-    mixed = StreamingDataset(
-        streams=[
-            Stream(remote=folder, local=str(tmp_path / "m1"), proportion=1),
-            Stream(remote=str(tmp_path / "other"), local=str(tmp_path / "m2"), proportion=1),
-        ],
-        batch_size=8,
-        epoch_size=200,
-    )
+    mixed = mixed_with_an_mds_stream(folder, tmp_path)
     ids = _ids(mixed)
     assert (
         len(ids) == 200

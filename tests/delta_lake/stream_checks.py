@@ -11,7 +11,7 @@ import json
 from collections.abc import Callable
 from typing import Any
 
-from tests.helpers import as_rank
+from tests.helpers import as_rank, mixed_with_an_mds_stream
 
 #: The position of the checkpoint the resumption starts from (samples into epoch 0).
 CHECKPOINT_AT = 150
@@ -32,7 +32,6 @@ def check_order_resumption_and_mixing(
 ) -> None:
     """``first``: an epoch's ids from ``make("a")`` (a dataset over the table, given its cache folder), ``state`` its
     checkpoint at `CHECKPOINT_AT`; ``move_on(LATE_ID)`` commits a row of that id; ``live``: the pinned version's ids."""
-    from streaming import MDSWriter, Stream, StreamingDataset
 
     assert [int(s["id"]) for s in make("b")] == first
     state = json.loads(json.dumps({**state, "epoch": 0}))
@@ -49,17 +48,6 @@ def check_order_resumption_and_mixing(
     assert set(first[:CHECKPOINT_AT]) | set(rest) == set(first)
     assert abs(CHECKPOINT_AT + len(rest) - len(first)) < 2 * batch_size
 
-    with MDSWriter(out=str(tmp_path / "other"), columns={"id": "int64"}) as writer:
-        for i in range(100):
-            writer.write({"id": 10_000 + i})
-    mixed = StreamingDataset(
-        streams=[
-            Stream(remote=remote, local=str(tmp_path / "m1"), proportion=1),
-            Stream(remote=str(tmp_path / "other"), local=str(tmp_path / "m2"), proportion=1),
-        ],
-        batch_size=batch_size,
-        epoch_size=200,
-    )
-    ids = [int(s["id"]) for s in mixed]
+    ids = [int(s["id"]) for s in mixed_with_an_mds_stream(remote, tmp_path, batch_size)]
     assert len(ids) == 200 and sum(i >= 10_000 for i in ids) == 100
     assert set(ids) - set(range(10_000, 10_100)) <= live | {LATE_ID}  # the newest version holds the late row
